@@ -1,0 +1,39 @@
+"""The one exception hierarchy of cuzk-tasks.
+
+Every error the library raises on purpose derives from :class:`CuzkError`, so
+callers (the CLI, Celery tasks) can tell "bad input / failed proof" apart from
+programming bugs.
+"""
+
+
+class CuzkError(Exception):
+    """Base class for every error cuzk-tasks raises deliberately."""
+
+
+class FormatError(CuzkError):
+    """A snarkjs/circom binary or JSON file is malformed.
+
+    The message names the file, the field and what was expected.
+    """
+
+    def __init__(self, path, field, problem):
+        self.path = str(path) if path is not None else "<buffer>"
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{self.path}: {field}: {problem}")
+
+
+class WitnessError(CuzkError):
+    """Witness generation failed (bad input.json, circuit assertion, ...)."""
+
+
+class ProofError(CuzkError):
+    """A proof could not be produced or failed its self-verification."""
+
+
+class VerificationError(CuzkError):
+    """Verification inputs are invalid (not: the proof is merely wrong)."""
+
+
+class NativeCoreError(CuzkError):
+    """The compiled native core is missing or reported a failure."""

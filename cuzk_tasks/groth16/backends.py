@@ -1,0 +1,62 @@
+"""Compute backends for the heavy part of proving (evaluations, NTTs, MSMs).
+
+A backend turns numpy arrays from the zkey and witness into group elements.
+The CPU backend is the native C++ core; the GPU backend (CuPy) plugs in behind
+the same four methods, so the prover never needs to know which one runs.
+"""
+
+import os
+
+from ..errors import CuzkError
+from . import points
+
+
+class CpuBackend:
+    """The native multithreaded C++ core."""
+
+    name = "cpu"
+
+    def __init__(self, threads=None):
+        from . import native  # imported lazily so a missing build is a clear error at use
+
+        self._native = native
+        self.threads = threads or native.default_threads()
+
+    def evaluate_ab(self, zkey, witness_values):
+        return self._native.evaluate_ab(zkey.coefs, witness_values, zkey.domain_size, threads=self.threads)
+
+    def compute_h(self, a_evals, b_evals):
+        return self._native.compute_h(a_evals, b_evals, threads=self.threads)
+
+    def g1_msm(self, bases, scalars):
+        return points.g1_jacobian_to_affine(self._native.g1_msm(bases, scalars, threads=self.threads))
+
+    def g2_msm(self, bases, scalars):
+        return points.g2_jacobian_to_affine(self._native.g2_msm(bases, scalars, threads=self.threads))
+
+
+BACKENDS = ("cpu", "gpu", "auto")
+
+
+def get_backend(name=None, **options):
+    """Return a backend by name: ``cpu``, ``gpu`` or ``auto`` (default: env CUZK_BACKEND or auto).
+
+    ``auto`` picks the GPU when one is usable and the CPU core otherwise.
+    """
+    name = (name or os.environ.get("CUZK_BACKEND") or "auto").lower()
+    if name not in BACKENDS:
+        raise CuzkError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    if name in ("gpu", "auto"):
+        try:
+            from .gpu import GpuBackend  # noqa: F401  (later issue)
+        except ImportError:
+            if name == "gpu":
+                raise CuzkError("backend 'gpu' requested but the GPU backend is not available "
+                                "in this build (install cuzk-tasks[gpu] on a host with a CUDA device)")
+        else:
+            try:
+                return GpuBackend(**options)
+            except CuzkError:
+                if name == "gpu":
+                    raise
+    return CpuBackend(**{k: v for k, v in options.items() if k == "threads"})

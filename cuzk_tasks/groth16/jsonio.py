@@ -1,0 +1,271 @@
+"""snarkjs JSON shapes: proof.json, public.json, verification_key.json.
+
+Writing follows snarkjs exactly (``bfj.write(..., {space: 1})``, which is
+byte-identical to ``JSON.stringify(x, null, 1)``: one-space indentation, no
+trailing newline; Python's ``json.dumps(x, indent=1)`` produces the same bytes).
+
+Points are affine standard-form Python-int tuples (``None`` = infinity), as in
+:mod:`.reference.curve`.  In JSON they are projective triples of decimal
+strings: G1 ``[x, y, "1"]``, G2 ``[[x0, x1], [y0, y1], ["1", "0"]]``; snarkjs
+writes infinity as ``["0", "1", "0"]`` / ``[["0","0"], ["1","0"], ["0","0"]]``.
+
+Errors: structural problems (wrong shape, non-decimal numbers, coordinates
+>= q, z other than 1 / 0) raise :class:`FormatError` naming the file and field;
+mathematically invalid values (point not on the curve, not in the subgroup,
+public signal >= r) raise :class:`VerificationError` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import FormatError, VerificationError
+from .reference.curve import G1, G2
+from .reference.field import FQ, FR
+from .reference.pairing import g2_in_subgroup, gt_from_json, gt_to_json
+
+_DECIMAL = re.compile(r"[0-9]+\Z")
+
+
+# ------------------------------------------------------------------ writing --
+
+def dump_json(obj, path):
+    """Write ``obj`` exactly as snarkjs writes its JSON files."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(dumps_json(obj))
+
+
+def dumps_json(obj) -> str:
+    return json.dumps(obj, indent=1, ensure_ascii=False)
+
+
+def g1_to_json(p):
+    if p is None:
+        return ["0", "1", "0"]
+    return [str(p[0]), str(p[1]), "1"]
+
+
+def g2_to_json(p):
+    if p is None:
+        return [["0", "0"], ["1", "0"], ["0", "0"]]
+    (x0, x1), (y0, y1) = p
+    return [[str(x0), str(x1)], [str(y0), str(y1)], ["1", "0"]]
+
+
+def proof_to_json(pi_a, pi_b, pi_c) -> dict:
+    return {
+        "pi_a": g1_to_json(pi_a),
+        "pi_b": g2_to_json(pi_b),
+        "pi_c": g1_to_json(pi_c),
+        "protocol": "groth16",
+        "curve": "bn128",
+    }
+
+
+def public_to_json(values) -> list:
+    return [str(int(v)) for v in values]
+
+
+# ------------------------------------------------------------------ parsing --
+
+def _num(value, path, field, modulus, what="coordinate"):
+    """A decimal string (or a JSON integer) -> int < modulus."""
+    if isinstance(value, bool):
+        raise FormatError(path, field, f"expected a decimal string, got {value!r}")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and _DECIMAL.match(value):
+        n = int(value)
+    else:
+        raise FormatError(path, field, f"expected a decimal string, got {_short(value)}")
+    if n < 0 or n >= modulus:
+        raise FormatError(path, field, f"{what} is not a field element (>= the modulus)")
+    return n
+
+
+def _short(value):
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _list(value, n, path, field):
+    if not isinstance(value, list) or len(value) != n:
+        raise FormatError(path, field, f"expected a list of {n} elements, got {_short(value)}")
+    return value
+
+
+def g1_from_json(value, path=None, field="point", check=True):
+    """``[x, y, z]`` (or ``[x, y]``) -> affine point or None; z must be "1" (or "0" for infinity)."""
+    if not isinstance(value, list) or len(value) not in (2, 3):
+        raise FormatError(path, field, f"expected [x, y, z] of decimal strings, got {_short(value)}")
+    x = _num(value[0], path, f"{field}[0]", FQ)
+    y = _num(value[1], path, f"{field}[1]", FQ)
+    z = _num(value[2], path, f"{field}[2]", FQ) if len(value) == 3 else 1
+    if z == 0:
+        return None
+    if z != 1:
+        raise FormatError(path, field, "only affine points (z = \"1\") or infinity (z = \"0\") are accepted")
+    p = (x, y)
+    if check and not G1.is_on_curve(p):
+        raise VerificationError(f"{_where(path)}{field}: point is not on the curve")
+    return p
+
+
+def g2_from_json(value, path=None, field="point", check=True):
+    """``[[x0,x1],[y0,y1],[z0,z1]]`` -> affine point or None, on the twist and in G2."""
+    if not isinstance(value, list) or len(value) not in (2, 3):
+        raise FormatError(path, field, f"expected [[x0, x1], [y0, y1], [z0, z1]], got {_short(value)}")
+    coords = []
+    for i, c in enumerate(value):
+        _list(c, 2, path, f"{field}[{i}]")
+        coords.append((_num(c[0], path, f"{field}[{i}][0]", FQ), _num(c[1], path, f"{field}[{i}][1]", FQ)))
+    z = coords[2] if len(coords) == 3 else (1, 0)
+    if z == (0, 0):
+        return None
+    if z != (1, 0):
+        raise FormatError(path, field,
+                          "only affine points (z = [\"1\", \"0\"]) or infinity (z = [\"0\", \"0\"]) are accepted")
+    p = (coords[0], coords[1])
+    if check:
+        if not G2.is_on_curve(p):
+            raise VerificationError(f"{_where(path)}{field}: point is not on the curve")
+        if not _g2_subgroup_cached(p):
+            raise VerificationError(f"{_where(path)}{field}: point is not in the G2 subgroup")
+    return p
+
+
+_SUBGROUP_CACHE: dict = {}
+
+
+def _g2_subgroup_cached(p):
+    ok = _SUBGROUP_CACHE.get(p)
+    if ok is None:
+        ok = g2_in_subgroup(p)
+        if len(_SUBGROUP_CACHE) > 1024:
+            _SUBGROUP_CACHE.clear()
+        _SUBGROUP_CACHE[p] = ok
+    return ok
+
+
+def _where(path):
+    return f"{path}: " if path is not None else ""
+
+
+def proof_from_json(obj, path=None):
+    """proof.json dict -> ``(pi_a, pi_b, pi_c)`` validated affine points."""
+    if not isinstance(obj, dict):
+        raise FormatError(path, "proof", f"expected a JSON object, got {_short(obj)}")
+    for key in ("pi_a", "pi_b", "pi_c"):
+        if key not in obj:
+            raise FormatError(path, key, "missing")
+    protocol = obj.get("protocol", "groth16")
+    if protocol != "groth16":
+        raise FormatError(path, "protocol", f"expected \"groth16\", got {_short(protocol)}")
+    curve = obj.get("curve", "bn128")
+    if curve != "bn128":
+        raise FormatError(path, "curve", f"expected \"bn128\", got {_short(curve)}")
+    pi_a = g1_from_json(obj["pi_a"], path, "pi_a")
+    pi_b = g2_from_json(obj["pi_b"], path, "pi_b")
+    pi_c = g1_from_json(obj["pi_c"], path, "pi_c")
+    return pi_a, pi_b, pi_c
+
+
+def public_from_json(obj, path=None):
+    """public.json list -> list of ints, each < r (VerificationError naming the index otherwise)."""
+    if not isinstance(obj, list):
+        raise FormatError(path, "public signals", f"expected a JSON list, got {_short(obj)}")
+    out = []
+    for i, v in enumerate(obj):
+        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, str) and _DECIMAL.match(v))):
+            raise FormatError(path, f"public signal [{i}]", f"expected a decimal string, got {_short(v)}")
+        n = int(v)
+        if n < 0 or n >= FR:
+            raise VerificationError(
+                f"{_where(path)}public signal [{i}]: value is not a field element (>= r)")
+        out.append(n)
+    return out
+
+
+# ------------------------------------------------------- verification keys --
+
+@dataclass
+class VerificationKey:
+    n_public: int
+    alpha1: Optional[tuple]
+    beta2: Optional[tuple]
+    gamma2: Optional[tuple]
+    delta2: Optional[tuple]
+    ic: list
+    alphabeta_12: Optional[tuple] = None  # flat Fq12 12-tuple, as in the JSON (not used to verify)
+
+
+def vkey_to_json(n_public, alpha1, beta2, gamma2, delta2, alphabeta_12, ic) -> dict:
+    """The dict ``snarkjs zkey export verificationkey`` writes (same key order).
+
+    ``alphabeta_12`` is a flat Fq12 tuple (see :mod:`.reference.tower`).
+    """
+    return {
+        "protocol": "groth16",
+        "curve": "bn128",
+        "nPublic": int(n_public),
+        "vk_alpha_1": g1_to_json(alpha1),
+        "vk_beta_2": g2_to_json(beta2),
+        "vk_gamma_2": g2_to_json(gamma2),
+        "vk_delta_2": g2_to_json(delta2),
+        "vk_alphabeta_12": gt_to_json(alphabeta_12),
+        "IC": [g1_to_json(p) for p in ic],
+    }
+
+
+def vkey_from_json(obj, path=None) -> VerificationKey:
+    if not isinstance(obj, dict):
+        raise FormatError(path, "verification key", f"expected a JSON object, got {_short(obj)}")
+    for key in ("nPublic", "vk_alpha_1", "vk_beta_2", "vk_gamma_2", "vk_delta_2", "IC"):
+        if key not in obj:
+            raise FormatError(path, key, "missing")
+    if obj.get("protocol", "groth16") != "groth16":
+        raise FormatError(path, "protocol", f"expected \"groth16\", got {_short(obj.get('protocol'))}")
+    if obj.get("curve", "bn128") != "bn128":
+        raise FormatError(path, "curve", f"expected \"bn128\", got {_short(obj.get('curve'))}")
+    n_public = obj["nPublic"]
+    if isinstance(n_public, str) and _DECIMAL.match(n_public):
+        n_public = int(n_public)
+    if isinstance(n_public, bool) or not isinstance(n_public, int) or n_public < 0:
+        raise FormatError(path, "nPublic", f"expected a non-negative integer, got {_short(n_public)}")
+    ic_json = obj["IC"]
+    if not isinstance(ic_json, list) or len(ic_json) != n_public + 1:
+        raise FormatError(path, "IC", f"expected a list of nPublic + 1 = {n_public + 1} points")
+    alphabeta = None
+    if "vk_alphabeta_12" in obj:
+        ab = obj["vk_alphabeta_12"]
+        _list(ab, 2, path, "vk_alphabeta_12")
+        for h in range(2):
+            _list(ab[h], 3, path, f"vk_alphabeta_12[{h}]")
+            for i in range(3):
+                _list(ab[h][i], 2, path, f"vk_alphabeta_12[{h}][{i}]")
+                for j in range(2):
+                    _num(ab[h][i][j], path, f"vk_alphabeta_12[{h}][{i}][{j}]", FQ)
+        alphabeta = gt_from_json(ab)
+    return VerificationKey(
+        n_public=n_public,
+        alpha1=g1_from_json(obj["vk_alpha_1"], path, "vk_alpha_1"),
+        beta2=g2_from_json(obj["vk_beta_2"], path, "vk_beta_2"),
+        gamma2=g2_from_json(obj["vk_gamma_2"], path, "vk_gamma_2"),
+        delta2=g2_from_json(obj["vk_delta_2"], path, "vk_delta_2"),
+        ic=[g1_from_json(p, path, f"IC[{i}]") for i, p in enumerate(ic_json)],
+        alphabeta_12=alphabeta,
+    )
+
+
+def load_json(path, what="JSON"):
+    """Read a JSON file; FormatError (naming the file) if it is not valid JSON."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, what, f"not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, what, f"not UTF-8 text ({exc})") from None

@@ -1,0 +1,208 @@
+"""The Groth16 prover, split as the pipeline needs it.
+
+Notation follows the Groth16 paper and snarkjs.  With witness w (w_0 = 1,
+w_1..w_ℓ public) and zkey bases A_i, B_i (G1 and G2), C_i (private only) and
+H_j, a proof for random r, s is::
+
+    π_A = α + Σ w_i·A_i + r·δ
+    π_B = β + Σ w_i·B_i + s·δ                      (in G2)
+    π_C = Σ w_i·C_i + Σ h_j·H_j + s·π_A + r·B'_1 − r·s·δ
+          where B'_1 = β + Σ w_i·B_i + s·δ in G1
+
+:func:`prove_start` does the part a GPU accelerates: the QAP step (evaluate A
+and B at the constraints, C = A∘B, H on the odd coset) and the four G1 MSMs.
+It returns a :class:`PartialProof`: four points and the public signals,
+small enough to pass through Redis.  :func:`prove_finish` does the CPU tail:
+the G2 MSM, drawing r and s, assembly and self-verification.
+"""
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import FormatError, ProofError
+from . import jsonio
+from .backends import get_backend
+from .reference.curve import G1, G2
+from .reference.field import FR
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartialProof:
+    """Result of :func:`prove_start`: the G1 MSM sums and the public signals."""
+
+    public_signals: list
+    a: tuple          # Σ w_i·A_i
+    b1: tuple         # Σ w_i·B_i in G1
+    c: tuple          # Σ_{private i} w_i·C_i
+    h: tuple          # Σ h_j·H_j
+    n_vars: int
+    domain_size: int
+    zkey_delta1: tuple
+    backend: str = "cpu"
+    timings_ms: dict = field(default_factory=dict)
+
+    def to_json(self):
+        """A JSON-serialisable dict (decimal strings); inverse of :meth:`from_json`."""
+        return {
+            "public_signals": [str(v) for v in self.public_signals],
+            "a": _g1_to_json(self.a),
+            "b1": _g1_to_json(self.b1),
+            "c": _g1_to_json(self.c),
+            "h": _g1_to_json(self.h),
+            "n_vars": self.n_vars,
+            "domain_size": self.domain_size,
+            "zkey_delta1": _g1_to_json(self.zkey_delta1),
+            "backend": self.backend,
+            "timings_ms": dict(self.timings_ms),
+        }
+
+    @classmethod
+    def from_json(cls, obj):
+        try:
+            return cls(
+                public_signals=[int(v) for v in obj["public_signals"]],
+                a=_g1_from_json(obj["a"]),
+                b1=_g1_from_json(obj["b1"]),
+                c=_g1_from_json(obj["c"]),
+                h=_g1_from_json(obj["h"]),
+                n_vars=int(obj["n_vars"]),
+                domain_size=int(obj["domain_size"]),
+                zkey_delta1=_g1_from_json(obj["zkey_delta1"]),
+                backend=str(obj.get("backend", "cpu")),
+                timings_ms=dict(obj.get("timings_ms", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(None, "partial proof", f"malformed partial proof: {exc!r}") from None
+
+
+def _g1_to_json(p):
+    return None if p is None else [str(p[0]), str(p[1])]
+
+
+def _g1_from_json(obj):
+    if obj is None:
+        return None
+    point = (int(obj[0]), int(obj[1]))
+    if not G1.is_on_curve(point):
+        raise ValueError("point not on G1")
+    return point
+
+
+class _Timer:
+    def __init__(self, timings):
+        self.timings = timings
+
+    def __call__(self, name):
+        timer = self
+
+        class _Step:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timer.timings[name] = round((time.perf_counter() - self.t0) * 1000.0, 3)
+                log.debug("%s: %.1f ms", name, timer.timings[name])
+
+        return _Step()
+
+
+def witness_values(witness, zkey, source=None):
+    """The witness as an (nVars, 4) uint64 array, checked against the zkey."""
+    values = getattr(witness, "values", witness)
+    values = np.ascontiguousarray(values, dtype="<u8")
+    source = source or getattr(witness, "path", None)
+    if values.ndim != 2 or values.shape[1] != 4:
+        raise FormatError(source, "witness", f"expected an (n, 4) uint64 array, got shape {values.shape}")
+    if values.shape[0] != zkey.n_vars:
+        raise FormatError(source, "witness length",
+                          f"witness has {values.shape[0]} values, zkey {zkey.path} expects nVars={zkey.n_vars}")
+    if not (values[0, 0] == 1 and not values[0, 1:].any()):
+        raise FormatError(source, "witness[0]", "the first witness value must be 1")
+    return values
+
+
+def prove_start(zkey, witness, backend=None):
+    """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
+    backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
+    w = witness_values(witness, zkey)
+    timings = {}
+    step = _Timer(timings)
+    with step("evaluate_ab"):
+        a_evals, b_evals = backend.evaluate_ab(zkey, w)
+    with step("compute_h"):
+        h = backend.compute_h(a_evals, b_evals)
+    del a_evals, b_evals
+    with step("msm_a"):
+        a = backend.g1_msm(zkey.a_points, w)
+    with step("msm_b1"):
+        b1 = backend.g1_msm(zkey.b1_points, w)
+    with step("msm_c"):
+        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:])
+    with step("msm_h"):
+        h_sum = backend.g1_msm(zkey.h_points, h)
+    public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
+    return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
+                        domain_size=zkey.domain_size, zkey_delta1=zkey.delta1,
+                        backend=backend.name, timings_ms=timings)
+
+
+def assemble_proof(zkey, partial, b2, r, s):
+    """The Groth16 assembly from the MSM sums and the blinding factors r, s."""
+    pi_a = G1.add(G1.add(zkey.alpha1, partial.a), G1.mul(zkey.delta1, r))
+    b1 = G1.add(G1.add(zkey.beta1, partial.b1), G1.mul(zkey.delta1, s))
+    pi_b = G2.add(G2.add(zkey.beta2, b2), G2.mul(zkey.delta2, s))
+    pi_c = G1.add(partial.c, partial.h)
+    pi_c = G1.add(pi_c, G1.mul(pi_a, s))
+    pi_c = G1.add(pi_c, G1.mul(b1, r))
+    pi_c = G1.add(pi_c, G1.neg(G1.mul(zkey.delta1, r * s % FR)))
+    return pi_a, pi_b, pi_c
+
+
+def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=True, vkey=None):
+    """G2 MSM, assembly and self-verification; returns ``(proof_json, public_json)``.
+
+    ``r`` and ``s`` are drawn with :mod:`secrets` unless given (tests only).
+    With ``verify`` (the default) a proof that fails the pairing check raises
+    :class:`ProofError` and is never returned.
+    """
+    if isinstance(partial, dict):
+        partial = PartialProof.from_json(partial)
+    if partial.n_vars != zkey.n_vars or partial.zkey_delta1 != zkey.delta1:
+        raise ProofError(f"partial proof was made with a different zkey than {zkey.path}")
+    backend = backend if backend is not None and not isinstance(backend, str) else get_backend("cpu")
+    w = witness_values(witness, zkey)
+    timings = partial.timings_ms
+    step = _Timer(timings)
+    with step("msm_b2"):
+        b2 = backend.g2_msm(zkey.b2_points, w)
+    r = secrets.randbelow(FR) if r is None else r % FR
+    s = secrets.randbelow(FR) if s is None else s % FR
+    with step("assemble"):
+        pi_a, pi_b, pi_c = assemble_proof(zkey, partial, b2, r, s)
+        proof = jsonio.proof_to_json(pi_a, pi_b, pi_c)
+        public = jsonio.public_to_json(partial.public_signals)
+    if verify:
+        from .verifier import export_verification_key, verify as verify_proof
+
+        with step("self_verify"):
+            ok = verify_proof(vkey or export_verification_key(zkey), public, proof)
+        if not ok:
+            raise ProofError(
+                f"proof for {zkey.path} failed self-verification: the witness does not satisfy "
+                "the circuit's constraints, or a compute kernel returned a wrong result; "
+                "the proof was discarded")
+    return proof, public
+
+
+def prove(zkey, witness, backend=None, verify=True, vkey=None):
+    """One-call prove: :func:`prove_start` then :func:`prove_finish`."""
+    backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
+    partial = prove_start(zkey, witness, backend=backend)
+    finish_backend = backend if backend.name == "cpu" else None
+    return prove_finish(partial, zkey, witness, backend=finish_backend, verify=verify, vkey=vkey)

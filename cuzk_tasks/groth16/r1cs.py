@@ -1,0 +1,129 @@
+"""Reader for circom constraint systems (``.r1cs``, version 1).
+
+Sections::
+
+    1 header       uint32 n8 | prime (n8 bytes) | uint32 nWires | uint32 nPubOut
+                   | uint32 nPubIn | uint32 nPrvIn | uint64 nLabels
+                   | uint32 mConstraints
+    2 constraints  mConstraints x (A, B, C); each linear combination is
+                   uint32 nTerms, then nTerms x (uint32 wireId, n8-byte coef)
+    3 wire2label   nWires x uint64
+    4, 5           custom gates (PLONK only; ignored here)
+
+Coefficients are stored in standard (non-Montgomery) form.  This reader turns
+constraints into Python dicts and is meant for small circuits (tests, checks).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import FormatError
+from .binfile import BN254_R, BinFile
+
+R1CS_MAGIC = b"r1cs"
+LinearCombination = Dict[int, int]
+Constraint = Tuple[LinearCombination, LinearCombination, LinearCombination]
+
+
+@dataclass
+class R1CS:
+    path: str
+    n8: int
+    prime: int
+    n_wires: int
+    n_pub_out: int
+    n_pub_in: int
+    n_prv_in: int
+    n_labels: int
+    n_constraints: int
+    constraints: List[Constraint] = field(default_factory=list, repr=False)
+    wire2label: Optional[np.ndarray] = field(default=None, repr=False)
+
+    @property
+    def n_public(self) -> int:
+        """Public signals as snarkjs counts them (outputs + public inputs)."""
+        return self.n_pub_out + self.n_pub_in
+
+    def is_satisfied(self, witness: Sequence[int]) -> Optional[int]:
+        """Index of the first constraint A*B != C under ``witness``, or None."""
+        p = self.prime
+        w = [int(x) for x in witness]
+        if len(w) < self.n_wires:
+            raise ValueError(f"witness has {len(w)} values, circuit has "
+                             f"{self.n_wires} wires")
+
+        def ev(lc):
+            return sum(c * w[i] for i, c in lc.items()) % p
+
+        for k, (a, b, c) in enumerate(self.constraints):
+            if ev(a) * ev(b) % p != ev(c):
+                return k
+        return None
+
+
+def read_r1cs(path, expected_prime: int | None = BN254_R) -> R1CS:
+    with BinFile(path, R1CS_MAGIC, (1,)) as bf:
+        p = bf.path
+        s1 = bf.section(1, "header")
+        if s1.size < 4:
+            raise FormatError(p, "section 1 (header)", f"size {s1.size} too small")
+        n8 = struct.unpack("<I", bf.read(s1, 0, 4))[0]
+        want = 4 + n8 + 4 * 4 + 8 + 4
+        if s1.size != want:
+            raise FormatError(p, "section 1 (header)",
+                              f"size is {s1.size} bytes, expected {want} for n8={n8}")
+        hdr = bf.read(s1)
+        prime = int.from_bytes(hdr[4:4 + n8], "little")
+        if expected_prime is not None and prime != expected_prime:
+            raise FormatError(p, "prime",
+                              f"circuit is for prime {prime}, expected "
+                              f"{'bn128 scalar field r' if expected_prime == BN254_R else expected_prime}")
+        n_wires, n_pub_out, n_pub_in, n_prv_in, n_labels, m = struct.unpack_from(
+            "<IIIIQI", hdr, 4 + n8)
+        r = R1CS(path=p, n8=n8, prime=prime, n_wires=n_wires, n_pub_out=n_pub_out,
+                 n_pub_in=n_pub_in, n_prv_in=n_prv_in, n_labels=n_labels,
+                 n_constraints=m)
+
+        s2 = bf.section(2, "constraints")
+        data = bf.read(s2)
+        pos = 0
+        term = 4 + n8
+        cons: List[Constraint] = []
+        try:
+            for k in range(m):
+                lcs = []
+                for _ in range(3):
+                    (nt,) = struct.unpack_from("<I", data, pos)
+                    pos += 4
+                    if pos + nt * term > len(data):
+                        raise struct.error("overrun")
+                    lc = {}
+                    for _ in range(nt):
+                        (wire,) = struct.unpack_from("<I", data, pos)
+                        if wire >= n_wires:
+                            raise FormatError(p, "section 2 (constraints)",
+                                              f"constraint {k} uses wire {wire}, "
+                                              f"nWires={n_wires}")
+                        coef = int.from_bytes(data[pos + 4:pos + term], "little")
+                        lc[wire] = (lc.get(wire, 0) + coef) % prime
+                        pos += term
+                    lcs.append(lc)
+                cons.append((lcs[0], lcs[1], lcs[2]))
+        except struct.error:
+            raise FormatError(p, "section 2 (constraints)",
+                              f"section ends inside constraint {len(cons)} of {m}") \
+                from None
+        if pos != len(data):
+            raise FormatError(p, "section 2 (constraints)",
+                              f"{len(data) - pos} trailing bytes after {m} constraints")
+        r.constraints = cons
+
+        if bf.has(3):
+            s3 = bf.section(3, "wire2label", n_wires * 8)
+            r.wire2label = np.frombuffer(bf.read(s3), dtype="<u8").copy()
+        return r

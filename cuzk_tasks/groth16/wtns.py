@@ -1,0 +1,138 @@
+"""Reader/writer for circom/snarkjs witness files (``.wtns``, version 2).
+
+Layout::
+
+    "wtns" | uint32 version=2 | uint32 nSections=2
+    section 1 (size 8+n8): uint32 n8 | prime (n8 bytes LE) | uint32 nWitness
+    section 2 (size n8*nWitness): nWitness values, n8 bytes LE, standard form
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import FormatError
+from .binfile import BN254_R, BinFile, write_bin_header, write_section
+from .zkey import limbs_ge
+
+WTNS_MAGIC = b"wtns"
+N8 = 32
+
+
+@dataclass
+class Witness:
+    path: str
+    prime: int
+    n8: int
+    values: np.ndarray  # (n, 4) uint64, standard form, zero-copy view
+    _bin: Optional[BinFile] = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def as_ints(self) -> list:
+        """Values as Python ints (slow; small witnesses / tests)."""
+        return limbs_to_ints(self.values)
+
+    def close(self):
+        if self._bin is not None:
+            self._bin.close()
+            self._bin = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def limbs_to_ints(values: np.ndarray) -> list:
+    v = np.ascontiguousarray(values, dtype="<u8")
+    raw = v.tobytes()
+    w = v.shape[1] * 8
+    return [int.from_bytes(raw[i * w:(i + 1) * w], "little") for i in range(v.shape[0])]
+
+
+def ints_to_limbs(values: Sequence[int], n64: int = 4) -> np.ndarray:
+    n8 = n64 * 8
+    buf = b"".join(int(x).to_bytes(n8, "little") for x in values)
+    return np.frombuffer(buf, dtype="<u8").reshape(len(values), n64).copy()
+
+
+def read_wtns(path, expected_prime: int | None = None,
+              expected_length: int | None = None) -> Witness:
+    """Read and validate a .wtns file (BN254 scalar field only)."""
+    bf = BinFile(path, WTNS_MAGIC, (2,))
+    try:
+        p = bf.path
+        s1 = bf.section(1, "header")
+        if s1.size < 4:
+            raise FormatError(p, "section 1 (header)",
+                              f"size is {s1.size} bytes, too small")
+        n8 = struct.unpack("<I", bf.read(s1, 0, 4))[0]
+        if s1.size != 8 + n8:
+            raise FormatError(p, "section 1 (header)",
+                              f"size is {s1.size} bytes, expected {8 + n8} for n8={n8}")
+        hdr = bf.read(s1)
+        prime = int.from_bytes(hdr[4:4 + n8], "little")
+        n_witness = struct.unpack_from("<I", hdr, 4 + n8)[0]
+        want_prime = BN254_R if expected_prime is None else expected_prime
+        if prime != want_prime:
+            raise FormatError(p, "prime",
+                              f"witness is for prime {prime}, expected "
+                              + ("bn128 scalar field r" if want_prime == BN254_R
+                                 else f"prime {want_prime}")
+                              + f" = {want_prime}")
+        if n8 != N8:
+            raise FormatError(p, "n8", f"field element size is {n8}, expected 32")
+        s2 = bf.section(2, "witness values", n_witness * n8)
+        if expected_length is not None and n_witness != expected_length:
+            raise FormatError(p, "nWitness",
+                              f"witness has {n_witness} values, zkey expects "
+                              f"nVars={expected_length}")
+        values = bf.array(s2, "<u8", n_witness * 4, shape=(n_witness, 4))
+        bad = np.flatnonzero(limbs_ge(values, prime))
+        if len(bad):
+            i = int(bad[0])
+            raise FormatError(p, "values",
+                              f"witness value #{i} is not reduced: >= prime "
+                              f"({len(bad)} such values)")
+        bf.release_file()
+        return Witness(path=p, prime=prime, n8=n8, values=values, _bin=bf)
+    except BaseException:
+        bf.close()
+        raise
+
+
+def wtns_bytes(values, prime: int = BN254_R) -> bytes:
+    """Serialise a witness exactly as snarkjs/circom do (version 2, 2 sections).
+
+    ``values`` is an (n, 4) uint64 array of standard-form limbs or a sequence
+    of Python ints.
+    """
+    if isinstance(values, np.ndarray):
+        arr = np.ascontiguousarray(values, dtype="<u8")
+        if arr.ndim != 2 or arr.shape[1] != N8 // 8:
+            raise ValueError(f"values must have shape (n, 4), got {arr.shape}")
+        n = arr.shape[0]
+        data = arr.tobytes()
+    else:
+        vals = [int(v) for v in values]
+        n = len(vals)
+        data = b"".join(v.to_bytes(N8, "little") for v in vals)
+    header = struct.pack("<I", N8) + prime.to_bytes(N8, "little") + struct.pack("<I", n)
+    return (write_bin_header(WTNS_MAGIC, 2, 2) + write_section(1, header)
+            + write_section(2, data))
+
+
+def write_wtns(path, values, prime: int = BN254_R) -> None:
+    data = wtns_bytes(values, prime)
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

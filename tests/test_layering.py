@@ -1,0 +1,34 @@
+"""cuzk_tasks.groth16 is a pure proving library: it must not depend on Celery or Redis."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+GROTH16 = pathlib.Path(__file__).resolve().parent.parent / "cuzk_tasks" / "groth16"
+FORBIDDEN = {"celery", "redis", "kombu", "flask"}
+
+
+def test_no_forbidden_import_statements():
+    offenders = []
+    for path in GROTH16.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert offenders == []
+
+
+def test_importing_the_library_loads_no_queue_or_store_module():
+    code = (
+        "import sys, pkgutil, importlib, cuzk_tasks.groth16 as g\n"
+        "for m in pkgutil.walk_packages(g.__path__, 'cuzk_tasks.groth16.'):\n"
+        "    if not m.name.endswith('.gpu'): importlib.import_module(m.name)\n"
+        f"bad = sorted(n for n in sys.modules if n.split('.')[0] in {sorted(FORBIDDEN)!r})\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,230 @@
+"""In-process circom witness generation (wasmtime) vs snarkjs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cuzk_tasks.errors import CuzkError, FormatError, WitnessError
+from cuzk_tasks.groth16.binfile import BN254_R as R
+from cuzk_tasks.groth16.r1cs import read_r1cs
+from cuzk_tasks.groth16.witness import (WitnessCalculator, fnv1a64,
+                                        generate_witness, get_calculator,
+                                        load_input_json)
+from cuzk_tasks.groth16.wtns import limbs_to_ints, read_wtns
+
+try:
+    from snarkjs_tool import (FIXTURES, fixture_dir, requires_snarkjs,
+                              run_snarkjs)
+except ImportError:  # tests/ imported as a package
+    from tests.snarkjs_tool import (FIXTURES, fixture_dir, requires_snarkjs,
+                                    run_snarkjs)
+
+ALL = FIXTURES + ["assert_fail"]
+
+
+def calc(name) -> WitnessCalculator:
+    return get_calculator(fixture_dir(name) / "circuit.wasm")
+
+
+def write_input(tmp_path, obj, fname="input.json"):
+    p = tmp_path / fname
+    p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return p
+
+
+def test_fnv1a64_known():
+    # FNV-1a 64 test vectors
+    assert fnv1a64("") == 0xCBF29CE484222325
+    assert fnv1a64("a") == 0xAF63DC4C8601EC8C
+    assert fnv1a64("foobar") == 0x85944171F73967E8
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_witness_matches_fixture(name, tmp_path):
+    d = fixture_dir(name)
+    wc = calc(name)
+    expected = (d / "witness.wtns").read_bytes()
+    assert wc.prime == R and wc.version[0] == 2
+    assert wc.calculate_wtns(load_input_json(d / "input.json")) == expected
+    values = wc.calculate_file(d / "input.json")
+    assert values.shape == (wc.witness_size, 4) and values.dtype == np.dtype("<u8")
+    np.testing.assert_array_equal(values, read_wtns(d / "witness.wtns").values)
+    out = tmp_path / "w.wtns"
+    assert generate_witness(d / "circuit.wasm", d / "input.json", out) == wc.witness_size
+    assert out.read_bytes() == expected
+
+
+def test_calculator_is_reused_and_survives_failure():
+    d = fixture_dir("assert_fail")
+    wc = calc("assert_fail")
+    assert get_calculator(d / "circuit.wasm") is wc
+    good = load_input_json(d / "input.json")
+    with pytest.raises(WitnessError):
+        wc.calculate_file(d / "input_bad.json")
+    assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
+    assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
+
+
+@pytest.mark.parametrize("a,b,ea,eb", [
+    (3, 11, 3, 11),
+    ("3", "11", 3, 11),
+    ("0x3", "0xb", 3, 11),
+    (-5, "-7", R - 5, R - 7),
+    ([3], [[11]], 3, 11),             # nested arrays flatten
+    (str(R + 3), 11, 3, 11),           # reduced mod r
+    (True, " 11 ", 1, 11),            # JS BigInt semantics
+    ("0b11", "0o13", 3, 11),
+    (1e3, "", 1000, 0),
+])
+def test_input_formats(a, b, ea, eb, tmp_path):
+    wc = calc("mulchain")
+    vals = limbs_to_ints(wc.calculate({"a": a, "b": b}))
+    # mulchain: x0 = a, x_i = x_{i-1} * b + i, c = x_30; witness [1, c, b, a, ...]
+    x = ea
+    for i in range(1, 31):
+        x = (x * eb + i) % R
+    assert vals[:4] == [1, x, eb, ea]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(min_value=-(1 << 300), max_value=1 << 300),
+       st.integers(min_value=0, max_value=R - 1))
+def test_random_inputs_satisfy_r1cs(a, b):
+    r1 = _r1cs("mulchain")
+    wc = calc("mulchain")
+    vals = limbs_to_ints(wc.calculate({"a": str(a), "b": hex(b)}))
+    assert vals[3] == a % R and vals[2] == b
+    assert r1.is_satisfied(vals) is None
+
+
+_R1CS = {}
+
+
+def _r1cs(name):
+    if name not in _R1CS:
+        _R1CS[name] = read_r1cs(fixture_dir(name) / "circuit.r1cs")
+    return _R1CS[name]
+
+
+def test_poseidon_random_satisfies_r1cs():
+    wc = calc("poseidon")
+    r1 = _r1cs("poseidon")
+    inp = load_input_json(fixture_dir("poseidon") / "input.json")
+    keys = list(inp)
+    for seed in range(3):
+        rnd = {k: str((seed + 1) * 1234567891011 + i) for i, k in enumerate(keys)}
+        if isinstance(inp[keys[0]], list):
+            rnd = {k: [str(seed * 7 + j) for j in range(len(v))] for k, v in inp.items()}
+        assert r1.is_satisfied(limbs_to_ints(wc.calculate(rnd))) is None
+
+
+# ----------------------------------------------------------------- snarkjs
+@pytest.mark.snarkjs
+@requires_snarkjs
+@pytest.mark.parametrize("name,inp", [
+    ("mulchain", None), ("poseidon", None), ("mulchain_1k", None), ("assert_fail", None),
+    ("mulchain", {"a": "-5", "b": "0x1f"}),
+    ("mulchain", {"a": 12345678901234567890123, "b": [" 7 "]}),
+    ("mulchain", {"a": "", "b": str(R + 2)}),
+])
+def test_witness_matches_fresh_snarkjs(name, inp, tmp_path):
+    d = fixture_dir(name)
+    input_path = d / "input.json" if inp is None else write_input(tmp_path, inp)
+    out = tmp_path / "snarkjs.wtns"
+    proc = run_snarkjs("wtns", "calculate", d / "circuit.wasm", input_path, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ours = tmp_path / "ours.wtns"
+    with pytest.warns(UserWarning) if inp and isinstance(inp.get("a"), int) else \
+            _nullcontext():
+        generate_witness(d / "circuit.wasm", input_path, ours)
+    assert ours.read_bytes() == out.read_bytes()
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+# ----------------------------------------------------------------- errors
+def _err(tmp_path, name, obj, exc=WitnessError):
+    p = write_input(tmp_path, obj)
+    with pytest.raises(exc) as ei:
+        generate_witness(fixture_dir(name) / "circuit.wasm", p, tmp_path / "w.wtns")
+    assert isinstance(ei.value, CuzkError)
+    assert str(p) in str(ei.value)
+    assert not (tmp_path / "w.wtns").exists()
+    return str(ei.value)
+
+
+def test_missing_signal(tmp_path):
+    msg = _err(tmp_path, "mulchain", {"a": "3"})
+    assert "missing input signal" in msg and "1 of the circuit's 2" in msg
+
+
+def test_missing_signal_named_with_sym(tmp_path):
+    # a circom .sym file next to the wasm lets us name the missing signal
+    wasm = tmp_path / "circuit.wasm"
+    shutil.copy(fixture_dir("mulchain") / "circuit.wasm", wasm)
+    (tmp_path / "circuit.sym").write_text(
+        "1,1,0,main.c\n2,2,0,main.b\n3,3,0,main.a\n4,4,0,main.x[0]\n")
+    p = write_input(tmp_path, {"a": "3"})
+    with pytest.raises(WitnessError) as ei:
+        WitnessCalculator(wasm).calculate_file(p)
+    msg = str(ei.value)
+    assert str(p) in msg and "'b'" in msg and "1 value" in msg
+    assert "'x'" not in msg and "'a'" not in msg
+
+
+def test_extra_signal(tmp_path):
+    msg = _err(tmp_path, "mulchain", {"a": "3", "b": "11", "zz": "1"})
+    assert "'zz'" in msg and "not an input" in msg
+
+
+def test_wrong_array_size(tmp_path):
+    msg = _err(tmp_path, "mulchain", {"a": ["3", "4"], "b": "11"})
+    assert "'a'" in msg and "2 value(s)" in msg and "expects 1" in msg
+
+
+@pytest.mark.parametrize("bad", ["1.5", "abc", None, "-0x5", 1.5, {"k": 1}])
+def test_bad_values(tmp_path, bad):
+    msg = _err(tmp_path, "mulchain", {"a": bad, "b": "11"})
+    assert "'a" in msg
+
+
+def test_bad_json(tmp_path):
+    msg = _err(tmp_path, "mulchain", '{"a": "3", "b": ', exc=FormatError)
+    assert "json" in msg
+    msg = _err(tmp_path, "mulchain", '[1, 2]', exc=FormatError)
+    assert "json" in msg
+
+
+def test_assert_failure_carries_circom_message(tmp_path):
+    d = fixture_dir("assert_fail")
+    with pytest.raises(WitnessError) as ei:
+        generate_witness(d / "circuit.wasm", d / "input_bad.json", tmp_path / "w.wtns")
+    e = ei.value
+    assert str(d / "input_bad.json") in str(e)
+    assert "Assert Failed." in str(e)
+    assert "Error in template AssertFail_0 line: 10" in str(e)
+    assert e.code == 4
+    assert e.circom_message == "Assert Failed.\nError in template AssertFail_0 line: 10"
+
+
+def test_missing_wasm(tmp_path):
+    with pytest.raises(FormatError) as ei:
+        WitnessCalculator(tmp_path / "nope.wasm")
+    assert "nope.wasm" in str(ei.value)
+    bad = tmp_path / "bad.wasm"
+    bad.write_bytes(b"\0asmjunk")
+    with pytest.raises(FormatError) as ei:
+        WitnessCalculator(bad)
+    assert "bad.wasm" in str(ei.value)
