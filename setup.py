@@ -5,6 +5,7 @@ that :mod:`cuzk_tasks.groth16.native` loads with ctypes.  It is packaged as a
 CPython extension module only so that ``pip install .`` compiles it with the
 interpreter's own toolchain settings; it has no Python-level API of its own.
 """
+import glob
 import os
 import shutil
 import sys
@@ -51,6 +52,8 @@ setup(
             "cuzk_tasks._native",
             sources=[os.path.join(NATIVE, "src", "cpu_core.cpp")],
             include_dirs=[os.path.join(NATIVE, "include")],
+            # Rebuild when a shared header changes, not only the .cpp.
+            depends=sorted(glob.glob(os.path.join(NATIVE, "include", "cuzk", "*"))),
             language="c++",
         )
     ],

@@ -8,7 +8,7 @@ import pytest
 
 from cuzk_tasks.cli import main as cli_main
 from cuzk_tasks.errors import FormatError, ProofError
-from cuzk_tasks.groth16 import jsonio, prover
+from cuzk_tasks.groth16 import jsonio
 from cuzk_tasks.groth16.prover import PartialProof, prove, prove_finish, prove_start
 from cuzk_tasks.groth16.reference import groth16 as ref
 from cuzk_tasks.groth16.reference.curve import G1, G2
@@ -46,8 +46,7 @@ def test_fixed_blinding_gives_the_reference_proof():
     proof, public = prove_finish(prove_start(zkey, witness, backend="cpu"), zkey, witness, r=r, s=s)
     a, b1, c, h, _ = ref.prove_start_reference(zkey, w)
     b2 = ref.b2_reference(zkey, w)
-    expected = prover.assemble_proof(
-        zkey, PartialProof(public, a, b1, c, h, zkey.n_vars, zkey.domain_size, zkey.delta1), b2, r, s)
+    expected = ref.assemble_proof_reference(zkey, a, b1, c, h, b2, r, s)
     assert proof == jsonio.proof_to_json(*expected)
     # Independent check of the assembly against the paper's formula for π_A.
     pi_a = G1.add(G1.add(zkey.alpha1, a), G1.mul(zkey.delta1, r))

@@ -182,6 +182,27 @@ class BinFile:
             arr = arr.reshape(shape)
         return arr
 
+    def drop_pages(self, array: np.ndarray) -> None:
+        """Tell the kernel it may drop the mapped pages behind ``array``.
+
+        The mapping is read-only and file-backed, so the pages are simply
+        re-read on the next access; dropping them after a step has consumed a
+        section keeps the prover's peak RSS near the size of one section
+        instead of the whole zkey.
+        """
+        if self._mm is None or array.size == 0 or not hasattr(self._mm, "madvise"):
+            return
+        base = np.frombuffer(self._mm, dtype=np.uint8, count=1).ctypes.data
+        start = array.ctypes.data - base
+        end = start + array.nbytes
+        if start < 0 or end > len(self._mm):
+            return  # not a view of this mapping (e.g. a copy)
+        page = mmap.PAGESIZE
+        start = -(-start // page) * page  # only whole pages inside the array
+        end = end // page * page
+        if end > start:
+            self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+
     def release_file(self):
         """Close the file handle, keeping only the mapping (no fd is leaked
         by readers whose result is never explicitly closed)."""

@@ -19,6 +19,12 @@ Data conventions (identical to the C ABI):
   use :func:`cuzk_tasks.groth16.points.g1_jacobian_to_affine`.)
 * NTT / QAP values: Montgomery form, except :func:`compute_h` output, which is
   in standard form ready to be used as MSM scalars.
+
+Threads: every heavy call takes ``threads`` (None = :func:`default_threads`,
+i.e. env ``CUZK_THREADS`` or ``os.cpu_count()``).  The C core never prints,
+never throws across the ABI and returns a status code, which is mapped to
+:class:`~cuzk_tasks.errors.NativeCoreError` here.  Env ``CUZK_MSM_WINDOW``
+(2..22) forces the Pippenger window size (tuning/debugging only).
 """
 
 import ctypes

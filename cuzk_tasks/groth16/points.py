@@ -65,6 +65,13 @@ def g1_affine_to_mont(point):
     return np.concatenate([fq_to_mont_limbs(point[0]), fq_to_mont_limbs(point[1])])
 
 
+def g2_affine_to_mont(point):
+    if point is None:
+        return np.zeros(16, dtype="<u8")
+    (x0, x1), (y0, y1) = point
+    return np.concatenate([fq_to_mont_limbs(v) for v in (x0, x1, y0, y1)])
+
+
 def _fq2_from_mont(limbs8):
     return (fq_from_mont(limbs8[0:4]), fq_from_mont(limbs8[4:8]))
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FormatError, ProofError
-from . import jsonio
+from . import jsonio, points
 from .backends import get_backend
-from .reference.curve import G1, G2
+from .reference.curve import G1
 from .reference.field import FR
 
 log = logging.getLogger(__name__)
@@ -127,40 +127,60 @@ def witness_values(witness, zkey, source=None):
     return values
 
 
+def _drop_pages(zkey, *names):
+    drop = getattr(zkey, "drop_pages", None)
+    if drop is not None:
+        drop(*names)
+
+
 def prove_start(zkey, witness, backend=None):
     """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
     backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
     w = witness_values(witness, zkey)
     timings = {}
     step = _Timer(timings)
+    # Each zkey section is dropped from memory once consumed: peak RSS then
+    # stays near one section plus scratch rather than the whole mapped zkey.
     with step("evaluate_ab"):
         a_evals, b_evals = backend.evaluate_ab(zkey, w)
+    _drop_pages(zkey, "coefs")
     with step("compute_h"):
         h = backend.compute_h(a_evals, b_evals)
     del a_evals, b_evals
-    with step("msm_a"):
-        a = backend.g1_msm(zkey.a_points, w)
-    with step("msm_b1"):
-        b1 = backend.g1_msm(zkey.b1_points, w)
-    with step("msm_c"):
-        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:])
     with step("msm_h"):
         h_sum = backend.g1_msm(zkey.h_points, h)
+    del h
+    _drop_pages(zkey, "h_points")
+    with step("msm_a"):
+        a = backend.g1_msm(zkey.a_points, w)
+    _drop_pages(zkey, "a_points")
+    with step("msm_b1"):
+        b1 = backend.g1_msm(zkey.b1_points, w)
+    _drop_pages(zkey, "b1_points")
+    with step("msm_c"):
+        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:])
+    _drop_pages(zkey, "c_points")
     public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
     return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
                         domain_size=zkey.domain_size, zkey_delta1=zkey.delta1,
                         backend=backend.name, timings_ms=timings)
 
 
-def assemble_proof(zkey, partial, b2, r, s):
-    """The Groth16 assembly from the MSM sums and the blinding factors r, s."""
-    pi_a = G1.add(G1.add(zkey.alpha1, partial.a), G1.mul(zkey.delta1, r))
-    b1 = G1.add(G1.add(zkey.beta1, partial.b1), G1.mul(zkey.delta1, s))
-    pi_b = G2.add(G2.add(zkey.beta2, b2), G2.mul(zkey.delta2, s))
-    pi_c = G1.add(partial.c, partial.h)
-    pi_c = G1.add(pi_c, G1.mul(pi_a, s))
-    pi_c = G1.add(pi_c, G1.mul(b1, r))
-    pi_c = G1.add(pi_c, G1.neg(G1.mul(zkey.delta1, r * s % FR)))
+def assemble_proof(zkey, partial, b2, r, s, backend):
+    """The Groth16 assembly from the MSM sums and the blinding factors r, s.
+
+    Each output is a short linear combination of known points, so it runs as a
+    tiny MSM on the backend rather than as Python-int scalar multiplications.
+    """
+    def g1_combination(terms):
+        bases = np.stack([points.g1_affine_to_mont(p) for p, _ in terms])
+        return backend.g1_msm(bases, points.ints_to_limb_array([k % FR for _, k in terms]))
+
+    pi_a = g1_combination([(zkey.alpha1, 1), (partial.a, 1), (zkey.delta1, r)])
+    b1 = g1_combination([(zkey.beta1, 1), (partial.b1, 1), (zkey.delta1, s)])
+    g2_bases = np.stack([points.g2_affine_to_mont(p) for p in (zkey.beta2, b2, zkey.delta2)])
+    pi_b = backend.g2_msm(g2_bases, points.ints_to_limb_array([1, 1, s]))
+    pi_c = g1_combination([(partial.c, 1), (partial.h, 1), (pi_a, s), (b1, r), (zkey.delta1, -r * s)])
     return pi_a, pi_b, pi_c
 
 
@@ -181,10 +201,11 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=Tr
     step = _Timer(timings)
     with step("msm_b2"):
         b2 = backend.g2_msm(zkey.b2_points, w)
+    _drop_pages(zkey, "b2_points")
     r = secrets.randbelow(FR) if r is None else r % FR
     s = secrets.randbelow(FR) if s is None else s % FR
     with step("assemble"):
-        pi_a, pi_b, pi_c = assemble_proof(zkey, partial, b2, r, s)
+        pi_a, pi_b, pi_c = assemble_proof(zkey, partial, b2, r, s, backend)
         proof = jsonio.proof_to_json(pi_a, pi_b, pi_c)
         public = jsonio.public_to_json(partial.public_signals)
     if verify:

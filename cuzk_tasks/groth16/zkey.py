@@ -139,6 +139,20 @@ class ZKey:
     def n_private_c(self) -> int:
         return self.n_vars - self.n_public - 1
 
+    def drop_pages(self, *names: str) -> None:
+        """Let the OS reclaim the mapped pages of the named arrays (e.g. ``"a_points"``).
+
+        The arrays stay valid: their pages are re-read from the file when
+        touched again.  The prover calls this after each step to bound its
+        peak RSS.
+        """
+        if self._bin is None:
+            return
+        for name in names:
+            array = getattr(self, name)
+            if array is not None:
+                self._bin.drop_pages(array)
+
     def close(self):
         if self._bin is not None:
             self._bin.close()

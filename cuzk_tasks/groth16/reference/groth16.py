@@ -43,3 +43,15 @@ def prove_start_reference(zkey, witness):
 
 def b2_reference(zkey, witness):
     return G2.msm(g2_bases(zkey.b2_points), witness)
+
+
+def assemble_proof_reference(zkey, a, b1, c, h, b2, r, s):
+    """π_A, π_B, π_C exactly as the paper writes them (Python-int scalar muls)."""
+    pi_a = G1.add(G1.add(zkey.alpha1, a), G1.mul(zkey.delta1, r))
+    b1_blinded = G1.add(G1.add(zkey.beta1, b1), G1.mul(zkey.delta1, s))
+    pi_b = G2.add(G2.add(zkey.beta2, b2), G2.mul(zkey.delta2, s))
+    pi_c = G1.add(c, h)
+    pi_c = G1.add(pi_c, G1.mul(pi_a, s))
+    pi_c = G1.add(pi_c, G1.mul(b1_blinded, r))
+    pi_c = G1.add(pi_c, G1.neg(G1.mul(zkey.delta1, r * s % FR)))
+    return pi_a, pi_b, pi_c

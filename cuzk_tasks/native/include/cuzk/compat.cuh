@@ -30,6 +30,13 @@ typedef unsigned char uint8_t;
 #include <stdint.h>
 #endif
 
+// Host x86-64: use the carry intrinsics (GCC/clang emit clean adc/sbb chains
+// for them, unlike for unsigned __int128 additions).
+#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+#define CUZK_HOST_X86 1
+#include <immintrin.h>
+#endif
+
 namespace cuzk {
 
 // 64x64 -> 128 bit multiply: returns the low half, stores the high half.
@@ -53,6 +60,11 @@ CUZK_HD CUZK_INLINE uint64_t add_carry(uint64_t a, uint64_t b, uint64_t carry_in
     uint64_t c2 = t < s;
     *r = t;
     return c1 | c2;
+#elif defined(CUZK_HOST_X86)
+    unsigned long long o;
+    unsigned char c = _addcarry_u64((unsigned char)carry_in, a, b, &o);
+    *r = o;
+    return c;
 #else
     unsigned __int128 s = (unsigned __int128)a + b + carry_in;
     *r = (uint64_t)s;
@@ -69,6 +81,11 @@ CUZK_HD CUZK_INLINE uint64_t sub_borrow(uint64_t a, uint64_t b, uint64_t borrow_
     uint64_t b2 = d < borrow_in;
     *r = t;
     return b1 | b2;
+#elif defined(CUZK_HOST_X86)
+    unsigned long long o;
+    unsigned char c = _subborrow_u64((unsigned char)borrow_in, a, b, &o);
+    *r = o;
+    return c;
 #else
     unsigned __int128 d = (unsigned __int128)a - b - borrow_in;
     *r = (uint64_t)d;

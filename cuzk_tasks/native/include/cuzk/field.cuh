@@ -17,6 +17,13 @@
 
 #include "compat.cuh"
 
+// Host x86-64 builds get MULX/ADX assembly for the multiplication, selected at
+// run time (see field_x86_64.hpp).  Define CUZK_NO_ASM to disable.
+#if defined(CUZK_HOST_X86) && !defined(CUZK_NO_ASM)
+#define CUZK_FIELD_ASM 1
+#include "field_x86_64.hpp"
+#endif
+
 namespace cuzk {
 
 template <class P>
@@ -143,11 +150,34 @@ struct Field {
         return t;
     }
 
-    // Montgomery product a*b*2^-256 mod p (CIOS, no-carry variant).
+#if defined(CUZK_FIELD_ASM)
+    static constexpr uint64_t kAsmConsts[5] = {P::P0, P::P1, P::P2, P::P3, P::INV};
+#endif
+
+    // Montgomery product a*b*2^-256 mod p.
     CUZK_HD CUZK_INLINE static Field mul(const Field& a, const Field& b) {
+#if defined(CUZK_FIELD_ASM)
+        if (__builtin_expect(x86::g_has_adx, 1)) {
+            Field r;
+            x86::mont_mul_adx(r.v, a.v, b.v, kAsmConsts);
+            return r;
+        }
+        return mul_portable(a, b);
+#else
+        return mul_portable(a, b);
+#endif
+    }
+
+    // Portable CIOS, "no-carry" variant.
+#if defined(CUZK_FIELD_ASM)
+    __attribute__((noinline))
+#endif
+    CUZK_HD static Field mul_portable(const Field& a, const Field& b) {
         const uint64_t p0 = P::P0, p1 = P::P1, p2 = P::P2, p3 = P::P3;
         uint64_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;
-#if !defined(__CUDA_ARCH__)
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#pragma unroll
+#elif defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 4
 #endif
         for (int i = 0; i < 4; ++i) {

@@ -2,13 +2,16 @@
 //
 // Algorithm
 //   * scalars (standard form, reduced mod r) are recoded into signed c-bit
-//     digits d in [-2^(c-1), 2^(c-1)], W = floor(254/c) + 1 windows;
+//     digits d in [-2^(c-1), 2^(c-1)], W = floor(254/c) + 1 windows; each
+//     window's digit is computed on the fly (see SignedDigit);
 //   * bucket |d|-1 of window w accumulates sign(d)*P.  Buckets are affine and
 //     are filled with *batched affine additions*: up to B independent
 //     additions share one field inversion (Montgomery's trick), i.e. about
 //     6 multiplications per addition.  An addition whose bucket is already
-//     pending in the current batch goes to a second, XYZZ bucket with a
-//     mixed addition instead (so skewed scalar distributions stay fast);
+//     pending in the current batch is deferred and retried once after the
+//     next flush; if it conflicts again (or the deferral queue is full) it goes
+//     to a second, XYZZ bucket with a mixed addition instead, so skewed scalar
+//     distributions (many equal scalars) stay fast;
 //   * buckets are reduced with the running-sum trick in XYZZ coordinates;
 //   * work units are (window, point-range) pairs pulled from an atomic
 //     counter by `threads` std::threads; partial window sums are combined
@@ -20,7 +23,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "curve.cuh"
@@ -58,6 +63,55 @@ inline uint64_t extract_bits(const uint64_t* s, int pos, int len) {
     return v & ((len >= 64) ? ~(uint64_t)0 : (((uint64_t)1 << len) - 1));
 }
 
+// Signed c-bit digit of window w, computed directly from the scalar.
+//
+// The usual recoding runs from the bottom window with a carry: raw = bits + carry,
+// digit = raw - 2^c and carry = 1 if raw > 2^(c-1), else digit = raw, carry = 0.
+// By induction, the carry into window w is 1 exactly when
+// (s mod 2^(w c)) > H_w = sum_{i<w} 2^(c-1) 2^(i c), so each window can be
+// recoded independently (no W x n digit table is needed).
+// code = (|digit| << 1) | (digit < 0); 0 means "no contribution".
+struct SignedDigit {
+    int pos, c;
+    uint64_t half, full;
+    uint64_t H[4];  // H_w, little-endian; H_w < 2^pos
+
+    SignedDigit(int c_, int w) : pos(w * c_), c(c_) {
+        half = (uint64_t)1 << (c - 1);
+        full = (uint64_t)1 << c;
+        H[0] = H[1] = H[2] = H[3] = 0;
+        for (int i = 0; i < w; ++i) {  // H += half << (i c)
+            const int bit = i * c + c - 1;
+            if (bit >= 256) break;
+            uint64_t add[4] = {0, 0, 0, 0};
+            add[bit >> 6] = (uint64_t)1 << (bit & 63);
+            uint64_t cy = 0;
+            for (int l = 0; l < 4; ++l) cy = add_carry(H[l], add[l], cy, &H[l]);
+        }
+    }
+
+    // (s mod 2^pos) > H
+    inline bool low_gt(const uint64_t* s) const {
+        for (int l = 3; l >= 0; --l) {
+            uint64_t v;
+            if (l * 64 >= pos) v = 0;
+            else if ((l + 1) * 64 > pos) v = s[l] & (((uint64_t)1 << (pos - l * 64)) - 1);
+            else v = s[l];
+            if (v != H[l]) return v > H[l];
+        }
+        return false;
+    }
+
+    inline uint32_t code(const uint64_t* s) const {
+        uint64_t raw = extract_bits(s, pos, c) + (pos > 0 && low_gt(s) ? 1 : 0);
+        if (raw > half) {
+            uint64_t mag = full - raw;
+            return mag ? (uint32_t)((mag << 1) | 1) : 0;
+        }
+        return (uint32_t)(raw << 1);
+    }
+};
+
 struct MsmPlan {
     int c;        // window bits
     int windows;  // number of windows
@@ -68,7 +122,8 @@ struct MsmPlan {
 inline int msm_num_windows(int c) { return kScalarBits / c + 1; }
 
 // Pick the window size from a simple cost model (field multiplications):
-// accumulation ~ 6.5 per (point, window), reduction ~ 24 per bucket, plus
+// accumulation ~ 10 per (point, window) (batch affine: 6 muls + memory and
+// bookkeeping; ~13 for XYZZ), reduction ~ 24 per bucket, plus
 // the imbalance of splitting units over threads.
 inline MsmPlan msm_plan(uint64_t n, int threads, int mul_weight_affine) {
     MsmPlan best = {1, msm_num_windows(1), 1, 0};
@@ -108,7 +163,14 @@ class PippengerMsm {
         threads = resolve_threads(threads);
         if (n == 0) return XYZZ::infinity();
         // Batch-affine only pays off when there are enough points per bucket set.
-        MsmPlan plan = msm_plan(n, threads, n >= 512 ? 65 : 100);
+        MsmPlan plan = msm_plan(n, threads, n >= 512 ? 100 : 130);
+        if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
+            int cw = std::atoi(env);
+            if (cw >= 2 && cw <= 22) {
+                plan.c = cw;
+                plan.windows = msm_num_windows(cw);
+            }
+        }
         const int c = plan.c, W = plan.windows, K = plan.chunks;
         const uint64_t nb = (uint64_t)1 << (c - 1);
         if (n >= 512) {
@@ -121,35 +183,18 @@ class PippengerMsm {
             plan.batch = 0;
         }
 
-        // 1. signed-digit recoding, layout digits[w * n + i]
-        //    code = (|d| << 1) | (d < 0), 0 = skip
-        std::vector<uint32_t> digits((size_t)W * (size_t)n);
-        parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
-            const uint64_t half = (uint64_t)1 << (c - 1);
-            const uint64_t full = (uint64_t)1 << c;
-            for (uint64_t i = b; i < e; ++i) {
-                uint64_t s[4];
-                bool skip = bases[i].is_inf();
-                reduce_scalar(scalars + 4 * i, s);
-                if ((s[0] | s[1] | s[2] | s[3]) == 0) skip = true;
-                uint64_t carry = 0;
-                for (int w = 0; w < W; ++w) {
-                    uint32_t code = 0;
-                    if (!skip) {
-                        uint64_t raw = extract_bits(s, w * c, c) + carry;
-                        if (raw > half) {
-                            code = (uint32_t)(((full - raw) << 1) | 1);
-                            carry = 1;
-                        } else {
-                            code = (uint32_t)(raw << 1);
-                            carry = 0;
-                        }
-                        if ((code >> 1) == 0) code = 0;
-                    }
-                    digits[(size_t)w * n + i] = code;
-                }
-            }
-        });
+        // 1. scalars >= r (not expected, but allowed) are reduced into a copy.
+        std::vector<uint64_t> reduced;
+        const uint64_t* sc = scalars;
+        bool need_reduce = false;
+        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r(scalars + 4 * i);
+        if (need_reduce) {
+            reduced.resize((size_t)n * 4);
+            parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
+                for (uint64_t i = b; i < e; ++i) reduce_scalar(scalars + 4 * i, &reduced[(size_t)i * 4]);
+            });
+            sc = reduced.data();
+        }
 
         // 2. bucket accumulation + reduction per unit
         const int units = W * K;
@@ -164,7 +209,8 @@ class PippengerMsm {
                 int w = u / K, k = u % K;
                 uint64_t b = n * (uint64_t)k / (uint64_t)K;
                 uint64_t e = n * (uint64_t)(k + 1) / (uint64_t)K;
-                partial[(size_t)u] = wk.unit(bases, digits.data() + (size_t)w * n, b, e);
+                SignedDigit dg(c, w);
+                partial[(size_t)u] = wk.unit(bases, sc, dg, b, e);
             }
         });
 
@@ -192,6 +238,11 @@ class PippengerMsm {
         std::vector<Affine> op_point;
         std::vector<F> op_den, op_acc;
         int op_count = 0;
+        // deferred (conflicting) additions, retried after the next flush
+        std::vector<uint32_t> q_bucket, d_bucket;
+        std::vector<Affine> q_point, d_point;
+        size_t q_count = 0;
+        bool draining = false;
 
         Worker(uint64_t nb_, int batch_) : nb(nb_), batch(batch_) {
             abk.resize(nb);
@@ -203,6 +254,10 @@ class PippengerMsm {
                 op_point.resize((size_t)batch);
                 op_den.resize((size_t)batch);
                 op_acc.resize((size_t)batch);
+                q_bucket.resize((size_t)batch);
+                d_bucket.resize((size_t)batch);
+                q_point.resize((size_t)batch);
+                d_point.resize((size_t)batch);
             }
         }
 
@@ -215,28 +270,63 @@ class PippengerMsm {
             }
         }
 
+        // Slope numerator: y2 - y1, or 3x^2 for a doubling (denominators were
+        // chosen accordingly in add_affine).
+        static inline F numerator(const Affine& B, const Affine& P) {
+            if (__builtin_expect(F::eq(P.x, B.x), 0)) {
+                F x2 = F::sqr(B.x);
+                return F::add(F::dbl(x2), x2);
+            }
+            return F::sub(P.y, B.y);
+        }
+
+        // Apply all pending additions with one inversion (Montgomery's trick).
+        // Two interleaved product chains hide the multiplication latency.
         void flush() {
             const int m = op_count;
             if (m == 0) return;
-            F acc = F::one();
+            F acc[2] = {F::one(), F::one()};
             for (int k = 0; k < m; ++k) {
-                op_acc[(size_t)k] = acc;
-                acc = F::mul(acc, op_den[(size_t)k]);
+                op_acc[(size_t)k] = acc[k & 1];
+                acc[k & 1] = F::mul(acc[k & 1], op_den[(size_t)k]);
             }
-            F inv = F::inv(acc);
-            for (int k = m - 1; k >= 0; --k) {
-                const size_t kk = (size_t)k;
-                F dinv = F::mul(op_acc[kk], inv);
-                inv = F::mul(inv, op_den[kk]);
-                Affine& B = abk[op_bucket[kk]];
-                const Affine& P = op_point[kk];
-                F lambda;
-                if (F::eq(P.x, B.x)) {  // doubling: lambda = 3x^2 / 2y
-                    F x2 = F::sqr(B.x);
-                    lambda = F::mul(F::add(F::dbl(x2), x2), dinv);
-                } else {
-                    lambda = F::mul(F::sub(P.y, B.y), dinv);
-                }
+            F tinv = F::inv(F::mul(acc[0], acc[1]));
+            F inv[2] = {F::mul(tinv, acc[1]), F::mul(tinv, acc[0])};
+            // Two additions per iteration, written interleaved so the CPU can
+            // overlap their dependency chains (they use different inverse chains
+            // and, by construction, different buckets).
+            int k = m - 1;
+            for (; k >= 1; k -= 2) {
+                const size_t k0 = (size_t)k, k1 = (size_t)k - 1;
+                Affine& B0 = abk[op_bucket[k0]];
+                Affine& B1 = abk[op_bucket[k1]];
+                const Affine& P0 = op_point[k0];
+                const Affine& P1 = op_point[k1];
+                F n0 = numerator(B0, P0);
+                F n1 = numerator(B1, P1);
+                F d0 = F::mul(op_acc[k0], inv[k0 & 1]);
+                F d1 = F::mul(op_acc[k1], inv[k1 & 1]);
+                inv[k0 & 1] = F::mul(inv[k0 & 1], op_den[k0]);
+                inv[k1 & 1] = F::mul(inv[k1 & 1], op_den[k1]);
+                F l0 = F::mul(n0, d0);
+                F l1 = F::mul(n1, d1);
+                F s0 = F::sqr(l0);
+                F s1 = F::sqr(l1);
+                F x0 = F::sub(F::sub(s0, B0.x), P0.x);
+                F x1 = F::sub(F::sub(s1, B1.x), P1.x);
+                F t0 = F::mul(l0, F::sub(B0.x, x0));
+                F t1 = F::mul(l1, F::sub(B1.x, x1));
+                F y0 = F::sub(t0, B0.y);
+                F y1 = F::sub(t1, B1.y);
+                B0.x = x0;
+                B0.y = y0;
+                B1.x = x1;
+                B1.y = y1;
+            }
+            if (k == 0) {
+                Affine& B = abk[op_bucket[0]];
+                const Affine& P = op_point[0];
+                F lambda = F::mul(numerator(B, P), F::mul(op_acc[0], inv[0]));
                 F x3 = F::sub(F::sub(F::sqr(lambda), B.x), P.x);
                 F y3 = F::sub(F::mul(lambda, F::sub(B.x, x3)), B.y);
                 B.x = x3;
@@ -246,10 +336,19 @@ class PippengerMsm {
             ++batch_id;
         }
 
-        inline void add_affine(uint64_t b, const Affine& p) {
+        // Queue an affine addition into bucket b.  `retry` is false for
+        // first attempts: a conflicting first attempt is deferred to the next
+        // batch (if there is room), a conflicting retry goes to the XYZZ bucket.
+        inline void add_affine(uint64_t b, const Affine& p, bool retry) {
             Affine& B = abk[b];
             if (bstamp[b] == batch_id) {  // already pending in this batch
-                add_xyzz(b, p);
+                if (!retry && q_count < (size_t)batch) {
+                    q_bucket[q_count] = (uint32_t)b;
+                    q_point[q_count] = p;
+                    ++q_count;
+                } else {
+                    add_xyzz(b, p);
+                }
                 return;
             }
             if (B.is_inf()) {
@@ -271,10 +370,26 @@ class PippengerMsm {
             op_point[k] = p;
             op_den[k] = den;
             bstamp[b] = batch_id;
-            if (op_count == batch) flush();
+            if (op_count == batch) {
+                flush();
+                drain();
+            }
         }
 
-        XYZZ unit(const Affine* bases, const uint32_t* dig, uint64_t begin, uint64_t end) {
+        // Retry the deferred additions once, into the (fresh) current batch.
+        void drain() {
+            if (q_count == 0 || draining) return;
+            draining = true;
+            const size_t cnt = q_count;
+            q_count = 0;
+            std::swap(q_bucket, d_bucket);
+            std::swap(q_point, d_point);
+            for (size_t i = 0; i < cnt; ++i) add_affine(d_bucket[i], d_point[i], true);
+            draining = false;
+        }
+
+        XYZZ unit(const Affine* bases, const uint64_t* scalars, const SignedDigit& dg,
+                  uint64_t begin, uint64_t end) {
             ++unit_id;
             ++batch_id;
             if (unit_id == 0) {  // wrapped: reset stamps
@@ -287,26 +402,38 @@ class PippengerMsm {
             }
             const bool use_affine = batch > 0;
             if (use_affine) std::memset((void*)abk.data(), 0, sizeof(Affine) * nb);
-            const uint64_t PF = 8;
-            for (uint64_t i = begin; i < end; ++i) {
-                if (i + PF < end) {
-                    uint32_t cpf = dig[i + PF];
-                    if (cpf) {
-                        uint64_t bpf = (cpf >> 1) - 1;
-                        if (use_affine) __builtin_prefetch(&abk[bpf], 1, 1);
-                        else __builtin_prefetch(&xbk[bpf], 1, 1);
-                        __builtin_prefetch(&bases[i + PF], 0, 0);
+            const uint64_t BLK = 64, PF = 6;
+            uint32_t codes[BLK];
+            for (uint64_t i0 = begin; i0 < end; i0 += BLK) {
+                const uint64_t cnt = std::min<uint64_t>(BLK, end - i0);
+                for (uint64_t j = 0; j < cnt; ++j) codes[j] = dg.code(scalars + 4 * (i0 + j));
+                for (uint64_t j = 0; j < cnt; ++j) {
+                    if (j + PF < cnt) {
+                        uint32_t cpf = codes[j + PF];
+                        if (cpf) {
+                            uint64_t bpf = (cpf >> 1) - 1;
+                            if (use_affine) __builtin_prefetch(&abk[bpf], 1, 1);
+                            else __builtin_prefetch(&xbk[bpf], 1, 1);
+                            __builtin_prefetch(&bases[i0 + j + PF], 0, 0);
+                        }
                     }
+                    const uint32_t code = codes[j];
+                    if (!code) continue;
+                    Affine p = bases[i0 + j];
+                    if (p.is_inf()) continue;
+                    const uint64_t b = (code >> 1) - 1;
+                    if (code & 1) p.y = F::neg(p.y);
+                    if (use_affine) add_affine(b, p, false);
+                    else add_xyzz(b, p);
                 }
-                uint32_t code = dig[i];
-                if (!code) continue;
-                uint64_t b = (code >> 1) - 1;
-                Affine p = bases[i];
-                if (code & 1) p.y = F::neg(p.y);
-                if (use_affine) add_affine(b, p);
-                else add_xyzz(b, p);
             }
-            if (use_affine) flush();
+            if (use_affine) {
+                flush();
+                while (q_count > 0) {
+                    drain();
+                    flush();
+                }
+            }
             // running-sum reduction
             XYZZ running = XYZZ::infinity(), sum = XYZZ::infinity();
             for (uint64_t j = nb; j-- > 0;) {

@@ -42,8 +42,11 @@ inline int evaluate_ab(const uint8_t* rec, uint64_t n_coefs, const uint64_t* wit
     }
     std::memset((void*)a_out, 0, sizeof(Fr) * domain_size);
     std::memset((void*)b_out, 0, sizeof(Fr) * domain_size);
-    // each thread owns a contiguous constraint range (deterministic, no locks)
-    int t = (int)std::min<uint64_t>((uint64_t)threads, std::max<uint64_t>(1, n_coefs / 4096));
+    // Each thread owns a contiguous constraint range (deterministic, no locks)
+    // and scans all records, skipping foreign ones; the scan is cheap next to
+    // the multiplication, but only up to a few threads.
+    int t = (int)std::min<uint64_t>((uint64_t)std::min(threads, 4),
+                                    std::max<uint64_t>(1, n_coefs / 4096));
     run_threads(t, [&](int tid) {
         const uint64_t lo = domain_size * (uint64_t)tid / (uint64_t)t;
         const uint64_t hi = domain_size * (uint64_t)(tid + 1) / (uint64_t)t;
