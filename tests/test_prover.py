@@ -172,3 +172,29 @@ def test_cli_bad_input_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "truncated.zkey" in err and "error" in err
     assert not (tmp_path / "p.json").exists()
+
+
+def _rewrite_sections(src, dst, order):
+    """Copy an iden3 binary file with its sections written in ``order``."""
+    from cuzk_tasks.groth16.binfile import BinFile, write_bin_header, write_section
+
+    with BinFile(src, b"zkey", (1,)) as bf:
+        payloads = {t: bf.read(secs[0]) for t, secs in bf.sections.items()}
+    assert sorted(order) == sorted(payloads)
+    body = b"".join(write_section(t, payloads[t]) for t in order)
+    dst.write_bytes(write_bin_header(b"zkey", 1, len(order)) + body)
+
+
+def test_zkey_sections_in_any_order_prove_the_same(tmp_path):
+    src = fixture_dir("mulchain") / "circuit.zkey"
+    shuffled = tmp_path / "shuffled.zkey"
+    _rewrite_sections(src, shuffled, [9, 4, 10, 7, 1, 5, 3, 8, 2, 6])
+    assert shuffled.read_bytes() != src.read_bytes()
+    original, reordered = read_zkey(src), read_zkey(shuffled)
+    for name in ("ic", "a_points", "b1_points", "b2_points", "c_points", "h_points"):
+        assert np.array_equal(getattr(original, name), getattr(reordered, name)), name
+    assert np.array_equal(original.coefs, reordered.coefs)
+    witness = read_wtns(fixture_dir("mulchain") / "witness.wtns")
+    r, s = 5, 7
+    assert prove_finish(prove_start(reordered, witness, backend="cpu"), reordered, witness, r=r, s=s) == \
+        prove_finish(prove_start(original, witness, backend="cpu"), original, witness, r=r, s=s)

@@ -5,8 +5,7 @@ The CPU backend is the native C++ core; the GPU backend (CuPy) plugs in behind
 the same four methods, so the prover never needs to know which one runs.
 """
 
-import os
-
+from .. import defaults
 from ..errors import CuzkError
 from . import points
 
@@ -43,7 +42,7 @@ def get_backend(name=None, **options):
 
     ``auto`` picks the GPU when one is usable and the CPU core otherwise.
     """
-    name = (name or os.environ.get("CUZK_BACKEND") or "auto").lower()
+    name = (name or defaults.backend_name()).lower()
     if name not in BACKENDS:
         raise CuzkError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
     if name in ("gpu", "auto"):

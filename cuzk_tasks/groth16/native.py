@@ -34,7 +34,8 @@ import threading
 
 import numpy as np
 
-from ..errors import NativeCoreError
+from .. import defaults
+from ..errors import CuzkError, NativeCoreError
 
 ABI_VERSION = 1
 
@@ -133,16 +134,10 @@ def available():
 
 def default_threads():
     """Threads for the native core: env CUZK_THREADS, else os.cpu_count()."""
-    env = os.environ.get("CUZK_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise NativeCoreError(f"CUZK_THREADS must be a positive integer, got {env!r}") from None
-        if n <= 0:
-            raise NativeCoreError(f"CUZK_THREADS must be a positive integer, got {env!r}")
-        return n
-    return os.cpu_count() or 1
+    try:
+        return defaults.thread_count()
+    except CuzkError as exc:
+        raise NativeCoreError(str(exc)) from None
 
 
 def _threads(threads):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import defaults
 from ..errors import FormatError, ProofError
 from . import jsonio, points
 from .backends import get_backend
@@ -184,7 +185,22 @@ def assemble_proof(zkey, partial, b2, r, s, backend):
     return pi_a, pi_b, pi_c
 
 
-def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=True, vkey=None):
+def verification_key(zkey):
+    """The zkey's verification key, computed once per ZKey object (it costs a pairing)."""
+    cached = getattr(zkey, "_cuzk_vkey", None)
+    if cached is None:
+        from .verifier import export_verification_key
+
+        cached = export_verification_key(zkey)
+        try:
+            zkey._cuzk_vkey = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=defaults.SELF_VERIFY,
+                 vkey=None):
     """G2 MSM, assembly and self-verification; returns ``(proof_json, public_json)``.
 
     ``r`` and ``s`` are drawn with :mod:`secrets` unless given (tests only).
@@ -209,10 +225,10 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=Tr
         proof = jsonio.proof_to_json(pi_a, pi_b, pi_c)
         public = jsonio.public_to_json(partial.public_signals)
     if verify:
-        from .verifier import export_verification_key, verify as verify_proof
+        from .verifier import verify as verify_proof
 
         with step("self_verify"):
-            ok = verify_proof(vkey or export_verification_key(zkey), public, proof)
+            ok = verify_proof(vkey or verification_key(zkey), public, proof)
         if not ok:
             raise ProofError(
                 f"proof for {zkey.path} failed self-verification: the witness does not satisfy "
@@ -221,7 +237,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=Tr
     return proof, public
 
 
-def prove(zkey, witness, backend=None, verify=True, vkey=None):
+def prove(zkey, witness, backend=None, verify=defaults.SELF_VERIFY, vkey=None):
     """One-call prove: :func:`prove_start` then :func:`prove_finish`."""
     backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
     partial = prove_start(zkey, witness, backend=backend)
