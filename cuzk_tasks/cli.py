@@ -6,6 +6,14 @@ Argument order matches snarkjs and rapidsnark so the commands drop in:
     cuzk-tasks verify  verification_key.json public.json proof.json
     cuzk-tasks witness circuit.wasm input.json witness.wtns
     cuzk-tasks vkey    circuit.zkey verification_key.json
+
+Service commands (Celery + Redis; settings from $CUZK_CONFIG / CUZK_* env):
+
+    cuzk-tasks worker --device N [--backend gpu|cpu|auto]
+    cuzk-tasks worker --cpu [--concurrency N]
+    cuzk-tasks submit CIRCUIT input.json... [--witness w.wtns...] [--wait]
+    cuzk-tasks status [JOB]
+    cuzk-tasks cancel JOB
 """
 
 import argparse
@@ -66,6 +74,136 @@ def _cmd_vkey(args):
     return EXIT_OK
 
 
+def _settings(args):
+    from .config import load_settings
+
+    settings = load_settings(getattr(args, "config", None))
+    if getattr(args, "redis", None):
+        url = args.redis
+        settings = settings.replace(redis_url=url, broker_url=url, result_backend=url, state_url=url)
+    return settings
+
+
+def _cmd_worker(args):
+    from . import worker
+
+    settings = _settings(args)
+    level = "DEBUG" if args.verbose else args.loglevel
+    if args.cpu:
+        worker.run_cpu_worker(settings, concurrency=args.concurrency, loglevel=level)
+    else:
+        worker.run_device_worker(settings, args.device, backend=args.backend, loglevel=level)
+    return EXIT_OK
+
+
+_last_progress = [None]
+
+
+def _progress_bar(job):
+    key = (job.get("n_done"), job.get("state"))
+    if key == _last_progress[0]:
+        return
+    _last_progress[0] = key
+    total = int(job.get("n_partitions") or 0) or 1
+    done = int(job.get("n_done") or 0)
+    width = 30
+    filled = int(width * done / total)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {job.get('state')}   ")
+    sys.stderr.flush()
+
+
+def _cmd_submit(args):
+    import json as _json
+
+    from .client import Client
+
+    parts = [{"input_ref": p} for p in args.inputs] + [{"witness_ref": w} for w in args.witness]
+    if not parts:
+        raise CuzkError("give at least one input.json or --witness .wtns")
+    client = Client(settings=_settings(args))
+    job_id = client.submit(args.circuit, parts, priority=args.priority, request_id=args.request_id)
+    print(job_id)
+    if not args.wait:
+        return EXIT_OK
+    try:
+        result = client.wait(job_id, timeout=args.timeout, progress=_progress_bar)
+    finally:
+        sys.stderr.write("\n")
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            _json.dump(result, f, indent=1)
+    else:
+        print(_json.dumps(result, indent=1))
+    return EXIT_OK
+
+
+def _fmt_age(seconds):
+    if seconds is None or seconds == "":
+        return "-"
+    seconds = float(seconds)
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
+
+
+def format_snapshot(snap):
+    """A terminal table of workers, jobs and queues from ``store.snapshot()``."""
+    lines = ["WORKERS", f"  {'id':<28} {'role':<6} {'state':<8} {'job/partition':<40} {'resident'}"]
+    for w in snap.get("workers", []):
+        wid = w.get("worker_id") or w.get("id", "?")
+        part = f"{w.get('job', '')}/{w.get('partition', '')}" if w.get("job") else "-"
+        resident = w.get("resident") or ""
+        if isinstance(resident, (list, tuple)):
+            resident = ",".join(resident)
+        lines.append(f"  {wid:<28} {w.get('role', ''):<6} {w.get('state', ''):<8} {part:<40} {resident}")
+    lines += ["JOBS", f"  {'id':<34} {'circuit':<14} {'state':<10} {'done':>9}  error"]
+    for j in list(snap.get("jobs", [])) + list(snap.get("recent_jobs", [])):
+        done = f"{j.get('n_done', 0)}/{j.get('n_partitions', '?')}"
+        lines.append(f"  {j.get('id', '?'):<34} {j.get('circuit', ''):<14} {j.get('state', ''):<10} "
+                     f"{done:>9}  {j.get('error') or ''}")
+    lines.append("QUEUES")
+    for name, depth in sorted((snap.get("queues") or {}).items()):
+        lines.append(f"  {name:<40} {depth}")
+    thr = snap.get("throughput") or []
+    if thr:
+        lines.append("THROUGHPUT  " + "  ".join(f"{t['window_s']}s: {t['completed']} "
+                                                f"({t['per_min']:.1f}/min)" for t in thr))
+    return "\n".join(lines)
+
+
+def _cmd_status(args):
+    import json as _json
+
+    from .celery_app import queue_keys
+    from .client import Client
+
+    settings = _settings(args)
+    client = Client(settings=settings)
+    if args.job:
+        print(_json.dumps(client.status(args.job), indent=1, default=str))
+        return EXIT_OK
+    queues = {settings.cpu_queue: queue_keys(settings.cpu_queue)}
+    for w in client.store.live_device_workers():
+        if w.get("queue"):
+            queues[w["queue"]] = queue_keys(w["queue"])
+    snap = client.store.snapshot(queues)
+    print(_json.dumps(snap, indent=1, default=str) if args.json else format_snapshot(snap))
+    return EXIT_OK
+
+
+def _cmd_cancel(args):
+    from .client import Client
+
+    if Client(settings=_settings(args)).cancel(args.job):
+        print(f"cancelled {args.job}")
+        return EXIT_OK
+    print(f"job {args.job} is unknown or already finished", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _service_options(p):
+    p.add_argument("--config", help="TOML settings file (default: $CUZK_CONFIG)")
+    p.add_argument("--redis", help="Redis URL for broker, results and state (overrides settings)")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="cuzk-tasks", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="print step timings and debug logs")
@@ -98,6 +236,40 @@ def build_parser():
     p.add_argument("zkey")
     p.add_argument("verification_key", help="output verification_key.json")
     p.set_defaults(func=_cmd_vkey)
+
+    p = sub.add_parser("worker", help="run a Celery worker (one per device, or a CPU worker)")
+    role = p.add_mutually_exclusive_group(required=True)
+    role.add_argument("--device", type=int, metavar="N", help="device ordinal: consume cuzk.dev.<host>.N")
+    role.add_argument("--cpu", action="store_true", help="synthesize/finalize/submit on the cpu queue")
+    p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="compute backend of a device worker (default auto)")
+    p.add_argument("--concurrency", type=int, default=None, help="processes of a --cpu worker")
+    p.add_argument("--loglevel", default="INFO")
+    _service_options(p)
+    p.set_defaults(func=_cmd_worker)
+
+    p = sub.add_parser("submit", help="submit a job: one partition per input.json / --witness")
+    p.add_argument("circuit", help="circuit name from the registry ([circuits.NAME])")
+    p.add_argument("inputs", nargs="*", help="input.json files (shared storage paths)")
+    p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
+    p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
+    p.add_argument("--request-id", default=None, help="idempotency key")
+    p.add_argument("--wait", action="store_true", help="wait, with a progress bar on stderr")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to --wait")
+    p.add_argument("-o", "--output", help="write the result JSON here (with --wait)")
+    _service_options(p)
+    p.set_defaults(func=_cmd_submit)
+
+    p = sub.add_parser("status", help="workers, jobs and queues (or one job with JOB)")
+    p.add_argument("job", nargs="?")
+    p.add_argument("--json", action="store_true", help="raw snapshot JSON")
+    _service_options(p)
+    p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("cancel", help="cancel a job")
+    p.add_argument("job")
+    _service_options(p)
+    p.set_defaults(func=_cmd_cancel)
     return parser
 
 

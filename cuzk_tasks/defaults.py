@@ -48,3 +48,109 @@ def backend_name():
 
 def thread_count():
     return env_positive_int("CUZK_THREADS", THREADS) or os.cpu_count() or 1
+
+
+# --- service: Celery + Redis (cuzk_tasks.config) -----------------------------
+# Every setting below can be given in the TOML file named by CUZK_CONFIG (key in
+# brackets) or by the environment variable named; the environment wins.
+
+REDIS_URL = "redis://localhost:6379/0"
+"""Redis URL (env ``CUZK_REDIS_URL``, toml ``redis_url``); broker, result backend and state default to it."""
+
+BROKER_URL = None
+"""Celery broker URL (env ``CUZK_BROKER_URL``, toml ``broker_url``); None = REDIS_URL."""
+
+RESULT_BACKEND = None
+"""Celery result backend URL (env ``CUZK_RESULT_BACKEND``, toml ``result_backend``); None = REDIS_URL."""
+
+STATE_URL = None
+"""Redis URL of the state store (env ``CUZK_STATE_URL``, toml ``state_url``); None = REDIS_URL."""
+
+PREFIX = "cuzk"
+"""Key prefix of the state store (env ``CUZK_PREFIX``, toml ``prefix``)."""
+
+HOSTNAME = None
+"""Host name used in device queue names and worker ids (env ``CUZK_HOSTNAME``); None = socket.gethostname()."""
+
+CPU_QUEUE = "cuzk.cpu"
+"""Queue of synthesize, finalize and submit (env ``CUZK_CPU_QUEUE``, toml ``cpu_queue``)."""
+
+DEVICE_QUEUE_PATTERN = "cuzk.dev.{host}.{device}"
+"""Per-device queue name, host-qualified (env ``CUZK_DEVICE_QUEUE_PATTERN``, toml ``device_queue_pattern``)."""
+
+SOFT_TIME_LIMIT_S = 1800
+"""Celery soft time limit per task, seconds (env ``CUZK_SOFT_TIME_LIMIT_S``)."""
+
+TIME_LIMIT_S = 2400
+"""Celery hard time limit per task, seconds (env ``CUZK_TIME_LIMIT_S``); must be < VISIBILITY_TIMEOUT_S."""
+
+VISIBILITY_TIMEOUT_S = 3600
+"""Redis broker and result-backend visibility timeout, seconds (env ``CUZK_VISIBILITY_TIMEOUT_S``):
+an unacknowledged message is redelivered after this long."""
+
+HEARTBEAT_INTERVAL_S = 5.0
+"""Seconds between worker heartbeats and sweeper runs (env ``CUZK_HEARTBEAT_INTERVAL_S``)."""
+
+HEARTBEAT_TTL_S = 15.0
+"""Seconds a heartbeat lives; a worker without one is offline (env ``CUZK_HEARTBEAT_TTL_S``)."""
+
+MAX_DELIVERIES = 3
+"""Deliveries of one partition's prove_start before it is failed as a poison pill (env ``CUZK_MAX_DELIVERIES``)."""
+
+RESULT_TTL_S = 86400
+"""Seconds a job result is kept in Redis (env ``CUZK_RESULT_TTL_S``)."""
+
+RESULTS_DIR = None
+"""Directory where each finished job's result JSON is also written (env ``CUZK_RESULTS_DIR``); None = off."""
+
+SPOOL_DIR = "/tmp/cuzk-spool"
+"""Directory for witnesses between synthesize and prove (env ``CUZK_SPOOL_DIR``); shared storage
+when workers run on several hosts."""
+
+MAX_INLINE_INPUT_BYTES = 1 << 20
+"""Largest input.json passed by value, bytes (env ``CUZK_MAX_INLINE_INPUT_BYTES``); larger ones
+fail the job (pass an input_ref path instead)."""
+
+ZKEY_BUDGET_MB = 32768
+"""Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least
+recently used zkeys are dropped beyond it."""
+
+CPU_CONCURRENCY = None
+"""Processes of a ``worker --cpu`` (env ``CUZK_CPU_CONCURRENCY``); None = os.cpu_count()."""
+
+DEFAULT_PRIORITY = 5
+"""Job priority when neither the request nor the circuit gives one: 0 (first) .. 9 (last)."""
+
+FINALIZE_DELAY_MS = 0
+"""TEST/BENCH ONLY (env ``CUZK_TEST_FINALIZE_DELAY_MS``, toml ``test_finalize_delay_ms``): sleep this
+many ms in finalize before storing the proof, to make finalizers overlap the next prove_start.
+Never set it in production."""
+
+TEST_PROVE_DELAY_ENV = "CUZK_TEST_PROVE_DELAY_MS"
+"""TEST ONLY: name of the env var that makes prove_start sleep after gpu_start: ``"250"`` (ms, every
+circuit) or ``"slow=4000,mulchain=200"`` (ms per circuit name)."""
+
+TEST_POISON_CIRCUIT_ENV = "CUZK_TEST_POISON_CIRCUIT"
+"""TEST ONLY: name of the env var naming a circuit whose prove_start kills its worker process
+(os._exit) every time, to exercise the poison-pill path."""
+
+# --- state store (cuzk_tasks.state) ----------------------------------------
+# The store also uses PREFIX, RESULT_TTL_S and MAX_DELIVERIES above.
+
+EVENTS_MAXLEN = 10000
+"""Approximate cap (XADD MAXLEN ~) on the events stream ``{p}:events``, in entries."""
+
+FAILURES_KEPT = 100
+"""Entries kept in the recent-failures list ``{p}:failures``."""
+
+RECENT_JOBS_KEPT = 1000
+"""Finished job ids kept in ``{p}:jobs:recent`` (older ones drop out of the index only)."""
+
+SNAPSHOT_RECENT_JOBS = 20
+"""Finished jobs (newest first) that ``StateStore.snapshot()`` reports besides the active ones."""
+
+COMPLETIONS_KEPT_S = 3600
+"""Age, in seconds, after which completion timestamps leave ``{p}:completions``."""
+
+THROUGHPUT_WINDOWS_S = (60, 300, 900)
+"""Throughput windows reported by ``snapshot()``, in seconds."""

@@ -37,3 +37,29 @@ class VerificationError(CuzkError):
 
 class NativeCoreError(CuzkError):
     """The compiled native core is missing or reported a failure."""
+
+
+class ConfigError(CuzkError):
+    """The service configuration (TOML file or CUZK_* environment) is invalid.
+
+    The message names the file (or environment variable) and the field.
+    """
+
+
+class StateError(CuzkError):
+    """The Redis state store was misused or misconfigured.
+
+    Raised for bad arguments (an empty job id, an unknown worker role, a Redis
+    client without ``decode_responses=True``).  A transition that is merely
+    stale or impossible is *not* an error: it returns a rejection and changes
+    nothing.
+    """
+
+
+class JobError(CuzkError):
+    """A submitted job failed, was cancelled, or did not finish in time (``Client.wait``)."""
+
+    def __init__(self, job_id, state, message):
+        self.job_id = job_id
+        self.state = state
+        super().__init__(f"job {job_id} {state}: {message}")

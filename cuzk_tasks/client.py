@@ -1,0 +1,97 @@
+"""Submit jobs and read their progress and results.
+
+::
+
+    from cuzk_tasks.client import Client
+    client = Client("redis://localhost:6379/0")
+    job = client.submit("poseidon", [{"input": {"x": "1", "y": "2"}}], request_id="req-1")
+    result = client.wait(job, timeout=60)      # {"proofs": [{"proof":..., "public":...}, ...]}
+
+The client writes the job into the state store itself when its settings know
+the circuit; otherwise it sends the by-name ``cuzk.submit`` task and a worker
+(whose registry is authoritative) creates the job.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import pipeline
+from .config import Settings, load_settings
+from .errors import CuzkError, JobError
+
+SUBMIT_REPLY_TIMEOUT_S = 30.0
+
+
+class Client:
+    def __init__(self, redis_url=None, settings: Settings | None = None):
+        from .celery_app import create_app
+
+        settings = settings or load_settings()
+        if redis_url:
+            settings = settings.replace(redis_url=redis_url, broker_url=redis_url,
+                                        result_backend=redis_url, state_url=redis_url)
+        self.settings = settings
+        self.app = create_app(settings)
+        self._ctx = pipeline.Context(self.app, settings, worker_id="client")
+
+    @property
+    def store(self):
+        return self._ctx.store
+
+    def submit(self, circuit, partitions, priority=None, request_id=None) -> str:
+        """Queue a job of one partition per entry; returns its id (idempotent on request_id).
+
+        Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
+        ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``.
+        """
+        if circuit in self.settings.circuits:
+            return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
+                                       request_id=request_id)
+        parts = pipeline.normalize_partitions(partitions)
+        reply = self.app.send_task("cuzk.submit", kwargs={
+            "circuit": circuit, "partitions": parts, "priority": priority,
+            "request_id": request_id}, queue=self.settings.cpu_queue)
+        try:
+            return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
+        except Exception as exc:
+            raise CuzkError(f"submit of circuit {circuit!r}: no reply from a cpu worker in "
+                            f"{SUBMIT_REPLY_TIMEOUT_S:.0f} s ({type(exc).__name__}: {exc})") from None
+
+    def status(self, job_id) -> dict:
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise CuzkError(f"no such job {job_id!r}")
+        return {**job, "partitions": self.store.list_partitions(job_id)}
+
+    def result(self, job_id):
+        """The stored result, or None while the job runs (or after the result TTL)."""
+        return self.store.get_result(job_id)
+
+    def wait(self, job_id, timeout=None, poll_s=0.1, progress=None):
+        """Block until the job is done and return its result; JobError on failure or timeout.
+
+        ``progress(job_dict)`` is called on every poll when given.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.store.get_job(job_id)
+            if job is None:
+                raise JobError(job_id, "unknown", "no such job")
+            if progress:
+                progress(job)
+            state = job.get("state")
+            if state == "done":
+                result = self.store.get_result(job_id)
+                if result is not None:
+                    return result
+            elif state in ("failed", "cancelled"):
+                raise JobError(job_id, state, job.get("error") or "(no error recorded)")
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobError(job_id, "timed out",
+                               f"still {state} after {timeout} s "
+                               f"({job.get('n_done', 0)}/{job.get('n_partitions', '?')} partitions done)")
+            time.sleep(poll_s)
+
+    def cancel(self, job_id, reason="cancelled by user") -> bool:
+        return self.store.cancel_job(job_id, reason)

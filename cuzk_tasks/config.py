@@ -1,0 +1,259 @@
+"""Service settings: environment variables and/or a TOML file.
+
+``load_settings()`` reads the TOML file named by ``CUZK_CONFIG`` (or the
+``path`` argument), then applies ``CUZK_*`` environment variables on top.
+Every default and its unit lives in :mod:`cuzk_tasks.defaults`.
+
+TOML layout::
+
+    redis_url = "redis://localhost:6379/0"
+    prefix = "cuzk"
+    heartbeat_ttl_s = 15
+
+    [circuits.porep]
+    kind = "porep-c2"
+    zkey = "/srv/params/porep.zkey"
+    wasm = "/srv/params/porep.wasm"
+    priority = 5
+
+Relative circuit paths are resolved against the TOML file's directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tomllib
+from dataclasses import dataclass, field
+
+from . import defaults
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CircuitSpec:
+    """One entry of the circuit registry."""
+
+    name: str
+    zkey: str
+    wasm: str | None = None
+    kind: str = ""
+    priority: int = defaults.DEFAULT_PRIORITY
+
+    def __post_init__(self):
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str = defaults.REDIS_URL
+    broker_url: str = ""
+    result_backend: str = ""
+    state_url: str = ""
+    prefix: str = defaults.PREFIX
+    hostname: str = ""
+    cpu_queue: str = defaults.CPU_QUEUE
+    device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
+    soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
+    time_limit_s: float = defaults.TIME_LIMIT_S
+    visibility_timeout_s: float = defaults.VISIBILITY_TIMEOUT_S
+    heartbeat_interval_s: float = defaults.HEARTBEAT_INTERVAL_S
+    heartbeat_ttl_s: float = defaults.HEARTBEAT_TTL_S
+    max_deliveries: int = defaults.MAX_DELIVERIES
+    result_ttl_s: int = defaults.RESULT_TTL_S
+    results_dir: str | None = defaults.RESULTS_DIR
+    spool_dir: str = defaults.SPOOL_DIR
+    max_inline_input_bytes: int = defaults.MAX_INLINE_INPUT_BYTES
+    zkey_budget_mb: float = defaults.ZKEY_BUDGET_MB
+    cpu_concurrency: int | None = defaults.CPU_CONCURRENCY
+    default_priority: int = defaults.DEFAULT_PRIORITY
+    #: TEST/BENCH ONLY: sleep in finalize before storing (see defaults.FINALIZE_DELAY_MS).
+    finalize_delay_ms: int = defaults.FINALIZE_DELAY_MS
+    circuits: dict = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def __post_init__(self):
+        fill = {"broker_url": self.redis_url, "result_backend": self.redis_url,
+                "state_url": self.redis_url, "hostname": socket.gethostname()}
+        for name, value in fill.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, value)
+        self.validate()
+
+    # --- derived -----------------------------------------------------------
+    def device_queue(self, device, host=None) -> str:
+        return self.device_queue_pattern.format(host=host or self.hostname, device=device)
+
+    def device_worker_id(self, device, host=None) -> str:
+        return f"{host or self.hostname}:dev{device}"
+
+    def cpu_worker_id(self, pid=None, host=None) -> str:
+        return f"{host or self.hostname}:cpu:{pid or os.getpid()}"
+
+    def circuit(self, name) -> CircuitSpec:
+        from .errors import CuzkError
+
+        spec = self.circuits.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.circuits)) or "none configured"
+            raise CuzkError(f"unknown circuit {name!r} (known circuits: {known})")
+        return spec
+
+    def replace(self, **changes) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    # --- checks ------------------------------------------------------------
+    def validate(self):
+        where = self.source
+
+        def bad(field_name, problem):
+            raise ConfigError(f"{where}: {field_name}: {problem}")
+
+        for name in ("soft_time_limit_s", "time_limit_s", "visibility_timeout_s",
+                     "heartbeat_interval_s", "heartbeat_ttl_s", "max_inline_input_bytes",
+                     "zkey_budget_mb", "max_deliveries", "result_ttl_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                bad(name, f"must be a positive number, got {value!r}")
+        if self.soft_time_limit_s > self.time_limit_s:
+            bad("soft_time_limit_s", f"{self.soft_time_limit_s} s exceeds time_limit_s "
+                f"{self.time_limit_s} s")
+        if self.time_limit_s >= self.visibility_timeout_s:
+            bad("time_limit_s", f"hard time limit {self.time_limit_s} s must be below "
+                f"visibility_timeout_s {self.visibility_timeout_s} s, or Redis redelivers a "
+                "task that is still running")
+        if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
+            bad("heartbeat_ttl_s", f"{self.heartbeat_ttl_s} s must exceed heartbeat_interval_s "
+                f"{self.heartbeat_interval_s} s")
+        if self.finalize_delay_ms < 0:
+            bad("test_finalize_delay_ms", "must be >= 0")
+        if self.cpu_concurrency is not None and self.cpu_concurrency <= 0:
+            bad("cpu_concurrency", "must be a positive integer")
+        if not 0 <= self.default_priority <= 9:
+            bad("default_priority", "must be 0..9")
+        for name in ("{host}", "{device}"):
+            if name not in self.device_queue_pattern:
+                bad("device_queue_pattern", f"must contain {name}, got {self.device_queue_pattern!r}")
+        for key in ("redis_url", "broker_url", "result_backend", "state_url"):
+            if not str(getattr(self, key)).startswith(("redis://", "rediss://", "unix://")):
+                bad(key, f"expected a redis:// URL, got {getattr(self, key)!r}")
+
+
+# (settings field, env var, TOML key, type)
+_FIELDS = [
+    ("redis_url", "CUZK_REDIS_URL", "redis_url", str),
+    ("broker_url", "CUZK_BROKER_URL", "broker_url", str),
+    ("result_backend", "CUZK_RESULT_BACKEND", "result_backend", str),
+    ("state_url", "CUZK_STATE_URL", "state_url", str),
+    ("prefix", "CUZK_PREFIX", "prefix", str),
+    ("hostname", "CUZK_HOSTNAME", "hostname", str),
+    ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
+    ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
+    ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
+    ("time_limit_s", "CUZK_TIME_LIMIT_S", "time_limit_s", float),
+    ("visibility_timeout_s", "CUZK_VISIBILITY_TIMEOUT_S", "visibility_timeout_s", float),
+    ("heartbeat_interval_s", "CUZK_HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", float),
+    ("heartbeat_ttl_s", "CUZK_HEARTBEAT_TTL_S", "heartbeat_ttl_s", float),
+    ("max_deliveries", "CUZK_MAX_DELIVERIES", "max_deliveries", int),
+    ("result_ttl_s", "CUZK_RESULT_TTL_S", "result_ttl_s", int),
+    ("results_dir", "CUZK_RESULTS_DIR", "results_dir", str),
+    ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
+    ("max_inline_input_bytes", "CUZK_MAX_INLINE_INPUT_BYTES", "max_inline_input_bytes", int),
+    ("zkey_budget_mb", "CUZK_ZKEY_BUDGET_MB", "zkey_budget_mb", float),
+    ("cpu_concurrency", "CUZK_CPU_CONCURRENCY", "cpu_concurrency", int),
+    ("default_priority", "CUZK_DEFAULT_PRIORITY", "default_priority", int),
+    ("finalize_delay_ms", "CUZK_TEST_FINALIZE_DELAY_MS", "test_finalize_delay_ms", int),
+]
+_TOML_KEYS = {toml_key for _, _, toml_key, _ in _FIELDS} | {"circuits"}
+
+
+def _convert(value, typ, where, key):
+    if typ is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: {key}: expected a string, got {value!r}")
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: {key}: expected a number, got {value!r}")
+    try:
+        if typ is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value) if not isinstance(value, str) else int(value.strip())
+        return float(value)
+    except (TypeError, ValueError):
+        kind = "an integer" if typ is int else "a number"
+        raise ConfigError(f"{where}: {key}: expected {kind}, got {value!r}") from None
+
+
+def _circuits(table, path, base):
+    where = path
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: circuits: expected a table of [circuits.NAME] tables")
+    out = {}
+    for name, entry in table.items():
+        field_name = f"circuits.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: {field_name}: expected a table")
+        unknown = set(entry) - {"kind", "zkey", "wasm", "priority"}
+        if unknown:
+            raise ConfigError(f"{where}: {field_name}: unknown keys {sorted(unknown)} "
+                              "(expected kind, zkey, wasm, priority)")
+        zkey = entry.get("zkey")
+        if not isinstance(zkey, str) or not zkey:
+            raise ConfigError(f"{where}: {field_name}.zkey: required (path to the .zkey)")
+        wasm = entry.get("wasm")
+        if wasm is not None and not isinstance(wasm, str):
+            raise ConfigError(f"{where}: {field_name}.wasm: expected a path string")
+        kind = entry.get("kind", name)
+        if not isinstance(kind, str):
+            raise ConfigError(f"{where}: {field_name}.kind: expected a string")
+        priority = entry.get("priority", defaults.DEFAULT_PRIORITY)
+        if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9:
+            raise ConfigError(f"{where}: {field_name}.priority: expected an integer 0..9, "
+                              f"got {priority!r}")
+
+        def resolve(p):
+            p = os.path.expanduser(p)
+            return p if os.path.isabs(p) or base is None else os.path.join(base, p)
+
+        out[name] = CircuitSpec(name=name, zkey=resolve(zkey),
+                                wasm=resolve(wasm) if wasm else None, kind=kind, priority=priority)
+    return out
+
+
+def load_settings(path=None, env=None) -> Settings:
+    """Settings from the TOML file ``path`` (default ``$CUZK_CONFIG``) and ``CUZK_*`` env vars."""
+    env = os.environ if env is None else env
+    path = path or env.get("CUZK_CONFIG") or None
+    values = {}
+    source = "<environment>"
+    circuits = {}
+    if path:
+        path = os.fspath(path)
+        source = path
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file (CUZK_CONFIG)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        unknown = set(data) - _TOML_KEYS
+        if unknown:
+            raise ConfigError(f"{path}: unknown settings {sorted(unknown)}")
+        for attr, _env, key, typ in _FIELDS:
+            if key in data:
+                values[attr] = _convert(data[key], typ, path, key)
+        circuits = _circuits(data.get("circuits", {}), path,
+                             os.path.dirname(os.path.abspath(path)))
+    for attr, env_name, _key, typ in _FIELDS:
+        raw = env.get(env_name)
+        if raw is not None and raw.strip() != "":
+            values[attr] = _convert(raw.strip(), typ, f"environment {env_name}", env_name)
+            if path:
+                source = f"{path} (+ environment)"
+    if "results_dir" in values and not values["results_dir"]:
+        values["results_dir"] = None
+    return Settings(circuits=circuits, source=source, **values)

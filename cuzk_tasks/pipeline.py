@@ -1,0 +1,413 @@
+"""The logic behind the Celery tasks (tasks.py only wraps these functions).
+
+Every step runs a guarded state-store transition first; a rejected (stale,
+duplicate, cancelled) transition makes the step log and return without doing
+work.  Bad input ends as ``fail_partition`` with the CuzkError's message: a
+task never raises out of here for a problem with the job itself.
+
+Stages (docs/architecture.md, "Pipeline"):
+
+* ``submit_job``   create the job (idempotent on request_id), queue synthesize per partition
+* ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end; route
+* ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally
+* ``finalize``     prove_finish (self-verifies); finalize_end; the one job_complete stores the result
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+
+from . import defaults
+from .config import Settings
+from .errors import CuzkError
+
+log = logging.getLogger("cuzk_tasks.pipeline")
+
+
+# --- per-process context -------------------------------------------------------
+
+class Context:
+    """What a task needs in this process: settings, store, app, resident zkeys, backend."""
+
+    def __init__(self, app, settings: Settings, worker_id: str | None = None):
+        from .registry import CircuitRegistry, ResidentZkeys
+
+        self.app = app
+        self.settings = settings
+        self.worker_id = worker_id or os.environ.get("CUZK_WORKER_ID") or ""
+        self.backend_name = os.environ.get("CUZK_WORKER_BACKEND") or defaults.backend_name()
+        self._backend = None
+        self._store = None
+        self.registry = CircuitRegistry.from_settings(settings)
+        self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
+                                      on_change=self._publish_resident)
+
+    @property
+    def store(self):
+        if self._store is None:
+            from .state import StateStore
+
+            self._store = StateStore.from_url(self.settings.state_url, prefix=self.settings.prefix,
+                                              result_ttl_s=self.settings.result_ttl_s)
+        return self._store
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            from .groth16.backends import get_backend
+
+            self._backend = get_backend(self.backend_name)
+        return self._backend
+
+    def _publish_resident(self, names):
+        if self.worker_id and os.environ.get("CUZK_WORKER_ROLE") == "device":
+            self.store.set_resident(self.worker_id, names)
+
+
+_CONTEXTS: dict = {}
+_CONTEXT_LOCK = threading.Lock()
+
+
+def context(app) -> Context:
+    key = id(app)
+    ctx = _CONTEXTS.get(key)
+    if ctx is None or ctx.app is not app:
+        with _CONTEXT_LOCK:
+            ctx = _CONTEXTS.get(key)
+            if ctx is None or ctx.app is not app:
+                ctx = _CONTEXTS[key] = Context(app, app.cuzk_settings)
+    return ctx
+
+
+def _ms_since(t0):
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def _fail(ctx, job_id, idx, attempt, error, token=None):
+    ok = ctx.store.fail_partition(job_id, idx, attempt, str(error), token=token)
+    log.warning("job %s partition %s failed%s: %s", job_id, idx, "" if ok else " (already final)",
+                error)
+    return ok
+
+
+def _internal_error(exc):
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+# --- submit --------------------------------------------------------------------
+
+def normalize_partitions(partitions):
+    """Accept ``[{"input": dict|str} | {"input_ref": path} | {"witness_ref": path}, ...]``.
+
+    A bare dict (an input object) or a string path ending in .wtns / .json is
+    also accepted per partition.  Inputs by value are stored as JSON text.
+    """
+    if isinstance(partitions, (dict, str)) or partitions is None:
+        raise CuzkError("partitions must be a non-empty list")
+    out = []
+    for i, p in enumerate(partitions):
+        if isinstance(p, str):
+            p = {"witness_ref": p} if p.endswith(".wtns") else {"input_ref": p}
+        if not isinstance(p, dict):
+            raise CuzkError(f"partition {i}: expected an object, got {type(p).__name__}")
+        keys = {"input", "input_ref", "witness_ref"}
+        given = [k for k in keys if p.get(k) is not None]
+        if not given:
+            # a bare input object
+            p = {"input": p}
+            given = ["input"]
+        if len(given) != 1 or set(p) - keys:
+            raise CuzkError(f"partition {i}: give exactly one of input, input_ref, witness_ref "
+                            f"(got {sorted(p)})")
+        entry = {}
+        if "input" in given:
+            value = p["input"]
+            entry["input"] = value if isinstance(value, str) else json.dumps(value)
+        else:
+            entry[given[0]] = os.fspath(p[given[0]])
+        out.append(entry)
+    if not out:
+        raise CuzkError("a job needs at least one partition")
+    return out
+
+
+def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None):
+    """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id)."""
+    parts = normalize_partitions(partitions)
+    spec = ctx.settings.circuits.get(circuit)
+    if priority is None:
+        priority = spec.priority if spec else ctx.settings.default_priority
+    priority = int(priority)
+    if not 0 <= priority <= 9:
+        raise CuzkError(f"priority must be 0..9, got {priority}")
+    limit = ctx.settings.max_inline_input_bytes
+    too_big = {}
+    for i, p in enumerate(parts):
+        size = len(p.get("input", "").encode("utf-8"))
+        if size > limit:
+            too_big[i] = (f"partition {i}: input is {size} bytes, over the inline limit of "
+                          f"{limit} bytes (max_inline_input_bytes); pass it by reference "
+                          "(input_ref) instead")
+            p["input"] = ""  # never store the oversized payload
+    job_id = job_id or uuid.uuid4().hex
+    kind = spec.kind if spec else "unknown"
+    job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts)
+    if not created:
+        log.info("request %s already submitted as job %s", request_id, job_id)
+        return job_id
+    if spec is None:
+        known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
+        _fail(ctx, job_id, 0, 0, f"unknown circuit {circuit!r} (known circuits: {known})")
+        return job_id
+    if too_big:
+        for i, message in too_big.items():
+            _fail(ctx, job_id, i, 0, message)
+        return job_id
+    from .celery_app import TASK_SYNTHESIZE
+
+    for i in range(len(parts)):
+        ctx.app.send_task(TASK_SYNTHESIZE, args=(job_id, i), queue=ctx.settings.cpu_queue,
+                          priority=priority)
+    log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
+    return job_id
+
+
+# --- synthesize ----------------------------------------------------------------
+
+def _load_inputs(ctx, part, idx):
+    from .groth16 import witness as witness_mod
+
+    text = part.get("input")
+    if text:
+        limit = ctx.settings.max_inline_input_bytes
+        if len(text.encode("utf-8")) > limit:
+            raise CuzkError(f"partition {idx}: input is over the inline limit of {limit} bytes "
+                            "(max_inline_input_bytes); pass it by reference (input_ref)")
+        parse_int = getattr(witness_mod, "_parse_int", int)
+        try:
+            data = json.loads(text, parse_int=parse_int)
+        except json.JSONDecodeError as exc:
+            raise CuzkError(f"partition {idx}: input.json is malformed: invalid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CuzkError(f"partition {idx}: input.json is malformed: expected an object "
+                            f"mapping signal names to values, got {type(data).__name__}")
+        return data, f"<job input #{idx}>"
+    ref = part.get("input_ref")
+    return witness_mod.load_input_json(ref), ref
+
+
+def synthesize(ctx: Context, job_id, idx):
+    from .state import JobState
+
+    store = ctx.store
+    job = store.get_job(job_id)
+    if job is None:
+        log.warning("synthesize %s/%s: no such job", job_id, idx)
+        return None
+    if job["state"] not in (JobState.PENDING.value, JobState.RUNNING.value):
+        log.info("synthesize %s/%s: job is %s, skipping", job_id, idx, job["state"])
+        return None
+    attempt = 0
+    if not store.synth_begin(job_id, idx, attempt):
+        log.info("synthesize %s/%s: rejected (duplicate or stale), skipping", job_id, idx)
+        return None
+    t0 = time.perf_counter()
+    try:
+        spec = ctx.registry.get(job["circuit"])
+        part = store.get_partition(job_id, idx) or {}
+        zkey = ctx.resident.get(spec.name)
+        if part.get("witness_ref"):
+            from .groth16.wtns import read_wtns
+
+            ref = part["witness_ref"]
+            w = read_wtns(ref, expected_length=zkey.n_vars)
+            w.close()
+            witness_ref = ref
+        else:
+            if not spec.wasm:
+                raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
+                                "give a witness_ref")
+            from .groth16.witness import get_calculator
+            from .groth16.wtns import wtns_bytes
+
+            inputs, where = _load_inputs(ctx, part, idx)
+            calc = get_calculator(spec.wasm)
+            values = calc.calculate(inputs, where)
+            if values.shape[0] != zkey.n_vars:
+                raise CuzkError(f"partition {idx}: witness has {values.shape[0]} values, the zkey "
+                                f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
+            spool = os.path.join(ctx.settings.spool_dir, job_id)
+            os.makedirs(spool, exist_ok=True)
+            witness_ref = os.path.join(spool, f"{idx}.wtns")
+            tmp = f"{witness_ref}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(wtns_bytes(values, calc.prime))
+            os.replace(tmp, witness_ref)
+    except CuzkError as exc:
+        _fail(ctx, job_id, idx, attempt, exc)
+        return None
+    except Exception as exc:  # a bug or an I/O problem: fail the partition, keep the worker
+        log.exception("synthesize %s/%s crashed", job_id, idx)
+        _fail(ctx, job_id, idx, attempt, _internal_error(exc))
+        return None
+    if not store.synth_end(job_id, idx, attempt, witness_ref, _ms_since(t0)):
+        log.info("synthesize %s/%s: synth_end rejected (job cancelled or failed?)", job_id, idx)
+        return None
+    from .routing import route_partition
+
+    route_partition(ctx, job_id, idx, attempt, circuit=job["circuit"], witness_ref=witness_ref,
+                    priority=int(job.get("priority") or ctx.settings.default_priority))
+    return witness_ref
+
+
+# --- prove_start (device queue) ---------------------------------------------------
+
+def _test_instruments(circuit):
+    """TEST ONLY instruments, active only through env vars the tests set."""
+    poison = os.environ.get(defaults.TEST_POISON_CIRCUIT_ENV)
+    if poison and poison == circuit:
+        log.error("TEST INSTRUMENT %s=%s: killing this worker process", defaults.TEST_POISON_CIRCUIT_ENV,
+                  poison)
+        os._exit(86)
+    delay = prove_delay_instrument_ms(os.environ.get(defaults.TEST_PROVE_DELAY_ENV), circuit)
+    if delay:
+        time.sleep(delay / 1000.0)
+
+
+def prove_delay_instrument_ms(spec, circuit):
+    """TEST ONLY: parse ``"250"`` (every circuit) or ``"slow=4000,mulchain=200"`` (per circuit)."""
+    if not spec:
+        return 0.0
+    default = 0.0
+    for item in spec.split(","):
+        name, sep, value = item.strip().rpartition("=")
+        if not sep:
+            default = float(value)
+        elif name == circuit:
+            return float(value)
+    return default
+
+
+def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
+    from .groth16.prover import prove_start as groth16_prove_start
+    from .groth16.wtns import read_wtns
+
+    store = ctx.store
+    wid = ctx.worker_id
+    started = store.gpu_start(wid, job_id, idx, attempt, ctx.settings.max_deliveries)
+    if not started.ok:
+        log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
+                 started.reason)
+        return None
+    token = started.token
+    t0 = time.perf_counter()
+    result = None
+    try:
+        _test_instruments(circuit)
+        zkey = ctx.resident.get(circuit)
+        witness = read_wtns(witness_ref, expected_length=zkey.n_vars)
+        try:
+            partial = groth16_prove_start(zkey, witness, backend=ctx.backend)
+        finally:
+            witness.close()
+        result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
+                  "witness_ref": witness_ref, "worker": wid, "token": token, "partial": partial.to_json()}
+    except CuzkError as exc:
+        _fail(ctx, job_id, idx, attempt, exc, token=token)
+    except Exception as exc:
+        log.exception("prove_start %s/%s crashed", job_id, idx)
+        _fail(ctx, job_id, idx, attempt, _internal_error(exc), token=token)
+    finally:
+        # compare-and-delete on OUR token: never clears a worker that moved on
+        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0))
+        if result is not None and not end.partition_advanced:
+            log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
+                     "cancelled meanwhile); not finalizing", job_id, idx, attempt)
+            result = None
+    if result is not None:
+        result["gpu_ms"] = _ms_since(t0)
+    return result
+
+
+# --- finalize (cpu queue) -------------------------------------------------------------
+
+def finalize(ctx: Context, started):
+    from .groth16.prover import PartialProof, prove_finish
+    from .groth16.wtns import read_wtns
+    from .state import PartitionState
+
+    if not started:
+        return None
+    store = ctx.store
+    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
+    part = store.get_partition(job_id, idx)
+    if part is None or part.get("state") != PartitionState.FINALIZING.value \
+            or int(part.get("attempt", -1)) != attempt:
+        log.info("finalize %s/%s attempt %s: partition is %s, skipping", job_id, idx, attempt,
+                 part and (part.get("state"), part.get("attempt")))
+        return None
+    t0 = time.perf_counter()
+    try:
+        zkey = ctx.resident.get(started["circuit"])
+        witness = read_wtns(started["witness_ref"], expected_length=zkey.n_vars)
+        try:
+            proof, public = prove_finish(PartialProof.from_json(started["partial"]), zkey, witness)
+        finally:
+            witness.close()
+    except CuzkError as exc:
+        _fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+        return None
+    except Exception as exc:
+        log.exception("finalize %s/%s crashed", job_id, idx)
+        _fail(ctx, job_id, idx, attempt, _internal_error(exc), token=started.get("token"))
+        return None
+    if ctx.settings.finalize_delay_ms:
+        # TEST/BENCH ONLY: hold the finalizer so it overlaps the device's next prove_start
+        time.sleep(ctx.settings.finalize_delay_ms / 1000.0)
+    # compare-and-delete with the token of the run that made this partial: if the device has
+    # moved on to another partition (another token), it stays busy
+    end = store.finalize_end(job_id, idx, attempt, _ms_since(t0), json.dumps(proof),
+                             json.dumps(public), token=started.get("token"))
+    if not end.ok:
+        log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
+        return None
+    _remove_spooled(ctx, started["witness_ref"])
+    if end.job_complete:
+        result = store.collect_result(job_id)
+        store.store_result(job_id, result)
+        if ctx.settings.results_dir:
+            _write_result_file(ctx.settings.results_dir, job_id, result)
+        _remove_spool_dir(ctx, job_id)
+        log.info("job %s done", job_id)
+    return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
+
+
+def _remove_spooled(ctx, witness_ref):
+    spool = os.path.abspath(ctx.settings.spool_dir)
+    path = os.path.abspath(witness_ref)
+    if path.startswith(spool + os.sep):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _remove_spool_dir(ctx, job_id):
+    try:
+        os.rmdir(os.path.join(ctx.settings.spool_dir, job_id))
+    except OSError:
+        pass
+
+
+def _write_result_file(results_dir, job_id, result):
+    os.makedirs(results_dir, exist_ok=True)
+    path = os.path.join(results_dir, f"{job_id}.json")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,12 @@
+"""Redis state store of cuzk-tasks: jobs, partitions, workers (see docs/architecture.md).
+
+Usable without Celery (the web app reads it).  Every transition is one Lua script in
+``scripts/``; the worker busy flag is a token cleared only by compare-and-delete.
+"""
+
+from .enums import JobState, PartitionState, WorkerRole, WorkerState
+from .keys import Keys, member, parse_member
+from .store import FinalizeEnd, GpuEnd, GpuStart, StateStore
+
+__all__ = ["StateStore", "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
+           "GpuStart", "GpuEnd", "FinalizeEnd", "member", "parse_member"]

@@ -1,0 +1,94 @@
+"""Redis key names of the state store: the ONLY module that builds them.
+
+Every key lives under one prefix (default ``cuzk``).  The table in
+docs/architecture.md ("Redis keyspace") lists the same keys; the Lua prelude
+``scripts/_lib.lua`` mirrors these functions for keys a script discovers while
+it runs (a partition's recorded worker, sibling partitions), and
+``tests/test_state_store.py::test_lua_key_functions_match_keys_py`` checks the
+two agree.
+"""
+
+from ..errors import StateError
+
+
+def member(job_id: str, idx: int) -> str:
+    """Set member naming one partition in ``routed``/``unrouted``: ``job:idx``."""
+    return f"{job_id}:{int(idx)}"
+
+
+def parse_member(text: str) -> tuple[str, int]:
+    """Inverse of :func:`member` (a job id may itself contain ``:``)."""
+    job_id, _, idx = text.rpartition(":")
+    return job_id, int(idx)
+
+
+class Keys:
+    """Key names under ``prefix``; one documented method per key."""
+
+    def __init__(self, prefix: str = "cuzk"):
+        if not isinstance(prefix, str) or not prefix or any(c.isspace() for c in prefix):
+            raise StateError(f"state store prefix must be a non-empty string without spaces, got {prefix!r}")
+        self.prefix = prefix
+
+    def job(self, job_id: str) -> str:
+        """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
+        submitted_at, started_at, finished_at, error."""
+        return f"{self.prefix}:job:{job_id}"
+
+    def part(self, job_id: str, idx: int) -> str:
+        """hash: job, idx, state, attempt, deliveries, redispatches, worker, token, input,
+        input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error."""
+        return f"{self.prefix}:part:{job_id}:{int(idx)}"
+
+    def jobs_active(self) -> str:
+        """zset: ids of unfinished jobs, scored by submit time."""
+        return f"{self.prefix}:jobs:active"
+
+    def jobs_recent(self) -> str:
+        """zset: ids of finished jobs, scored by finish time (trimmed to RECENT_JOBS_KEPT)."""
+        return f"{self.prefix}:jobs:recent"
+
+    def request(self, request_id: str) -> str:
+        """string: the job id created for a client request id (idempotency)."""
+        return f"{self.prefix}:request:{request_id}"
+
+    def result(self, job_id: str) -> str:
+        """string: a finished job's JSON result, with a TTL."""
+        return f"{self.prefix}:result:{job_id}"
+
+    def workers(self) -> str:
+        """set: ids of every worker ever registered."""
+        return f"{self.prefix}:workers"
+
+    def worker(self, worker_id: str) -> str:
+        """hash: state, job, partition, kind, token, since, device, host, role, queue, gpu_name,
+        resident (JSON list), registered_at, last_hb, hb_ttl_ms, extra heartbeat fields."""
+        return f"{self.prefix}:worker:{worker_id}"
+
+    def hb(self, worker_id: str) -> str:
+        """string with TTL: the worker's last heartbeat time; absent = offline."""
+        return f"{self.prefix}:hb:{worker_id}"
+
+    def routed(self, worker_id: str) -> str:
+        """set: ``job:idx`` routed to that device worker and not yet through gpu_end."""
+        return f"{self.prefix}:routed:{worker_id}"
+
+    def unrouted(self) -> str:
+        """set: ``job:idx`` in synth_done waiting for a live device."""
+        return f"{self.prefix}:unrouted"
+
+    def counters(self) -> str:
+        """hash: completed:{kind}, failed:{kind} (per partition); jobs_done|jobs_failed|jobs_cancelled:{kind}."""
+        return f"{self.prefix}:counters"
+
+    def completions(self) -> str:
+        """zset: one member per proved partition, scored by completion time (throughput windows)."""
+        return f"{self.prefix}:completions"
+
+    def failures(self) -> str:
+        """list: recent partition failures as JSON objects, newest first, capped at FAILURES_KEPT."""
+        return f"{self.prefix}:failures"
+
+    def events(self) -> str:
+        """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
+        return f"{self.prefix}:events"

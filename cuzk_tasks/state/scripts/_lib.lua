@@ -1,0 +1,153 @@
+-- _lib.lua: shared prelude, prepended by store.py to every script in this folder.
+--
+-- Calling convention of every script:
+--   ARGV[1] prefix            (keys a script discovers while it runs are built from it, below)
+--   ARGV[2] events maxlen     (XADD MAXLEN ~)
+--   ARGV[3] recent jobs kept  ARGV[4] failures kept  ARGV[5] completions kept (s)
+--   ARGV[6...] the script's own arguments: A(1), A(2), ...
+--   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
+--   script's header says.
+-- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
+local P = ARGV[1]
+local EVENTS_MAXLEN = ARGV[2]
+local RECENT_KEPT = tonumber(ARGV[3])
+local FAILURES_KEPT = tonumber(ARGV[4])
+local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
+local function A(n) return ARGV[5 + n] end
+
+local K = {}
+function K.job(j) return P .. ':job:' .. j end
+function K.part(j, i) return P .. ':part:' .. j .. ':' .. i end
+function K.jobs_active() return P .. ':jobs:active' end
+function K.jobs_recent() return P .. ':jobs:recent' end
+function K.request(r) return P .. ':request:' .. r end
+function K.result(j) return P .. ':result:' .. j end
+function K.workers() return P .. ':workers' end
+function K.worker(w) return P .. ':worker:' .. w end
+function K.hb(w) return P .. ':hb:' .. w end
+function K.routed(w) return P .. ':routed:' .. w end
+function K.unrouted() return P .. ':unrouted' end
+function K.counters() return P .. ':counters' end
+function K.completions() return P .. ':completions' end
+function K.failures() return P .. ':failures' end
+function K.events() return P .. ':events' end
+
+local function member(j, i) return j .. ':' .. i end
+
+-- one clock reading per script run: NOW_S (exact text "sec.usec") and NOW (number)
+local NOW_S, NOW
+do
+  local t = redis.call('TIME')
+  NOW_S = t[1] .. '.' .. string.rep('0', 6 - #t[2]) .. t[2]
+  NOW = tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function blank(v) return v == nil or v == false or v == '' end
+
+local PART_LIVE = {pending = true, synthesizing = true, synth_done = true, gpu = true, finalizing = true}
+local JOB_LIVE = {pending = true, running = true}
+
+local function hgetall(key)
+  local flat = redis.call('HGETALL', key)
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+-- XADD one event: emit('type', k1, v1, k2, v2, ...); nil values become ''
+local function emit(kind, ...)
+  local args = {'XADD', K.events(), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', NOW_S}
+  local kv = {...}
+  for i = 1, select('#', ...) do
+    local v = kv[i]
+    if v == nil or v == false then v = '' end
+    args[#args + 1] = tostring(v)
+  end
+  redis.call(unpack(args))
+end
+
+-- THE compare-and-delete: a worker goes idle only if it still holds exactly this token.
+local function clear_worker_if(worker, token)
+  if blank(worker) or blank(token) then return 0 end
+  local wkey = K.worker(worker)
+  if redis.call('HGET', wkey, 'token') ~= token then return 0 end
+  redis.call('HSET', wkey, 'state', 'idle', 'since', NOW_S)
+  redis.call('HDEL', wkey, 'job', 'partition', 'kind', 'token')
+  emit('worker_idle', 'worker', worker, 'token', token)
+  return 1
+end
+
+-- take a partition out of the routed/unrouted index sets
+local function unindex(job, idx, worker)
+  local m = member(job, idx)
+  redis.call('SREM', K.unrouted(), m)
+  if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
+end
+
+-- a job reaches a terminal state: indexes, counters
+local function finish_job(job, state, err)
+  local jkey = K.job(job)
+  redis.call('HSET', jkey, 'state', state, 'finished_at', NOW_S)
+  if not blank(err) then redis.call('HSET', jkey, 'error', err) end
+  redis.call('ZREM', K.jobs_active(), job)
+  redis.call('ZADD', K.jobs_recent(), NOW_S, job)
+  if RECENT_KEPT and RECENT_KEPT > 0 then
+    redis.call('ZREMRANGEBYRANK', K.jobs_recent(), 0, -(RECENT_KEPT + 1))
+  end
+  local kind = redis.call('HGET', jkey, 'kind') or ''
+  redis.call('HINCRBY', K.counters(), 'jobs_' .. state .. ':' .. kind, 1)
+  emit('job_' .. state, 'job', job, 'error', err)
+end
+
+-- every live partition of a job except `except_idx` -> `state` (workers untouched:
+-- a run in flight ends itself with gpu_end and its own token)
+local function terminate_partitions(job, except_idx, state, err)
+  local n = tonumber(redis.call('HGET', K.job(job), 'n_partitions') or '0')
+  for i = 0, n - 1 do
+    if tostring(i) ~= tostring(except_idx) then
+      local pkey = K.part(job, i)
+      local p = redis.call('HMGET', pkey, 'state', 'worker')
+      if p[1] and PART_LIVE[p[1]] then
+        redis.call('HSET', pkey, 'state', state, 'error', err, 't_end', NOW_S)
+        unindex(job, i, p[2])
+        emit('partition_' .. state, 'job', job, 'idx', i)
+      end
+    end
+  end
+end
+
+-- fail one live partition and (first failure) its job; `token` = the ending run's token,
+-- or '' for the partition's recorded token, used only when no run of it can be in flight
+-- (state ~= gpu).  Returns nothing.
+local function fail_core(job, idx, err, token)
+  local pkey = K.part(job, idx)
+  local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker', 'token')
+  local jkey = K.job(job)
+  local j = redis.call('HMGET', jkey, 'state', 'kind', 'circuit')
+  redis.call('HSET', pkey, 'state', 'failed', 'error', err, 't_end', NOW_S)
+  unindex(job, idx, p[3])
+  local tok = token
+  if blank(tok) and p[1] ~= 'gpu' then tok = p[4] end
+  clear_worker_if(p[3], tok)
+  redis.call('HINCRBY', jkey, 'n_failed', 1)
+  redis.call('HINCRBY', K.counters(), 'failed:' .. (j[2] or ''), 1)
+  redis.call('LPUSH', K.failures(), cjson.encode({
+    job = job, idx = tonumber(idx), attempt = tonumber(p[2]), kind = j[2] or '',
+    circuit = j[3] or '', worker = p[3] or '', state = p[1] or '', error = err, at = NOW_S}))
+  if FAILURES_KEPT and FAILURES_KEPT > 0 then
+    redis.call('LTRIM', K.failures(), 0, FAILURES_KEPT - 1)
+  end
+  emit('partition_failed', 'job', job, 'idx', idx, 'attempt', p[2], 'worker', p[3], 'error', err)
+  if j[1] and JOB_LIVE[j[1]] then
+    local jerr = 'partition ' .. idx .. ': ' .. err
+    finish_job(job, 'failed', jerr)
+    terminate_partitions(job, idx, 'cancelled', 'job failed: ' .. jerr)
+  end
+end
+
+-- one worker as a table for the read scripts: flat HGETALL, heartbeat PTTL/value, routed count
+local function worker_record(w)
+  return {id = w, fields = redis.call('HGETALL', K.worker(w)),
+          hb_pttl = redis.call('PTTL', K.hb(w)), hb = redis.call('GET', K.hb(w)) or '',
+          outstanding = redis.call('SCARD', K.routed(w))}
+end

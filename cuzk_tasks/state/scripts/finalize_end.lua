@@ -1,0 +1,35 @@
+-- finalize_end: partition finalizing (or gpu, when its run ended without gpu_end) -> done;
+-- job n_done += 1; the job -> done for exactly one caller ever.
+-- Then compare-and-delete on the partition's recorded worker with A(7) (the finished run's
+-- token) or, when A(7) is '', the partition's recorded token -- only if the partition was in
+-- finalizing (in gpu a redelivered run of it may still be in flight on that worker).
+-- KEYS[1] job hash, KEYS[2] partition hash.
+-- A(1) job, A(2) idx, A(3) attempt, A(4) finalize_ms, A(5) proof JSON, A(6) public JSON, A(7) token.
+-- Returns {ok 0|1, job_complete 0|1, reason}.
+local job, idx, attempt = A(1), A(2), A(3)
+local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
+if not j[1] then return {0, 0, 'unknown'} end
+if j[1] ~= 'running' then return {0, 0, 'job_' .. j[1]} end
+local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'token')
+if not p[1] then return {0, 0, 'unknown'} end
+if tonumber(p[2]) ~= tonumber(attempt) or (p[1] ~= 'finalizing' and p[1] ~= 'gpu') then
+  return {0, 0, 'stale'}
+end
+redis.call('HSET', KEYS[2], 'state', 'done', 'finalize_ms', A(4), 'proof', A(5), 'public', A(6),
+  't_done', NOW_S)
+unindex(job, idx, p[3])
+local tok = A(7)
+if blank(tok) and p[1] == 'finalizing' then tok = p[4] end
+clear_worker_if(p[3], tok)
+local kind = j[2] or ''
+local n_done = redis.call('HINCRBY', KEYS[1], 'n_done', 1)
+redis.call('HINCRBY', K.counters(), 'completed:' .. kind, 1)
+redis.call('ZADD', K.completions(), NOW_S, member(job, idx) .. ':' .. attempt)
+redis.call('ZREMRANGEBYSCORE', K.completions(), '-inf', '(' .. tostring(NOW - COMPLETIONS_KEPT_S))
+emit('partition_done', 'job', job, 'idx', idx, 'attempt', attempt, 'finalize_ms', A(4))
+local complete = 0
+if n_done == tonumber(j[3]) then
+  finish_job(job, 'done', '')
+  complete = 1
+end
+return {1, complete, 'ok'}

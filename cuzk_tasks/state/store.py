@@ -1,0 +1,498 @@
+"""StateStore: jobs, partitions and workers in Redis, every transition one Lua script.
+
+The design (state machines, keyspace, pipeline) is in docs/architecture.md.  The rules
+that matter most:
+
+* A transition names the state(s) and attempt it expects; anything else is rejected
+  and changes nothing (the method returns False / ``ok=False`` with a reason).
+* A worker's assignment is a token (``job:idx:attempt:nonce``) issued by
+  :meth:`StateStore.gpu_start`.  Only a compare-and-delete on that exact token
+  makes the worker idle again, so an end that arrives late (a finalizer of an
+  earlier partition, a duplicate) never clears a worker that has moved on.
+* Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
+
+The client must decode responses (``decode_responses=True``); use
+:meth:`StateStore.from_url` to get one.  This module never imports Celery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import json
+import uuid
+
+from .. import defaults
+from ..errors import StateError
+from .enums import WorkerRole, WorkerState
+from .keys import Keys, member, parse_member
+
+SCRIPTS = (
+    "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "finalize_end",
+    "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
+    "worker_offline", "workers", "snapshot",
+)
+
+# partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
+SNAPSHOT_PART_FIELDS = (
+    "idx", "state", "attempt", "deliveries", "redispatches", "worker", "token", "witness_ref",
+    "synth_ms", "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
+    "t_gpu_start", "t_gpu_end", "t_redispatched", "t_done", "t_end", "error",
+)
+
+_INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
+               "redispatches", "partition", "hb_ttl_ms", "pid"}
+_FLOAT_FIELDS = {"since", "last_hb"}
+_RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
+                           "last_hb", "hb_ttl_ms", "resident", "registered_at"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuStart:
+    """Outcome of :meth:`StateStore.gpu_start`.
+
+    ``reason``: ``ok``, ``redelivered`` (accepted: the same message again after its run
+    died), ``stale`` (wrong attempt/worker/state), ``poison`` (partition and job failed),
+    ``job_<state>`` (job not running), ``unknown``.  ``deliveries``: the partition's count.
+    """
+
+    ok: bool
+    token: str | None
+    reason: str
+    deliveries: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuEnd:
+    """Outcome of :meth:`StateStore.gpu_end`: the two effects are independent."""
+
+    worker_cleared: bool
+    partition_advanced: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalizeEnd:
+    """Outcome of :meth:`StateStore.finalize_end`; ``job_complete`` is True for exactly one caller."""
+
+    ok: bool
+    job_complete: bool
+    reason: str = "ok"
+
+
+def _script_text(name: str) -> str:
+    folder = importlib.resources.files("cuzk_tasks.state") / "scripts"
+    lib = (folder / "_lib.lua").read_text(encoding="utf-8")
+    body = (folder / f"{name}.lua").read_text(encoding="utf-8")
+    return f"{lib}\n-- ==== {name}.lua ====\n{body}"
+
+
+def _arg(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, WorkerRole):
+        return value.value
+    return str(value)
+
+
+def _decode_value(key: str, value):
+    if value is None or value is False or value == "":
+        return None
+    if key in _INT_FIELDS or key == "device":
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if key in _FLOAT_FIELDS or key.startswith("t_") or key.endswith("_ms") or key.endswith("_at"):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if key == "resident":
+        try:
+            return list(json.loads(value))
+        except ValueError:
+            return []
+    return value
+
+
+def _decode(fields: dict) -> dict:
+    return {k: _decode_value(k, v) for k, v in fields.items()}
+
+
+def _pairs(flat) -> dict:
+    """A flat [k1, v1, k2, v2, ...] list (cjson may encode an empty one as {})."""
+    if not flat:
+        return {}
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _list(value) -> list:
+    """cjson encodes an empty Lua table as {} (redis) or [] (fakeredis)."""
+    return value if isinstance(value, list) else []
+
+
+def _check_job_id(job_id) -> str:
+    if not isinstance(job_id, str) or not job_id or any(c.isspace() for c in job_id):
+        raise StateError(f"job id must be a non-empty string without spaces, got {job_id!r}")
+    return job_id
+
+
+def _check_worker_id(worker_id) -> str:
+    if not isinstance(worker_id, str) or not worker_id or any(c.isspace() for c in worker_id):
+        raise StateError(f"worker id must be a non-empty string without spaces, got {worker_id!r}")
+    return worker_id
+
+
+def _check_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StateError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+class StateStore:
+    """The Redis state store.  See the module docstring and docs/architecture.md."""
+
+    def __init__(self, redis_client, prefix: str = defaults.PREFIX,
+                 result_ttl_s: int = defaults.RESULT_TTL_S,
+                 events_maxlen: int = defaults.EVENTS_MAXLEN,
+                 failures_kept: int = defaults.FAILURES_KEPT,
+                 recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
+                 completions_kept_s: int = defaults.COMPLETIONS_KEPT_S):
+        pool = getattr(redis_client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", None)
+        if kwargs is not None and not kwargs.get("decode_responses"):
+            raise StateError("the state store needs a Redis client with decode_responses=True "
+                             "(use StateStore.from_url)")
+        self.redis = redis_client
+        self.keys = Keys(prefix)
+        self.prefix = prefix
+        self.result_ttl_s = int(result_ttl_s)
+        self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
+                        str(int(failures_kept)), str(int(completions_kept_s))]
+        self._scripts = {name: redis_client.register_script(_script_text(name)) for name in SCRIPTS}
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = defaults.PREFIX, **kwargs) -> "StateStore":
+        """A store on a new ``redis.Redis`` client for ``url`` (decode_responses=True)."""
+        import redis
+
+        return cls(redis.Redis.from_url(url, decode_responses=True), prefix=prefix, **kwargs)
+
+    def _run(self, name, keys, args):
+        return self._scripts[name](keys=list(keys), args=self._common + [_arg(a) for a in args])
+
+    # --- jobs ----------------------------------------------------------------------
+
+    def create_job(self, job_id, circuit, kind, priority, request_id, partitions) -> tuple[str, bool]:
+        """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
+
+        ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
+        text), ``input_ref``, ``witness_ref``.  When ``request_id`` already maps to a job,
+        or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
+        """
+        job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
+        if not partitions:
+            raise StateError("a job needs at least one partition")
+        if request_id is not None and (not isinstance(request_id, str) or not request_id):
+            raise StateError(f"request id must be a non-empty string or None, got {request_id!r}")
+        args = [job_id, circuit, kind, priority, request_id, len(partitions)]
+        for i, part in enumerate(partitions):
+            if not isinstance(part, dict) or set(part) - {"input", "input_ref", "witness_ref"}:
+                raise StateError(f"partition {i}: expected a dict with input/input_ref/witness_ref, "
+                                 f"got {part!r:.200}")
+            value = part.get("input")
+            if value is not None and not isinstance(value, str):
+                value = json.dumps(value)
+            args += [value, part.get("input_ref"), part.get("witness_ref")]
+        request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
+        got, created = self._run("create_job", [self.keys.job(job_id), request_key], args)
+        return got, bool(created)
+
+    def get_job(self, job_id) -> dict | None:
+        fields = self.redis.hgetall(self.keys.job(job_id))
+        return _decode(fields) if fields else None
+
+    def get_partition(self, job_id, idx) -> dict | None:
+        fields = self.redis.hgetall(self.keys.part(job_id, idx))
+        return _decode(fields) if fields else None
+
+    def list_partitions(self, job_id) -> list[dict]:
+        n = int(self.redis.hget(self.keys.job(job_id), "n_partitions") or 0)
+        pipe = self.redis.pipeline(transaction=True)
+        for i in range(n):
+            pipe.hgetall(self.keys.part(job_id, i))
+        return [_decode(f) for f in pipe.execute() if f]
+
+    def cancel_job(self, job_id, reason: str = "cancelled by user") -> bool:
+        """A pending/running job -> cancelled with its live partitions; workers untouched."""
+        ok, _ = self._run("cancel_job", [self.keys.job(job_id)], [job_id, reason])
+        return bool(ok)
+
+    # --- partition transitions ------------------------------------------------------
+
+    def synth_begin(self, job_id, idx, attempt) -> bool:
+        """pending -> synthesizing (job pending -> running).  Also True, changing nothing,
+        when the partition is already synthesizing with this attempt (a redelivered synthesize)."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        ok, _ = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+                          [job_id, idx, attempt])
+        return bool(ok)
+
+    def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms) -> bool:
+        """synthesizing -> synth_done; ``job:idx`` joins the unrouted set."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        ok, _ = self._run("synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx),
+                                        self.keys.unrouted()],
+                          [job_id, idx, attempt, witness_ref, synth_ms])
+        return bool(ok)
+
+    def route(self, job_id, idx, attempt, worker_id) -> bool:
+        """synth_done (this attempt, not yet routed) -> routed to ``worker_id``.  At most one
+        route per attempt succeeds: send the prove chain only when this returns True."""
+        _check_int("idx", idx), _check_int("attempt", attempt), _check_worker_id(worker_id)
+        ok, _ = self._run("route", [self.keys.job(job_id), self.keys.part(job_id, idx),
+                                    self.keys.unrouted(), self.keys.routed(worker_id)],
+                          [job_id, idx, attempt, worker_id])
+        return bool(ok)
+
+    def gpu_start(self, worker_id, job_id, idx, attempt,
+                  max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
+        """The device worker begins prove_start: partition -> gpu, worker -> proving with a
+        fresh token.  See :class:`GpuStart` for the reasons.  A redelivery of the same message
+        (partition already in gpu on this worker, same attempt) is ACCEPTED and counted as a
+        delivery -- its earlier run died -- and gets a new token; the old token is stale."""
+        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        ok, token, reason, deliveries = self._run(
+            "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
+                          self.keys.worker(worker_id), self.keys.workers()],
+            [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
+        return GpuStart(bool(ok), token or None, reason, int(deliveries))
+
+    def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms) -> GpuEnd:
+        """Compare-and-delete: the worker goes idle only if it still holds ``token``.
+        Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
+        and this token (it leaves the worker's routed set)."""
+        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        cleared, advanced = self._run(
+            "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
+            [job_id, idx, attempt, worker_id, token, gpu_ms])
+        return GpuEnd(bool(cleared), bool(advanced))
+
+    def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
+                     token: str | None = None) -> FinalizeEnd:
+        """finalizing (or gpu, if its run ended without gpu_end) -> done; the job -> done for
+        exactly one caller (``job_complete``).
+
+        Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
+        the token gpu_start gave the run whose partial this is: always safe) or, when None,
+        the partition's recorded token -- then only if the partition was in finalizing."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        if not isinstance(proof_json, str):
+            proof_json = json.dumps(proof_json)
+        if not isinstance(public_json, str):
+            public_json = json.dumps(public_json)
+        ok, complete, reason = self._run(
+            "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token])
+        return FinalizeEnd(bool(ok), bool(complete), reason)
+
+    def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
+        """Any live partition -> failed (``attempt`` must match, or None = any); the job ->
+        failed on its first failure and its other live partitions -> cancelled.
+
+        Compare-and-delete of its worker with ``token`` (the ending run's) or, when None, the
+        partition's recorded token unless the partition is in gpu (its run may be in flight:
+        that run clears the worker itself with gpu_end)."""
+        _check_int("idx", idx), _check_int("attempt", attempt, allow_none=True)
+        ok, _ = self._run("fail_partition", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+                          [job_id, idx, attempt, str(error), token])
+        return bool(ok)
+
+    def redispatch(self, job_id, idx, attempt, worker_id: str | None = None) -> bool:
+        """A routed partition in synth_done|gpu with ``attempt`` -> synth_done with attempt + 1,
+        unrouted.  The worker hash is not touched.  Of several callers with the same attempt
+        only one wins; one that read the partition after the winner (now unrouted) loses too.
+        ``worker_id``: also require the partition to be routed to that (dead) worker -- pass it
+        from a sweeper, so a partition meanwhile routed to a live device is left alone."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        ok, _ = self._run("redispatch", [self.keys.job(job_id), self.keys.part(job_id, idx),
+                                         self.keys.unrouted()], [job_id, idx, attempt, worker_id])
+        return bool(ok)
+
+    # --- results --------------------------------------------------------------------
+
+    def store_result(self, job_id, result: dict) -> None:
+        self.redis.set(self.keys.result(job_id), json.dumps(result), ex=self.result_ttl_s)
+
+    def get_result(self, job_id) -> dict | None:
+        text = self.redis.get(self.keys.result(job_id))
+        return json.loads(text) if text else None
+
+    def collect_result(self, job_id) -> dict:
+        """``{"job_id", "circuit", "kind", "state", "proofs": [{"idx", "proof", "public"}, ...]}``
+        in partition order (proof/public None for a partition without a proof)."""
+        job = self.get_job(job_id)
+        if job is None:
+            raise StateError(f"no such job: {job_id}")
+        proofs = []
+        for part in self.list_partitions(job_id):
+            proofs.append({"idx": part["idx"],
+                           "proof": json.loads(part["proof"]) if part.get("proof") else None,
+                           "public": json.loads(part["public"]) if part.get("public") else None})
+        return {"job_id": job_id, "circuit": job.get("circuit"), "kind": job.get("kind"),
+                "state": job.get("state"), "proofs": proofs}
+
+    # --- workers ----------------------------------------------------------------------
+
+    def register_worker(self, worker_id, role, host, device=None, queue=None, gpu_name=None) -> None:
+        """Call when a worker PROCESS starts: records it and resets its assignment to idle
+        (a fresh process runs nothing)."""
+        _check_worker_id(worker_id)
+        try:
+            role = WorkerRole(role)
+        except ValueError:
+            raise StateError(f"worker role must be one of {[r.value for r in WorkerRole]}, "
+                             f"got {role!r}") from None
+        self._run("register_worker", [self.keys.workers(), self.keys.worker(worker_id)],
+                  [worker_id, role.value, host, device, queue, gpu_name])
+
+    def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None) -> bool:
+        """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
+        (``resident``: circuit names held, None = unchanged; ``extra``: more fields).  Never
+        touches the worker's state or token.  Returns True if the worker came (back) online."""
+        _check_worker_id(worker_id)
+        ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
+        args = [worker_id, ttl_ms, "1" if resident is not None else "0",
+                json.dumps(list(resident)) if resident is not None else ""]
+        for k, v in (extra or {}).items():
+            if k in _RESERVED_WORKER_FIELDS:
+                raise StateError(f"heartbeat extra field {k!r} is reserved")
+            args += [k, v]
+        return bool(self._run("heartbeat", [self.keys.hb(worker_id), self.keys.worker(worker_id),
+                                            self.keys.workers()], args))
+
+    def set_resident(self, worker_id, names) -> None:
+        self.redis.hset(self.keys.worker(_check_worker_id(worker_id)), "resident",
+                        json.dumps(list(names)))
+
+    def worker_offline(self, worker_id) -> bool:
+        """Delete the heartbeat key (what expiry does); the stored state stays."""
+        return bool(self._run("worker_offline", [self.keys.hb(worker_id)], [worker_id]))
+
+    def get_worker(self, worker_id) -> dict | None:
+        """The worker hash, decoded, with ``state`` derived (offline without a heartbeat),
+        ``stored_state``, ``online``, ``hb_ttl_left_ms``, ``outstanding``; None if unknown."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.worker(worker_id))
+        pipe.pttl(self.keys.hb(worker_id))
+        pipe.get(self.keys.hb(worker_id))
+        pipe.scard(self.keys.routed(worker_id))
+        pipe.time()
+        fields, pttl, hb, outstanding, (sec, usec) = pipe.execute()
+        if not fields:
+            return None
+        return _worker({"id": worker_id, "fields": fields, "hb_pttl": pttl, "hb": hb or "",
+                        "outstanding": outstanding}, sec + usec / 1e6)
+
+    def _workers(self) -> list[dict]:
+        records = _list(json.loads(self._run("workers", [self.keys.workers()], [])))
+        return sorted((_worker(r) for r in records), key=lambda w: w["worker_id"])
+
+    def all_workers(self) -> list[dict]:
+        """Every registered worker (as :meth:`get_worker`), sorted by id."""
+        return self._workers()
+
+    def live_device_workers(self) -> list[dict]:
+        """Device workers with a heartbeat; each has worker_id, queue, outstanding (size of its
+        routed set), resident (list) and the rest of its hash."""
+        return [w for w in self._workers()
+                if w.get("role") == WorkerRole.DEVICE.value and w["online"]]
+
+    def dead_workers_with_routed(self) -> list[str]:
+        """Ids of workers without a heartbeat whose routed set is not empty."""
+        return [w["worker_id"] for w in self._workers() if not w["online"] and w["outstanding"]]
+
+    def routed_partitions(self, worker_id) -> list[tuple[str, int]]:
+        return sorted(parse_member(m) for m in self.redis.smembers(self.keys.routed(worker_id)))
+
+    def unrouted_partitions(self) -> list[tuple[str, int]]:
+        return sorted(parse_member(m) for m in self.redis.smembers(self.keys.unrouted()))
+
+    # --- read API -------------------------------------------------------------------------
+
+    def snapshot(self, queues: dict | None = None,
+                 recent_jobs: int = defaults.SNAPSHOT_RECENT_JOBS,
+                 failures: int = defaults.FAILURES_KEPT,
+                 windows_s=defaults.THROUGHPUT_WINDOWS_S) -> dict:
+        """Everything a status panel shows, read by ONE Lua script (a consistent view).
+
+        ``queues``: queue name -> list of Redis list keys whose LLEN are summed (Celery's
+        Redis transport keeps priority-suffixed lists besides the queue name); a bare string
+        counts as one key.  Returns ``{"now", "workers", "jobs" (active, by submit time, each
+        with "partitions"), "recent_jobs" (finished, newest first), "queues" {name: depth},
+        "counters" {name: int}, "throughput" [{"window_s", "completed", "per_min"}],
+        "failures" [dict, newest first]}``.
+        """
+        qspec = []
+        for name, qkeys in (queues or {}).items():
+            qspec.append([name, [qkeys] if isinstance(qkeys, str) else list(qkeys)])
+        raw = json.loads(self._run("snapshot", [], [
+            int(recent_jobs), int(failures), json.dumps([int(w) for w in windows_s]),
+            json.dumps(qspec), json.dumps(SNAPSHOT_PART_FIELDS)]))
+        now = float(raw["now"])
+
+        def job(rec):
+            d = _decode(_pairs(rec["fields"]))
+            d["partitions"] = [_decode(dict(zip(SNAPSHOT_PART_FIELDS, vals)))
+                               for vals in _list(rec["parts"])]
+            return d
+
+        return {
+            "now": now,
+            "workers": sorted((_worker(r, now) for r in _list(raw["workers"])),
+                              key=lambda w: w["worker_id"]),
+            "jobs": [job(r) for r in _list(raw["active"])],
+            "recent_jobs": [job(r) for r in _list(raw["recent"])],
+            "queues": {name: int(depth) for name, depth in _list(raw["queues"])},
+            "counters": {k: int(v) for k, v in _pairs(raw["counters"]).items()},
+            "throughput": [{"window_s": int(w), "completed": int(n), "per_min": n * 60.0 / w}
+                           for w, n in _list(raw["throughput"])],
+            "failures": [json.loads(f) for f in _list(raw["failures"])],
+        }
+
+    def events(self, last_id: str = "$", count: int = 100,
+               block_ms: int | None = None) -> list[tuple[str, dict]]:
+        """Events after ``last_id``.  ``"$"`` without ``block_ms``: the latest ``count``
+        events (oldest first), to start from; with ``block_ms``: wait for new ones."""
+        key = self.keys.events()
+        if block_ms is None and last_id == "$":
+            return list(reversed(self.redis.xrevrange(key, count=count)))
+        reply = self.redis.xread({key: last_id}, count=count, block=block_ms)
+        if not reply:
+            return []
+        entries = reply[0][1] if isinstance(reply, list) else reply.get(key, [[]])[0]
+        return [(eid, fields) for eid, fields in entries]
+
+
+def _worker(rec: dict, now: float | None = None) -> dict:
+    fields = _decode(_pairs(rec["fields"]) if isinstance(rec["fields"], list) else rec["fields"])
+    pttl = int(rec["hb_pttl"])
+    online = pttl != -2
+    stored = fields.get("state") or WorkerState.IDLE.value
+    d = {"worker_id": rec["id"], **fields}
+    d["stored_state"] = stored
+    d["state"] = stored if online else WorkerState.OFFLINE.value
+    d["online"] = online
+    d["hb_ttl_left_ms"] = pttl if pttl >= 0 else None
+    d["outstanding"] = int(rec["outstanding"])
+    d["resident"] = fields.get("resident") or []
+    last = fields.get("last_hb")
+    d["hb_age_s"] = (now - last) if (now is not None and last is not None) else None
+    return d
+
+
+__all__ = ["StateStore", "GpuStart", "GpuEnd", "FinalizeEnd", "member"]

@@ -1,0 +1,36 @@
+"""The Celery tasks: thin wrappers over :mod:`cuzk_tasks.pipeline`.
+
+Names are stable (services without this package call them by name):
+
+* ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id -> job id
+* ``cuzk.synthesize``   (cpu queue) job_id, idx
+* ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
+* ``cuzk.finalize``     (cpu queue, linked after prove_start) the prove_start result
+"""
+
+from celery import shared_task
+
+from . import pipeline
+
+
+@shared_task(name="cuzk.submit", bind=True, ignore_result=False)
+def submit(self, circuit, partitions, priority=None, request_id=None):
+    """Create a job by name; returns its id (idempotent on request_id)."""
+    return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
+                               priority=priority, request_id=request_id)
+
+
+@shared_task(name="cuzk.synthesize", bind=True)
+def synthesize(self, job_id, idx):
+    pipeline.synthesize(pipeline.context(self.app), job_id, int(idx))
+
+
+@shared_task(name="cuzk.prove_start", bind=True)
+def prove_start(self, job_id, idx, attempt, circuit, witness_ref):
+    return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
+                                circuit, witness_ref)
+
+
+@shared_task(name="cuzk.finalize", bind=True)
+def finalize(self, started):
+    return pipeline.finalize(pipeline.context(self.app), started)

@@ -1,0 +1,137 @@
+"""Worker processes: ``cuzk-tasks worker --device N`` and ``cuzk-tasks worker --cpu``.
+
+A device worker is a Celery worker with a prefork pool of ONE process,
+consuming only its host-qualified device queue (``cuzk.dev.<host>.<N>``).  The
+compute backend (CUDA context) is created in the pool child
+(``worker_process_init``), never in the parent, so a child killed by a bad
+partition takes its context with it and the parent forks a clean one.  The
+parent runs the heartbeat thread: ``register_worker`` once, then
+``heartbeat(ttl)`` every interval; on shutdown it marks the worker offline.
+The worker id (``<host>:dev<N>``) reaches the child through ``CUZK_WORKER_ID``.
+
+A CPU worker consumes the cpu queue (submit, synthesize, finalize) with a
+configurable concurrency and runs the :class:`~cuzk_tasks.routing.Sweeper`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from .config import Settings
+
+log = logging.getLogger("cuzk_tasks.worker")
+
+
+class Heartbeat:
+    """Publishes a worker's heartbeat (with TTL) from the worker's main process."""
+
+    def __init__(self, store, worker_id, settings: Settings, extra=None):
+        self.store = store
+        self.worker_id = worker_id
+        self.settings = settings
+        self.extra = extra or {}
+        self._stop = threading.Event()
+        self._thread = None
+
+    def beat(self):
+        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=self.extra)
+
+    def _loop(self):
+        while not self._stop.wait(self.settings.heartbeat_interval_s):
+            try:
+                self.beat()
+            except Exception:
+                log.exception("heartbeat of %s failed", self.worker_id)
+
+    def start(self):
+        self.beat()
+        self._thread = threading.Thread(target=self._loop, name="cuzk-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+
+def _celery_argv(queue, concurrency, nodename, loglevel):
+    return ["worker", "-Q", queue, "-c", str(concurrency), "-P", "prefork", "-n", nodename,
+            "-l", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat"]
+
+
+def _init_child(app):
+    """worker_process_init: build this pool process's context (and its backend)."""
+    from celery import signals
+
+    from . import pipeline
+
+    @signals.worker_process_init.connect(weak=False)
+    def _on_child(**_kwargs):
+        ctx = pipeline.context(app)
+        if os.environ.get("CUZK_WORKER_ROLE") == "device":
+            backend = ctx.backend  # CUDA (or the CPU core) initialised here, in the child
+            log.info("device worker %s: backend %s ready in pool process %d", ctx.worker_id,
+                     getattr(backend, "name", backend), os.getpid())
+
+
+def run_device_worker(settings: Settings, device: int, backend: str = "auto",
+                      loglevel: str = "INFO"):
+    from .celery_app import create_app
+    from .state import StateStore, WorkerRole
+
+    host = settings.hostname
+    worker_id = settings.device_worker_id(device)
+    queue = settings.device_queue(device)
+    os.environ["CUZK_WORKER_ID"] = worker_id
+    os.environ["CUZK_WORKER_ROLE"] = "device"
+    os.environ["CUZK_WORKER_BACKEND"] = backend
+    os.environ["CUZK_DEVICE"] = str(device)
+    if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                result_ttl_s=settings.result_ttl_s)
+    store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
+    app = create_app(settings)
+    _init_child(app)
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}).start()
+    log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
+    try:
+        app.worker_main(_celery_argv(queue, 1, f"dev{device}@{host}", loglevel))
+    finally:
+        heartbeat.stop()
+        store.worker_offline(worker_id)
+
+
+def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
+                   sweeper: bool = True):
+    from . import pipeline
+    from .celery_app import create_app
+    from .routing import Sweeper
+    from .state import StateStore, WorkerRole
+
+    host = settings.hostname
+    worker_id = settings.cpu_worker_id()
+    os.environ["CUZK_WORKER_ID"] = worker_id
+    os.environ["CUZK_WORKER_ROLE"] = "cpu"
+    os.environ.setdefault("CUZK_WORKER_BACKEND", "cpu")
+    concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
+    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                result_ttl_s=settings.result_ttl_s)
+    store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
+    app = create_app(settings)
+    _init_child(app)
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}).start()
+    sweep = Sweeper(pipeline.context(app)).start() if sweeper else None
+    log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
+                concurrency)
+    try:
+        app.worker_main(_celery_argv(settings.cpu_queue, concurrency,
+                                     f"cpu{os.getpid()}@{host}", loglevel))
+    finally:
+        if sweep:
+            sweep.stop()
+        heartbeat.stop()
+        store.worker_offline(worker_id)

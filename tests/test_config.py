@@ -1,0 +1,111 @@
+"""Settings from TOML and environment; the Celery app's safety settings."""
+
+import pickle
+
+import pytest
+
+from cuzk_tasks.config import load_settings
+from cuzk_tasks.errors import ConfigError, CuzkError
+
+
+def write(tmp_path, text, name="cuzk.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_and_derived_urls():
+    s = load_settings(env={})
+    assert s.redis_url == "redis://localhost:6379/0"
+    assert s.broker_url == s.result_backend == s.state_url == s.redis_url
+    assert s.cpu_queue == "cuzk.cpu"
+    assert s.time_limit_s < s.visibility_timeout_s
+    assert s.finalize_delay_ms == 0
+
+
+def test_env_overrides_and_separate_urls():
+    env = {"CUZK_REDIS_URL": "redis://r:1/0", "CUZK_STATE_URL": "redis://state:2/3",
+           "CUZK_HOSTNAME": "box", "CUZK_HEARTBEAT_TTL_S": "3", "CUZK_HEARTBEAT_INTERVAL_S": "0.5"}
+    s = load_settings(env=env)
+    assert s.broker_url == "redis://r:1/0" and s.state_url == "redis://state:2/3"
+    assert s.device_queue(1) == "cuzk.dev.box.1"
+    assert s.device_worker_id(1) == "box:dev1"
+    assert s.heartbeat_ttl_s == 3.0
+
+
+def test_toml_circuits_resolve_relative_paths(tmp_path):
+    path = write(tmp_path, """
+prefix = "t"
+max_deliveries = 2
+[circuits.poseidon]
+kind = "porep-c2"
+zkey = "p/circuit.zkey"
+wasm = "/abs/circuit.wasm"
+priority = 3
+""")
+    s = load_settings(path, env={})
+    spec = s.circuits["poseidon"]
+    assert spec.kind == "porep-c2" and spec.priority == 3
+    assert spec.zkey == str(tmp_path / "p" / "circuit.zkey")
+    assert spec.wasm == "/abs/circuit.wasm"
+    assert s.prefix == "t" and s.max_deliveries == 2
+
+
+def test_config_env_var_names_file(tmp_path):
+    path = write(tmp_path, 'prefix = "x"\n')
+    assert load_settings(env={"CUZK_CONFIG": path}).prefix == "x"
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('time_limit_s = 100\nvisibility_timeout_s = 50\nsoft_time_limit_s = 10\n', "time_limit_s"),
+    ('heartbeat_ttl_s = "soon"\n', "heartbeat_ttl_s"),
+    ('bogus = 1\n', "bogus"),
+    ('[circuits.a]\nwasm = "x.wasm"\n', "circuits.a.zkey"),
+    ('[circuits.a]\nzkey = "x"\npriority = 12\n', "circuits.a.priority"),
+    ('prefix = \n', "invalid TOML"),
+])
+def test_bad_config_names_file_and_field(tmp_path, text, needle):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, env={})
+    assert needle in str(info.value) and path in str(info.value)
+    assert isinstance(info.value, CuzkError)
+
+
+def test_bad_env_names_variable():
+    with pytest.raises(ConfigError, match="CUZK_MAX_DELIVERIES"):
+        load_settings(env={"CUZK_MAX_DELIVERIES": "many"})
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_settings(str(tmp_path / "nope.toml"), env={})
+
+
+def test_app_settings_json_only_acks_late():
+    from cuzk_tasks.celery_app import create_app
+
+    app = create_app(load_settings(env={}))
+    c = app.conf
+    assert c.task_serializer == "json" and c.result_serializer == "json"
+    assert list(c.accept_content) == ["json"]
+    assert c.task_acks_late and c.task_reject_on_worker_lost
+    assert c.worker_prefetch_multiplier == 1
+    assert c.task_time_limit < c.broker_transport_options["visibility_timeout"]
+    assert (c.broker_transport_options["visibility_timeout"]
+            == c.result_backend_transport_options["visibility_timeout"])
+    assert app.amqp.router.route({}, "cuzk.finalize")["queue"].name == "cuzk.cpu"
+    for name in ("cuzk.submit", "cuzk.synthesize", "cuzk.prove_start", "cuzk.finalize"):
+        assert name in app.tasks
+
+
+def test_pickle_message_is_refused():
+    from kombu.exceptions import ContentDisallowed
+    from kombu.serialization import loads
+
+    from cuzk_tasks.celery_app import create_app
+
+    app = create_app(load_settings(env={}))
+    body = pickle.dumps(((), {"circuit": "x"}, {}))
+    with pytest.raises(ContentDisallowed):
+        loads(body, "application/x-python-serialize", "binary", accept=app.conf.accept_content)

@@ -1,0 +1,395 @@
+"""End to end through real processes: redis-server, two device workers, one CPU worker.
+
+The device workers run the CPU backend (``--backend cpu``) so this runs without a GPU.
+Test-only instruments (env vars, see cuzk_tasks/defaults.py) make finalize slow
+(CUZK_TEST_FINALIZE_DELAY_MS, so finalizers overlap the next prove_start), make
+prove_start slow per circuit (CUZK_TEST_PROVE_DELAY_MS) and make prove_start of the
+test-only circuit ``poison_test`` kill its process (CUZK_TEST_POISON_CIRCUIT).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+HOST = "e2ehost"
+HB_INTERVAL, HB_TTL = 0.25, 1.5
+MAX_DELIVERIES = 2
+INLINE_LIMIT = 4096
+
+if shutil.which("redis-server") is None:
+    pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
+
+
+def _stop(proc, grace=8.0):
+    """Terminate a process group, then kill it."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def e2e_redis():
+    """A redis-server of this module's own (Celery queue keys are not prefixed)."""
+    try:
+        from redis_server import RedisServer
+    except ImportError:  # pragma: no cover
+        from tests.redis_server import RedisServer
+
+    server = RedisServer()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class Cluster:
+    def __init__(self, base, env, settings):
+        self.base = base
+        self.env = env
+        self.settings = settings
+        self.procs = {}
+        from cuzk_tasks.client import Client
+
+        self.client = Client(settings=settings)
+        self.store = self.client.store
+
+    def start(self, name, *args):
+        log = open(self.base / f"{name}.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args],
+                                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def logs(self, tail=3000):
+        out = []
+        for name in self.procs:
+            text = (self.base / f"{name}.log").read_text(errors="replace")
+            out.append(f"----- {name} -----\n{text[-tail:]}")
+        return "\n".join(out)
+
+    def stop_all(self):
+        for proc in self.procs.values():
+            _stop(proc)
+
+
+def _config(base):
+    circuits = {
+        "mulchain": ("test-mul", FIX / "mulchain"),
+        "poseidon": ("test-poseidon", FIX / "poseidon"),
+        "assert_fail": ("test-assert", FIX / "assert_fail"),
+        # TEST-ONLY circuits: same files, singled out by the test instruments
+        "poison_test": ("test-poison", FIX / "mulchain"),
+        "slow_test": ("test-slow", FIX / "mulchain"),
+    }
+    lines = []
+    for name, (kind, d) in circuits.items():
+        lines += [f"[circuits.{name}]", f'kind = "{kind}"', f'zkey = "{d / "circuit.zkey"}"',
+                  f'wasm = "{d / "circuit.wasm"}"', "priority = 5", ""]
+    path = base / "cuzk.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(e2e_redis, tmp_path_factory):
+    from cuzk_tasks.config import load_settings
+
+    base = tmp_path_factory.mktemp("cluster")
+    env = dict(os.environ)
+    env.update({
+        "CUZK_CONFIG": str(_config(base)),
+        "CUZK_REDIS_URL": e2e_redis,
+        "CUZK_PREFIX": "e2e",
+        "CUZK_HOSTNAME": HOST,
+        "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL),
+        "CUZK_HEARTBEAT_TTL_S": str(HB_TTL),
+        "CUZK_MAX_DELIVERIES": str(MAX_DELIVERIES),
+        "CUZK_MAX_INLINE_INPUT_BYTES": str(INLINE_LIMIT),
+        "CUZK_SPOOL_DIR": str(base / "spool"),
+        "CUZK_RESULTS_DIR": str(base / "results"),
+        "CUZK_THREADS": "1",
+        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        # TEST INSTRUMENTS
+        "CUZK_TEST_FINALIZE_DELAY_MS": "200",
+        "CUZK_TEST_PROVE_DELAY_MS": "slow_test=2500,300",
+        "CUZK_TEST_POISON_CIRCUIT": "poison_test",
+    })
+    settings = load_settings(env=env)
+    c = Cluster(base, env, settings)
+    try:
+        c.start("dev0", "--device", "0", "--backend", "cpu")
+        c.start("dev1", "--device", "1", "--backend", "cpu")
+        c.start("cpu", "--cpu", "--concurrency", "2")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            live = {w["worker_id"] for w in c.store.live_device_workers()}
+            if live >= {f"{HOST}:dev0", f"{HOST}:dev1"}:
+                break
+            for name, proc in c.procs.items():
+                assert proc.poll() is None, f"{name} exited early\n{c.logs()}"
+            time.sleep(0.1)
+        else:
+            pytest.fail("device workers did not come up\n" + c.logs())
+        yield c
+    finally:
+        c.stop_all()
+
+
+def _input(name):
+    return json.loads((FIX / name / "input.json").read_text())
+
+
+def _vkey(name):
+    return json.loads((FIX / name / "verification_key.json").read_text())
+
+
+def _proofs(result):
+    return result["proofs"] if isinstance(result, dict) else result
+
+
+def _assert_valid(result, circuit_dir, n):
+    from cuzk_tasks.groth16 import verify
+
+    proofs = _proofs(result)
+    assert len(proofs) == n
+    vk = _vkey(circuit_dir)
+    for item in proofs:
+        assert verify(vk, item["public"], item["proof"])
+
+
+def _busy_shown_idle(snap):
+    """Workers a snapshot shows idle although one of its partitions is in prove_start (gpu)."""
+    workers = {w.get("worker_id") or w.get("id"): w for w in snap.get("workers", [])}
+    bad = []
+    for job in snap.get("jobs", []):
+        for part in job.get("partitions", []):
+            if part.get("state") != "gpu" or not part.get("worker"):
+                continue
+            w = workers.get(part["worker"])
+            if w is not None and w.get("state") == "idle":
+                bad.append((part["worker"], job.get("id"), part.get("idx")))
+    return bad
+
+
+class SnapshotPoller(threading.Thread):
+    def __init__(self, store):
+        super().__init__(daemon=True)
+        self.store = store
+        self.stop = threading.Event()
+        self.count = 0
+        self.violations = []
+        self.busy_seen = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            snap = self.store.snapshot()
+            self.count += 1
+            bad = _busy_shown_idle(snap)
+            self.violations += bad
+            self.busy_seen += sum(1 for w in snap.get("workers", []) if w.get("state") == "proving")
+            time.sleep(0.005)
+
+
+def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
+    c = cluster
+    poller = SnapshotPoller(c.store)
+    poller.start()
+    try:
+        # ready witnesses first: each device gets back-to-back prove_starts (300 ms each) while
+        # the previous partition's finalizer (200 ms delay) ends -- the cuzk-bug interleaving
+        wtns = {"witness_ref": str(FIX / "mulchain" / "witness.wtns")}
+        jobs = [
+            (c.client.submit("mulchain", [wtns] * 6), "mulchain", 6),
+            (c.client.submit("mulchain", [{"input": _input("mulchain")}] * 3), "mulchain", 3),
+            (c.client.submit("poseidon", [{"input": _input("poseidon")}] * 3), "poseidon", 3),
+            (c.client.submit("mulchain", [{"input_ref": str(FIX / "mulchain" / "input.json")},
+                                          {"witness_ref": str(FIX / "mulchain" / "witness.wtns")}]),
+             "mulchain", 2),
+        ]
+        results = {}
+        for job_id, circuit, n in jobs:
+            try:
+                results[job_id] = c.client.wait(job_id, timeout=60)
+            except Exception:
+                print(c.logs())
+                raise
+            _assert_valid(results[job_id], circuit, n)
+    finally:
+        poller.stop.set()
+        poller.join(5)
+    assert poller.count > 20
+    assert poller.busy_seen > 0, "the poller never saw a proving worker"
+    assert poller.violations == [], f"busy workers shown idle: {poller.violations[:5]}"
+    for job_id, circuit, n in jobs:
+        job = c.store.get_job(job_id)
+        assert job["state"] == "done" and int(job["n_done"]) == n
+        parts = c.store.list_partitions(job_id)
+        assert [p["state"] for p in parts] == ["done"] * n
+        assert (c.base / "results" / f"{job_id}.json").exists()
+    # exactly once: one job_done event per job, one partition_done per partition
+    events = [fields for _, fields in c.store.events(count=5000)]
+    for job_id, _, n in jobs:
+        mine = [e for e in events if e.get("job") == job_id]
+        assert sum(1 for e in mine if e.get("type", e.get("kind")) == "job_done") == 1, mine
+        assert sum(1 for e in mine if e.get("type", e.get("kind")) == "partition_done") == n
+    # the scenario of the cuzk bug happened: a finalizer ended while its device proved another
+    parts = [p for job_id, _, _ in jobs for p in c.store.list_partitions(job_id)]
+    overlaps = [(a["idx"], b["idx"]) for a in parts for b in parts
+                if a is not b and a["worker"] == b["worker"]
+                and float(b["t_gpu_start"]) < float(a["t_done"]) < float(b["t_gpu_end"])]
+    print(f"{len(overlaps)} finalizers overlapped a prove_start on their device; "
+          f"{poller.count} snapshots")
+    assert overlaps, "no finalizer overlapped a prove_start on its device"
+    # both devices did work, and every device is idle now
+    workers = {p["worker"] for job_id, _, _ in jobs for p in c.store.list_partitions(job_id)}
+    assert workers == {f"{HOST}:dev0", f"{HOST}:dev1"}
+    for dev in ("dev0", "dev1"):
+        assert c.store.get_worker(f"{HOST}:{dev}")["state"] == "idle"
+    # the client's idempotency
+    rid = "e2e-idem"
+    a = c.client.submit("mulchain", [{"input": _input("mulchain")}], request_id=rid)
+    b = c.client.submit("mulchain", [{"input": _input("mulchain")}], request_id=rid)
+    assert a == b
+    _assert_valid(c.client.wait(a, timeout=30), "mulchain", 1)
+
+
+def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
+    from cuzk_tasks.errors import JobError
+
+    c = cluster
+    good = c.client.submit("poseidon", [{"input": _input("poseidon")}] * 2)
+    bad = {
+        # by name through cuzk.submit: the client does not know it, a worker creates the failed job
+        "unknown circuit 'nope'": c.client.submit("nope", [{"input": {"a": "1"}}]),
+        "nVars=520": c.client.submit("poseidon", [{"witness_ref": str(FIX / "mulchain" / "witness.wtns")}]),
+        "malformed": c.client.submit("mulchain", [{"input": "{not json"}]),
+        "inline limit": c.client.submit("mulchain", [{"input": {"a": "3", "b": "1" * (2 * INLINE_LIMIT)}}]),
+        "assert": c.client.submit("assert_fail", [{"input": _input("assert_fail")}]),
+    }
+    bad_input = json.loads((FIX / "assert_fail" / "input_bad.json").read_text())
+    bad["assert_fail"] = c.client.submit("assert_fail", [{"input": bad_input}])
+    del bad["assert"]  # the good assert_fail input must prove
+    for needle, job_id in bad.items():
+        with pytest.raises(JobError) as info:
+            c.client.wait(job_id, timeout=30)
+        assert info.value.state == "failed", c.logs()
+        assert needle.lower() in str(info.value).lower(), str(info.value)
+    _assert_valid(c.client.wait(good, timeout=30), "poseidon", 2)
+
+    # a pickle message is refused by the workers: no job is created from it
+    c.client.app.send_task("cuzk.submit", kwargs={"circuit": "mulchain", "partitions": [{"input": {}}],
+                                                  "request_id": "pickled"},
+                           serializer="pickle", queue=c.settings.cpu_queue)
+    time.sleep(1.0)
+    from cuzk_tasks.state.keys import Keys
+
+    assert c.store.redis.get(Keys(c.settings.prefix).request("pickled")) is None
+    assert c.procs["cpu"].poll() is None
+
+
+def test_poison_pill_is_retried_at_most_n_times(cluster):
+    from cuzk_tasks.errors import JobError
+
+    c = cluster
+    poison = c.client.submit("poison_test", [{"input": _input("mulchain")}])
+    good = c.client.submit("mulchain", [{"input": _input("mulchain")}] * 2)
+    with pytest.raises(JobError) as info:
+        c.client.wait(poison, timeout=60)
+    assert "poison" in str(info.value)
+    part = c.store.get_partition(poison, 0)
+    assert int(part["deliveries"]) == MAX_DELIVERIES + 1  # N runs, the next delivery is refused
+    _assert_valid(c.client.wait(good, timeout=30), "mulchain", 2)
+    # the workers go on with other jobs
+    after = c.client.submit("poseidon", [{"input": _input("poseidon")}] * 2)
+    _assert_valid(c.client.wait(after, timeout=30), "poseidon", 2)
+    for dev in ("dev0", "dev1"):
+        assert c.procs[dev].poll() is None
+        assert c.store.get_worker(f"{HOST}:{dev}")["state"] in ("idle", "proving")
+
+
+def test_cli_submit_status_cancel(cluster):
+    from cuzk_tasks.errors import JobError
+
+    c = cluster
+    run = lambda *args: subprocess.run([sys.executable, "-m", "cuzk_tasks", *args], cwd=ROOT,
+                                       env=c.env, capture_output=True, text=True, timeout=60)
+    out = c.base / "cli-result.json"
+    r = run("submit", "poseidon", str(FIX / "poseidon" / "input.json"), "--wait", "--timeout", "30",
+            "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "1/1 done" in r.stderr
+    _assert_valid(json.loads(out.read_text()), "poseidon", 1)
+    r = run("status")
+    assert r.returncode == 0, r.stderr
+    assert f"{HOST}:dev0" in r.stdout and "cuzk.cpu" in r.stdout and "WORKERS" in r.stdout
+    # cancel a job whose partitions are still in (slow) prove_start
+    job = c.client.submit("slow_test", [{"input": _input("mulchain")}] * 2)
+    r = run("cancel", job)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(JobError) as info:
+        c.client.wait(job, timeout=10)
+    assert info.value.state == "cancelled"
+    # the devices are free again once the cancelled prove_starts end
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = [c.store.get_worker(f"{HOST}:{d}")["state"] for d in ("dev0", "dev1")]
+        if states == ["idle", "idle"]:
+            break
+        time.sleep(0.1)
+    assert states == ["idle", "idle"]
+
+
+def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
+    c = cluster
+    job = c.client.submit("slow_test", [{"input": _input("mulchain")}])
+    deadline = time.monotonic() + 20
+    victim = None
+    while time.monotonic() < deadline:
+        part = c.store.get_partition(job, 0)
+        if part["state"] == "gpu" and part.get("worker"):
+            victim = part["worker"]
+            break
+        time.sleep(0.02)
+    assert victim, f"partition never reached prove_start: {part}\n{c.logs()}"
+    name = victim.rsplit(":", 1)[1]
+    os.killpg(c.procs[name].pid, signal.SIGKILL)
+    c.procs[name].wait(5)
+    result = c.client.wait(job, timeout=40)
+    _assert_valid(result, "mulchain", 1)
+    part = c.store.get_partition(job, 0)
+    assert part["state"] == "done" and int(part["attempt"]) == 1
+    assert part["worker"] != victim
+    # the dead worker is reported offline once its heartbeat expired
+    deadline = time.monotonic() + HB_TTL + 3
+    while c.store.get_worker(victim)["state"] != "offline" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert c.store.get_worker(victim)["state"] == "offline"
+    # the remaining device still serves jobs
+    after = c.client.submit("mulchain", [{"input": _input("mulchain")}] * 2)
+    _assert_valid(c.client.wait(after, timeout=30), "mulchain", 2)

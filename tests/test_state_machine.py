@@ -1,0 +1,404 @@
+"""The worker busy flag under every interleaving: the cuzk bug, scripted and property-tested.
+
+The bug this design exists to prevent (Filecoin cuzk): a GPU worker proving job A spawned
+A's finalizer and moved on to job B; A's finalizer then ended A's GPU phase and cleared the
+worker's busy flag unconditionally, so the worker showed idle while proving B.  Here a
+worker's assignment is a token and every end is a compare-and-delete on it.
+
+Redelivery (documented choice): a second delivery of the same prove_start message while the
+partition is in gpu on that worker is ACCEPTED and counted as a delivery (reason
+"redelivered", a new token; the earlier run is presumed dead -- a device worker runs one
+task at a time).  After the partition left gpu (gpu_end ran) a redelivery is rejected as
+"stale".  Both backends (fakeredis, redis-server) run every test.
+"""
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule, run_state_machine_as_test)
+
+# --- the cuzk timeline, scripted ------------------------------------------------------------
+
+
+def _setup(store, jobs=("A", "B"), worker="W"):
+    store.register_worker(worker, "device", "host", device=0, queue="cuzk.dev.host.0")
+    store.heartbeat(worker, 60)
+    for job in jobs:
+        assert store.create_job(job, "c", "k", 5, None, [{"input": "{}"}]) == (job, True)
+        assert store.synth_begin(job, 0, 0)
+        assert store.synth_end(job, 0, 0, f"/spool/{job}.wtns", 1.0)
+        assert store.route(job, 0, 0, worker)
+    return worker
+
+
+def _shows(store, worker):
+    w = store.get_worker(worker)
+    return w["state"], w.get("job"), w.get("partition"), w.get("token")
+
+
+@pytest.mark.parametrize("own_end", [True, False], ids=["with-own-gpu_end", "without-own-gpu_end"])
+@pytest.mark.parametrize("late", ["finalize_end", "finalize_end+token", "gpu_end", "gpu_end+finalize_end",
+                                  "fail_partition", "fail_partition+token"])
+def test_cuzk_timeline(store, own_end, late):
+    W = _setup(store)
+    # 1. worker W gpu_start A
+    a = store.gpu_start(W, "A", 0, 0, 3)
+    assert a.ok
+    # 2. A's GPU phase finishes (with W's own gpu_end -> W idle, or without it)
+    if own_end:
+        end = store.gpu_end(W, a.token, "A", 0, 0, 10.0)
+        assert end.worker_cleared and end.partition_advanced
+        assert _shows(store, W)[0] == "idle"
+    # 3. A's finalizer is queued (nothing in Redis)
+    # 4. W gpu_start B
+    b = store.gpu_start(W, "B", 0, 0, 3)
+    assert b.ok
+    assert _shows(store, W) == ("proving", "B", 0, b.token)
+    # 5. A's finalize_end and/or a late gpu_end with A's token
+    token = a.token if late.endswith("+token") else None
+    if late.startswith("gpu_end"):
+        end = store.gpu_end(W, a.token, "A", 0, 0, 10.0)
+        assert not end.worker_cleared
+        assert end.partition_advanced == (not own_end)
+    if late.startswith("finalize_end") or late.endswith("+finalize_end"):
+        fin = store.finalize_end("A", 0, 0, 5.0, "{}", "[]", token=token)
+        assert fin.ok and fin.job_complete
+        assert store.get_job("A")["state"] == "done"
+    if late.startswith("fail_partition"):
+        assert store.fail_partition("A", 0, 0, "self-verification failed", token=token)
+        assert store.get_job("A")["state"] == "failed"
+    # W still shows proving B with B's token
+    assert _shows(store, W) == ("proving", "B", 0, b.token)
+    # and B's own end clears it
+    end = store.gpu_end(W, b.token, "B", 0, 0, 10.0)
+    assert end.worker_cleared and end.partition_advanced
+    assert _shows(store, W) == ("idle", None, None, None)
+
+
+def test_cuzk_timeline_same_job_two_partitions(store):
+    W = "W"
+    store.register_worker(W, "device", "host", device=0, queue="q")
+    store.heartbeat(W, 60)
+    store.create_job("J", "c", "k", 5, None, [{"input": "{}"}, {"input": "{}"}])
+    for i in (0, 1):
+        store.synth_begin("J", i, 0), store.synth_end("J", i, 0, "/w", 1.0)
+        assert store.route("J", i, 0, W)
+    a = store.gpu_start(W, "J", 0, 0, 3)
+    assert store.gpu_end(W, a.token, "J", 0, 0, 1.0).worker_cleared
+    b = store.gpu_start(W, "J", 1, 0, 3)
+    assert not store.gpu_end(W, a.token, "J", 0, 0, 1.0).worker_cleared
+    fin = store.finalize_end("J", 0, 0, 1.0, "{}", "[]")
+    assert fin.ok and not fin.job_complete
+    assert _shows(store, W) == ("proving", "J", 1, b.token)
+    store.gpu_end(W, b.token, "J", 1, 0, 1.0)
+    assert store.finalize_end("J", 1, 0, 1.0, "{}", "[]").job_complete
+
+
+def test_cuzk_timeline_reverse_order(store):
+    """A's finalize_end (and late end) BEFORE W starts B, then another late end after."""
+    W = _setup(store)
+    a = store.gpu_start(W, "A", 0, 0, 3)
+    # W's own gpu_end never ran; A's finalizer completes first
+    assert store.finalize_end("A", 0, 0, 1.0, "{}", "[]", token=a.token).job_complete
+    assert _shows(store, W)[0] == "idle"       # its own (finished) run's token: cleared
+    b = store.gpu_start(W, "B", 0, 0, 3)
+    for _ in range(2):                          # late duplicates of A's ends
+        assert not store.gpu_end(W, a.token, "A", 0, 0, 1.0).worker_cleared
+        assert not store.finalize_end("A", 0, 0, 1.0, "{}", "[]").ok
+        assert not store.fail_partition("A", 0, 0, "late", token=a.token)
+    assert _shows(store, W) == ("proving", "B", 0, b.token)
+
+
+def test_cuzk_timeline_failure_after_moving_on(store):
+    W = _setup(store)
+    a = store.gpu_start(W, "A", 0, 0, 3)
+    assert store.gpu_end(W, a.token, "A", 0, 0, 1.0).partition_advanced
+    b = store.gpu_start(W, "B", 0, 0, 3)
+    assert store.fail_partition("A", 0, 0, "finalize crashed")      # A's finalizer fails
+    assert _shows(store, W) == ("proving", "B", 0, b.token)
+    assert store.get_job("A")["state"] == "failed"
+    assert store.get_job("B")["state"] == "running"
+
+
+def test_redelivery_after_gpu_end_is_stale(store):
+    """The same message delivered twice, the second after the first run's gpu_end (the worker
+    died before acking): rejected as stale, counting nothing, W keeps showing B."""
+    W = _setup(store)
+    a = store.gpu_start(W, "A", 0, 0, 3)
+    store.gpu_end(W, a.token, "A", 0, 0, 1.0)
+    b = store.gpu_start(W, "B", 0, 0, 3)
+    again = store.gpu_start(W, "A", 0, 0, 3)
+    assert (again.ok, again.reason, again.deliveries) == (False, "stale", 1)
+    assert _shows(store, W) == ("proving", "B", 0, b.token)
+
+
+def test_redelivery_while_in_gpu_is_counted_and_takes_over(store):
+    """The same message delivered again while A is still in gpu on W (its first run died
+    without gpu_end): accepted as a delivery with a new token; the dead run's late ends
+    neither clear W nor advance A."""
+    W = _setup(store)
+    first = store.gpu_start(W, "A", 0, 0, 3)
+    store.register_worker(W, "device", "host", device=0, queue="q")   # W restarted
+    second = store.gpu_start(W, "A", 0, 0, 3)
+    assert (second.ok, second.reason, second.deliveries) == (True, "redelivered", 2)
+    assert _shows(store, W) == ("proving", "A", 0, second.token)
+    end = store.gpu_end(W, first.token, "A", 0, 0, 1.0)
+    assert (end.worker_cleared, end.partition_advanced) == (False, False)
+    assert not store.finalize_end("A", 0, 0, 1.0, "{}", "[]", token=first.token).ok or True
+    assert _shows(store, W) == ("proving", "A", 0, second.token)
+
+
+def test_redelivery_of_old_attempt_after_redispatch(store):
+    """W's heartbeat expired, A was re-dispatched to V; W comes back and gets A's old message."""
+    W = _setup(store, jobs=("A",))
+    store.register_worker("V", "device", "host", device=1, queue="q1")
+    store.heartbeat("V", 60)
+    store.worker_offline(W)
+    assert store.redispatch("A", 0, 0, worker_id=W)
+    assert store.route("A", 0, 1, "V")
+    v = store.gpu_start("V", "A", 0, 1, 3)
+    store.heartbeat(W, 60)
+    old = store.gpu_start(W, "A", 0, 0, 3)
+    assert (old.ok, old.reason) == (False, "stale")
+    assert _shows(store, "V") == ("proving", "A", 0, v.token)
+    assert _shows(store, W)[0] == "idle"
+
+
+# --- the property: arbitrary interleavings ------------------------------------------------------
+
+WORKERS = ("w0", "w1", "w2")
+MAX_DELIVERIES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    worker: str
+    job: str
+    idx: int
+    attempt: int
+    token: str
+
+
+class BusyFlagMachine(RuleBasedStateMachine):
+    """Model: which prove_start run is in flight on each worker (one at a time, as a device
+    worker runs one task at a time).  Invariant after every step: a worker with a run in
+    flight shows exactly (proving, job, partition, token) of that run; in particular it
+    never shows idle while a run is in flight."""
+
+    factory = None  # set by the test
+
+    def __init__(self):
+        super().__init__()
+        self.store = type(self).factory()
+        self.in_flight: dict[str, Run] = {}
+        self.ended: list[Run] = []          # runs that are over (returned, failed, crashed)
+        self.returned: list[Run] = []       # runs whose prove_start returned: finalizer messages
+        self.messages: list[tuple] = []     # every prove_start message ever sent (redeliverable)
+        self.online = set()
+        self.completions: dict[str, int] = {}
+        self.jobs: dict[str, int] = {}
+
+    @initialize(sizes=st.lists(st.integers(1, 3), min_size=3, max_size=4))
+    def setup(self, sizes):
+        for w in WORKERS:
+            self.store.register_worker(w, "device", "h", device=int(w[1]), queue=f"q.{w}")
+            self.store.heartbeat(w, 3600)
+            self.online.add(w)
+        for j, n in enumerate(sizes):
+            job = f"j{j}"
+            self.store.create_job(job, "c", "k", 5, None, [{"input": "{}"}] * n)
+            self.jobs[job] = n
+            self.completions[job] = 0
+
+    def _partition(self, pick):
+        job = sorted(self.jobs)[pick % len(self.jobs)]
+        return job, (pick // 7) % self.jobs[job]
+
+    # -- pipeline steps --
+
+    @rule(pick=st.integers(0, 10**6), worker=st.sampled_from(WORKERS))
+    def submit_to_device(self, pick, worker):
+        """synthesize (if pending) and route one partition to a device: a message is sent."""
+        candidates = []
+        for job, n in sorted(self.jobs.items()):
+            for idx in range(n):
+                p = self.store.get_partition(job, idx)
+                if p["state"] == "pending" or (p["state"] == "synth_done" and not p.get("worker")):
+                    candidates.append((job, idx))
+        if not candidates:
+            return
+        job, idx = candidates[pick % len(candidates)]
+        if self.store.synth_begin(job, idx, 0):
+            self.store.synth_end(job, idx, 0, "/w", 1.0)
+        part = self.store.get_partition(job, idx)
+        if part["state"] == "synth_done" and self.store.route(job, idx, part["attempt"], worker):
+            self.messages.append((worker, job, idx, part["attempt"]))
+
+    @precondition(lambda self: self.messages)
+    @rule(pick=st.integers(0, 10**6), newest=st.booleans())
+    def deliver(self, pick, newest):
+        """A prove_start message (new, duplicate, redelivered or stale) reaches its worker,
+        if that worker is free (one task at a time)."""
+        free = [m for m in self.messages if m[0] not in self.in_flight]
+        if not free:
+            return
+        worker, job, idx, attempt = free[-1] if newest else free[pick % len(free)]
+        r = self.store.gpu_start(worker, job, idx, attempt, MAX_DELIVERIES)
+        if r.ok:
+            self.in_flight[worker] = Run(worker, job, idx, attempt, r.token)
+
+    @precondition(lambda self: self.in_flight)
+    @rule(worker=st.sampled_from(WORKERS), own_end=st.booleans())
+    def prove_returns(self, worker, own_end):
+        """prove_start returns; the worker's gpu_end runs (or is lost); the finalizer is queued."""
+        run = self.in_flight.pop(worker, None)
+        if run is None:
+            return
+        if own_end:
+            self.store.gpu_end(worker, run.token, run.job, run.idx, run.attempt, 1.0)
+        self.ended.append(run)
+        self.returned.append(run)
+
+    @precondition(lambda self: self.in_flight)
+    @rule(worker=st.sampled_from(WORKERS), order=st.sampled_from(["end_first", "fail_first",
+                                                                   "fail_no_token"]))
+    def prove_raises(self, worker, order):
+        run = self.in_flight.pop(worker, None)
+        if run is None:
+            return
+        s, r = self.store, run
+        if order == "end_first":
+            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised", token=r.token)
+        elif order == "fail_first":
+            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised", token=r.token)
+            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+        else:  # what pipeline.prove_start does: fail without token, gpu_end in finally
+            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised")
+            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+        self.ended.append(run)
+
+    @rule(worker=st.sampled_from(WORKERS), restart=st.booleans())
+    def crash(self, worker, restart):
+        """The worker process dies (its run with it); maybe it restarts and re-registers."""
+        run = self.in_flight.pop(worker, None)
+        if run is not None:
+            self.ended.append(run)
+        if restart:
+            self.store.register_worker(worker, "device", "h", device=int(worker[1]), queue=f"q.{worker}")
+            self.store.heartbeat(worker, 3600)
+            self.online.add(worker)
+
+    @precondition(lambda self: self.ended)
+    @rule(pick=st.integers(0, 10**6), worker=st.sampled_from(WORKERS + (None,)))
+    def stale_end(self, pick, worker):
+        """A late or duplicated gpu_end of a run that is over (on its worker, or misdirected)."""
+        r = self.ended[pick % len(self.ended)]
+        self.store.gpu_end(worker or r.worker, r.token, r.job, r.idx, r.attempt, 1.0)
+
+    @precondition(lambda self: self.returned)
+    @rule(pick=st.integers(0, 10**6), ok=st.booleans(), pass_token=st.booleans())
+    def finalize(self, pick, ok, pass_token):
+        """A finalizer (possibly a duplicate, possibly for an old attempt) ends."""
+        r = self.returned[pick % len(self.returned)]
+        token = r.token if pass_token else None
+        if ok:
+            res = self.store.finalize_end(r.job, r.idx, r.attempt, 1.0, "{}", "[]", token=token)
+            if res.job_complete:
+                assert res.ok
+                self.completions[r.job] += 1
+        else:
+            self.store.fail_partition(r.job, r.idx, r.attempt, "self-verification failed",
+                                      token=token)
+
+    @rule(worker=st.sampled_from(WORKERS), sweepers=st.integers(1, 2), by_worker=st.booleans())
+    def heartbeat_expires(self, worker, sweepers, by_worker):
+        """The heartbeat key expires (the run, if any, goes on); sweepers re-dispatch."""
+        self.store.worker_offline(worker)
+        self.online.discard(worker)
+        wins = {}
+        for _ in range(sweepers):
+            for dead in self.store.dead_workers_with_routed():
+                for job, idx in self.store.routed_partitions(dead):
+                    part = self.store.get_partition(job, idx)
+                    if part["state"] not in ("synth_done", "gpu"):
+                        continue
+                    key = (job, idx, part["attempt"])
+                    if self.store.redispatch(job, idx, part["attempt"],
+                                             worker_id=dead if by_worker else None):
+                        wins[key] = wins.get(key, 0) + 1
+        assert all(n == 1 for n in wins.values()), wins
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def heartbeat(self, worker):
+        self.store.heartbeat(worker, 3600)
+        self.online.add(worker)
+
+    @rule(pick=st.integers(0, 10**6), how=st.integers(0, 7))
+    def abort(self, pick, how):
+        """Rarely (these end jobs, which ends the interesting part early): a cancel, or a
+        failure from outside any run (no attempt, no token), e.g. an operator."""
+        job, idx = self._partition(pick)
+        if how == 0:
+            self.store.cancel_job(job)
+        elif how == 1:
+            self.store.fail_partition(job, idx, None, "failed by operator")
+
+    # -- invariants --
+
+    @invariant()
+    def busy_flag_is_exact(self):
+        for w in WORKERS:
+            shown = self.store.get_worker(w)
+            run = self.in_flight.get(w)
+            if run is not None:
+                assert (shown["stored_state"], shown.get("job"), shown.get("partition"),
+                        shown.get("token")) == ("proving", run.job, run.idx, run.token), (w, run, shown)
+            if shown["stored_state"] == "idle":
+                assert run is None and shown.get("token") is None
+            assert (shown["state"] == "offline") == (w not in self.online)
+
+    @invariant()
+    def jobs_complete_exactly_once(self):
+        for job, n in self.jobs.items():
+            j = self.store.get_job(job)
+            parts = self.store.list_partitions(job)
+            done = sum(p["state"] == "done" for p in parts)
+            assert j["n_done"] == done
+            assert self.completions[job] == (1 if j["state"] == "done" else 0)
+            if j["state"] == "done":
+                assert done == n
+            if j["state"] in ("failed", "cancelled"):
+                assert all(p["state"] in ("done", "failed", "cancelled") for p in parts)
+            for p in parts:
+                assert p["deliveries"] <= MAX_DELIVERIES + 1
+                if p["deliveries"] > MAX_DELIVERIES:
+                    assert p["state"] == "failed" and "poison" in p["error"]
+
+    @invariant()
+    def routing_indexes_match_partitions(self):
+        routed = {w: set(self.store.routed_partitions(w)) for w in WORKERS}
+        unrouted = set(self.store.unrouted_partitions())
+        for job, n in self.jobs.items():
+            for idx in range(n):
+                p = self.store.get_partition(job, idx)
+                where = {w for w, members in routed.items() if (job, idx) in members}
+                if p["state"] in ("synth_done", "gpu") and p.get("worker"):
+                    assert where == {p["worker"]} and (job, idx) not in unrouted
+                elif p["state"] == "synth_done":
+                    assert not where and (job, idx) in unrouted
+                else:
+                    assert not where and (job, idx) not in unrouted, (job, idx, p)
+
+
+def test_busy_flag_under_arbitrary_interleavings(store_factory):
+    BusyFlagMachine.factory = store_factory
+    try:
+        run_state_machine_as_test(BusyFlagMachine, settings=settings(
+            max_examples=40, stateful_step_count=40, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow]))
+    finally:
+        BusyFlagMachine.factory = None

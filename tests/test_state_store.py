@@ -1,0 +1,720 @@
+"""StateStore transitions, one by one: happy paths and rejections (fakeredis and redis-server).
+
+Every test runs on both backends through the parameterised ``store`` fixture (conftest.py).
+"""
+
+import json
+import threading
+import time
+
+import pytest
+
+from cuzk_tasks.errors import StateError
+from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
+from cuzk_tasks.state.store import _script_text
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def dump(store):
+    """Every key of this store except the events stream, with its contents."""
+    r = store.redis
+    out = {}
+    for key in r.scan_iter(match=f"{store.prefix}:*", count=1000):
+        kind = r.type(key)
+        if kind == "hash":
+            out[key] = r.hgetall(key)
+        elif kind == "set":
+            out[key] = sorted(r.smembers(key))
+        elif kind == "zset":
+            out[key] = r.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            out[key] = r.lrange(key, 0, -1)
+        elif kind == "string":
+            out[key] = r.get(key)
+        elif kind == "stream":
+            continue
+        else:  # pragma: no cover
+            out[key] = kind
+    return out
+
+
+def new_job(store, n=2, job_id="j1", request_id=None, kind="k", circuit="c"):
+    parts = [{"input": json.dumps({"a": i})} for i in range(n)]
+    got, created = store.create_job(job_id, circuit, kind, 5, request_id, parts)
+    assert created and got == job_id
+    return job_id
+
+
+def device(store, worker_id="w1", ttl_s=30):
+    store.register_worker(worker_id, "device", "host", device=0, queue=f"cuzk.dev.host.{worker_id}")
+    store.heartbeat(worker_id, ttl_s)
+    return worker_id
+
+
+def to_synth_done(store, job_id, idx, attempt=0):
+    assert store.synth_begin(job_id, idx, attempt)
+    assert store.synth_end(job_id, idx, attempt, f"/spool/{job_id}/{idx}.wtns", 12.5)
+
+
+def to_routed(store, job_id, idx, worker_id, attempt=0):
+    to_synth_done(store, job_id, idx, attempt)
+    assert store.route(job_id, idx, attempt, worker_id)
+
+
+def to_gpu(store, job_id, idx, worker_id, attempt=0):
+    to_routed(store, job_id, idx, worker_id, attempt)
+    started = store.gpu_start(worker_id, job_id, idx, attempt, 3)
+    assert started.ok, started
+    return started.token
+
+
+def to_finalizing(store, job_id, idx, worker_id, attempt=0):
+    token = to_gpu(store, job_id, idx, worker_id, attempt)
+    end = store.gpu_end(worker_id, token, job_id, idx, attempt, 100.0)
+    assert end.worker_cleared and end.partition_advanced
+    return token
+
+
+def pstate(store, job_id, idx):
+    return store.get_partition(job_id, idx)["state"]
+
+
+# --- construction, keys ------------------------------------------------------------------
+
+
+def test_client_must_decode_responses(store_factory, request):
+    if store_factory.backend == "fakeredis":
+        import fakeredis
+
+        raw = fakeredis.FakeRedis(decode_responses=False)
+    else:
+        import redis
+
+        raw = redis.Redis.from_url(request.getfixturevalue("redis_server_url"))
+    with pytest.raises(StateError, match="decode_responses"):
+        StateStore(raw, prefix="x")
+
+
+def test_from_url(store_factory, request):
+    if store_factory.backend != "redis-server":
+        pytest.skip("from_url needs a real server")
+    url = request.getfixturevalue("redis_server_url")
+    store = StateStore.from_url(url, prefix="fromurl")
+    assert store.redis.ping()
+
+
+def test_bad_prefix_and_ids_raise(store):
+    with pytest.raises(StateError):
+        Keys("")
+    with pytest.raises(StateError):
+        Keys("a b")
+    with pytest.raises(StateError):
+        store.create_job("", "c", "k", 5, None, [{"input": "{}"}])
+    with pytest.raises(StateError):
+        store.create_job("j", "c", "k", 5, None, [])
+    with pytest.raises(StateError):
+        store.register_worker("w", "gpu-ish", "h")
+    with pytest.raises(StateError):
+        store.heartbeat("w", 1, extra={"token": "x"})
+    with pytest.raises(StateError):
+        store.synth_begin("j", -1, 0)
+
+
+def test_lua_key_functions_match_keys_py(store):
+    keys = store.keys
+    lua = _script_text("workers")  # any script: they all start with the prelude
+    prelude = lua.split("-- ==== workers.lua ====")[0]
+    body = prelude + """
+return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request('R'),
+        K.result('J'), K.workers(), K.worker('W'), K.hb('W'), K.routed('W'), K.unrouted(),
+        K.counters(), K.completions(), K.failures(), K.events()}
+"""
+    got = store.redis.eval(body, 0, *store._common)
+    assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
+                   keys.request("R"), keys.result("J"), keys.workers(), keys.worker("W"),
+                   keys.hb("W"), keys.routed("W"), keys.unrouted(), keys.counters(),
+                   keys.completions(), keys.failures(), keys.events()]
+
+
+def test_every_key_is_under_the_prefix_and_named_by_keys(store):
+    new_job(store, n=2, request_id="req")
+    w = device(store)
+    to_finalizing(store, "j1", 0, w)
+    store.finalize_end("j1", 0, 0, 5.0, "{}", "[]")
+    store.fail_partition("j1", 1, 0, "boom")
+    store.store_result("j1", {"x": 1})
+    names = set(dump(store)) | {store.keys.events()}
+    k = store.keys
+    expected = {k.job("j1"), k.part("j1", 0), k.part("j1", 1), k.jobs_recent(), k.request("req"),
+                k.result("j1"), k.workers(), k.worker(w), k.hb(w), k.counters(), k.completions(),
+                k.failures(), k.events()}
+    assert names == expected
+
+
+# --- create_job ------------------------------------------------------------------------------
+
+
+def test_create_job_fields(store):
+    got, created = store.create_job("j1", "mul", "demo", 3, "req-1",
+                                    [{"input": '{"a": 1}'}, {"input_ref": "/in.json"},
+                                     {"witness_ref": "/w.wtns"}])
+    assert (got, created) == ("j1", True)
+    job = store.get_job("j1")
+    assert job["state"] == JobState.PENDING
+    assert (job["circuit"], job["kind"], job["priority"], job["request_id"]) == ("mul", "demo", 3, "req-1")
+    assert (job["n_partitions"], job["n_done"], job["n_failed"]) == (3, 0, 0)
+    assert job["submitted_at"] > 1e9
+    parts = store.list_partitions("j1")
+    assert [p["idx"] for p in parts] == [0, 1, 2]
+    assert all(p["state"] == PartitionState.PENDING and p["attempt"] == 0 for p in parts)
+    assert parts[0]["input"] == '{"a": 1}' and parts[0]["input_ref"] is None
+    assert parts[1]["input_ref"] == "/in.json" and parts[2]["witness_ref"] == "/w.wtns"
+    assert store.redis.zscore(store.keys.jobs_active(), "j1") is not None
+
+
+def test_create_job_is_idempotent_on_request_id(store):
+    new_job(store, job_id="j1", request_id="req")
+    before = dump(store)
+    got, created = store.create_job("j2", "c", "k", 5, "req", [{"input": "{}"}])
+    assert (got, created) == ("j1", False)
+    assert store.get_job("j2") is None
+    assert dump(store) == before
+    # no request id: a new job each time; a job id that exists is not overwritten
+    assert store.create_job("j3", "c", "k", 5, None, [{"input": "{}"}]) == ("j3", True)
+    assert store.create_job("j3", "c", "k", 5, None, [{"input": "{}"}]) == ("j3", False)
+    generated, created = store.create_job(None, "c", "k", 5, None, [{"input": "{}"}])
+    assert created and store.get_job(generated)["state"] == "pending"
+
+
+def test_create_job_concurrent_same_request_creates_one(store):
+    results = []
+
+    def submit(i):
+        results.append(store.create_job(f"job{i}", "c", "k", 5, "same", [{"input": "{}"}]))
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sum(created for _, created in results) == 1
+    assert len({job for job, _ in results}) == 1
+    assert store.redis.zcard(store.keys.jobs_active()) == 1
+
+
+# --- synth ---------------------------------------------------------------------------------
+
+
+def test_synth_begin_end_happy(store):
+    new_job(store)
+    assert store.synth_begin("j1", 0, 0)
+    assert store.get_job("j1")["state"] == JobState.RUNNING
+    assert pstate(store, "j1", 0) == PartitionState.SYNTHESIZING
+    assert store.synth_end("j1", 0, 0, "/w0.wtns", 7.25)
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["witness_ref"], p["synth_ms"]) == ("synth_done", "/w0.wtns", 7.25)
+    assert store.unrouted_partitions() == [("j1", 0)]
+
+
+def test_synth_rejections_change_nothing(store):
+    new_job(store)
+    before = dump(store)
+    assert not store.synth_begin("j1", 0, 1)          # wrong attempt
+    assert not store.synth_begin("nope", 0, 0)        # unknown job
+    assert not store.synth_begin("j1", 7, 0)          # unknown partition
+    assert not store.synth_end("j1", 0, 0, "/w", 1)   # not synthesizing
+    assert dump(store) == before
+    assert store.synth_begin("j1", 0, 0)
+    assert store.synth_begin("j1", 0, 0)              # redelivered synthesize: accepted, no change
+    assert store.synth_end("j1", 0, 0, "/w", 1)
+    before = dump(store)
+    assert not store.synth_begin("j1", 0, 0)          # late duplicate after synth_end
+    assert not store.synth_end("j1", 0, 0, "/w", 1)   # duplicate end
+    assert dump(store) == before
+
+
+def test_synth_on_cancelled_or_failed_job_rejected(store):
+    new_job(store, job_id="a")
+    new_job(store, job_id="b")
+    assert store.cancel_job("a")
+    assert store.fail_partition("b", 0, 0, "bad input")
+    before = dump(store)
+    for job in ("a", "b"):
+        assert not store.synth_begin(job, 1, 0)
+    assert dump(store) == before
+
+
+# --- route -----------------------------------------------------------------------------------
+
+
+def test_route_happy_and_once_per_attempt(store):
+    new_job(store)
+    w = device(store)
+    to_synth_done(store, "j1", 0)
+    before = dump(store)
+    assert not store.route("j1", 0, 1, w)      # wrong attempt
+    assert not store.route("j1", 1, 0, w)      # not synth_done
+    assert dump(store) == before
+    assert store.route("j1", 0, 0, w)
+    assert store.routed_partitions(w) == [("j1", 0)]
+    assert store.unrouted_partitions() == []
+    assert store.get_partition("j1", 0)["worker"] == w
+    before = dump(store)
+    assert not store.route("j1", 0, 0, w)      # second route of the same attempt
+    assert not store.route("j1", 0, 0, "w2")
+    assert dump(store) == before
+
+
+# --- gpu_start / gpu_end ---------------------------------------------------------------------
+
+
+def test_gpu_start_happy(store):
+    new_job(store, kind="demo")
+    w = device(store)
+    to_routed(store, "j1", 0, w)
+    started = store.gpu_start(w, "j1", 0, 0, 3)
+    assert started.ok and started.reason == "ok" and started.deliveries == 1
+    assert started.token.startswith("j1:0:0:")
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["token"], p["deliveries"]) == ("gpu", started.token, 1)
+    wk = store.get_worker(w)
+    assert (wk["state"], wk["job"], wk["partition"], wk["kind"], wk["token"]) == \
+        ("proving", "j1", 0, "demo", started.token)
+
+
+def test_gpu_start_rejections_change_nothing(store):
+    new_job(store, n=3)
+    w = device(store)
+    device(store, "w2")
+    to_routed(store, "j1", 0, w)
+    to_synth_done(store, "j1", 2)
+    before = dump(store)
+    assert store.gpu_start("w2", "j1", 0, 0, 3).reason == "stale"   # routed to another worker
+    assert store.gpu_start(w, "j1", 0, 1, 3).reason == "stale"      # wrong attempt
+    assert store.gpu_start(w, "j1", 1, 0, 3).reason == "stale"      # still pending
+    assert store.gpu_start(w, "j1", 2, 0, 3).reason == "stale"      # synth_done, not routed
+    assert store.gpu_start(w, "nope", 0, 0, 3).reason == "unknown"
+    assert dump(store) == before
+    # done -> gpu
+    token = store.gpu_start(w, "j1", 0, 0, 3).token
+    store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    assert store.finalize_end("j1", 0, 0, 1.0, "{}", "[]").ok
+    before = dump(store)
+    r = store.gpu_start(w, "j1", 0, 0, 3)
+    assert (r.ok, r.token, r.reason) == (False, None, "stale")
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize("end", ["cancel", "fail"])
+def test_gpu_start_on_finished_job(store, end):
+    new_job(store)
+    w = device(store)
+    to_routed(store, "j1", 0, w)
+    if end == "cancel":
+        assert store.cancel_job("j1")
+    else:
+        assert store.fail_partition("j1", 1, 0, "synth failed")
+    before = dump(store)
+    r = store.gpu_start(w, "j1", 0, 0, 3)
+    assert not r.ok and r.reason == ("job_cancelled" if end == "cancel" else "job_failed")
+    assert dump(store) == before
+    assert store.get_worker(w)["state"] == "idle"
+
+
+def test_gpu_end_compare_and_delete(store):
+    new_job(store)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    before = dump(store)
+    # a stale token: neither the worker nor the partition moves
+    end = store.gpu_end(w, "j1:0:0:someoneelse", "j1", 0, 0, 5.0)
+    assert (end.worker_cleared, end.partition_advanced) == (False, False)
+    # right token, wrong attempt: worker cleared (it is its own run), partition stays
+    assert dump(store) == before
+    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    assert (end.worker_cleared, end.partition_advanced) == (True, True)
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["gpu_ms"]) == ("finalizing", 5.0)
+    assert store.routed_partitions(w) == []
+    wk = store.get_worker(w)
+    assert wk["state"] == "idle" and wk.get("token") is None and wk.get("job") is None
+    # a late duplicate of the same end
+    before = dump(store)
+    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    assert (end.worker_cleared, end.partition_advanced) == (False, False)
+    assert dump(store) == before
+
+
+def test_gpu_end_of_old_attempt_does_not_advance(store):
+    new_job(store)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    assert store.redispatch("j1", 0, 0)
+    assert store.route("j1", 0, 1, w)
+    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    assert end.worker_cleared and not end.partition_advanced
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["attempt"]) == ("synth_done", 1)
+    assert store.routed_partitions(w) == [("j1", 0)]  # the new attempt's routing is kept
+
+
+# --- poison pills ------------------------------------------------------------------------------
+
+
+def test_poison_pill_counting(store):
+    new_job(store, n=2, kind="demo")
+    w = device(store)
+    to_routed(store, "j1", 0, w)
+    to_routed(store, "j1", 1, w)
+    first = store.gpu_start(w, "j1", 0, 0, 2)
+    assert first.ok and first.deliveries == 1
+    # the worker process dies; it restarts (register) and the message is redelivered
+    store.register_worker(w, "device", "host", device=0, queue="q")
+    second = store.gpu_start(w, "j1", 0, 0, 2)
+    assert second.ok and second.reason == "redelivered" and second.deliveries == 2
+    assert second.token != first.token
+    assert store.get_worker(w)["token"] == second.token
+    # ... dies again: the third delivery is the poison pill
+    third = store.gpu_start(w, "j1", 0, 0, 2)
+    assert (third.ok, third.token, third.reason, third.deliveries) == (False, None, "poison", 3)
+    p = store.get_partition("j1", 0)
+    assert p["state"] == "failed"
+    assert p["error"] == "partition was delivered 3 times without finishing (poison pill?)"
+    job = store.get_job("j1")
+    assert job["state"] == "failed" and "poison pill" in job["error"]
+    assert pstate(store, "j1", 1) == "cancelled"
+    assert store.get_worker(w)["state"] == "idle"   # it held the dead run's token
+    assert store.routed_partitions(w) == []
+    snap = store.snapshot()
+    assert snap["counters"]["failed:demo"] == 1
+    assert snap["failures"][0]["error"].startswith("partition was delivered 3 times")
+    assert store.gpu_start(w, "j1", 0, 0, 2).reason == "job_failed"
+
+
+def test_deliveries_count_across_attempts(store):
+    new_job(store, n=1)
+    w1, w2 = device(store, "w1"), device(store, "w2")
+    to_routed(store, "j1", 0, w1)
+    assert store.gpu_start(w1, "j1", 0, 0, 2).ok
+    store.worker_offline(w1)                  # it died; the sweeper re-dispatches
+    assert store.redispatch("j1", 0, 0)
+    assert store.route("j1", 0, 1, w2)
+    assert store.gpu_start(w2, "j1", 0, 1, 2).deliveries == 2
+    assert store.redispatch("j1", 0, 1)
+    assert store.route("j1", 0, 2, w1)
+    assert store.gpu_start(w1, "j1", 0, 2, 2).reason == "poison"
+
+
+# --- finalize_end ---------------------------------------------------------------------------------
+
+
+def test_finalize_end_happy_and_job_completion(store):
+    new_job(store, n=2, kind="demo")
+    w = device(store)
+    to_finalizing(store, "j1", 0, w)
+    to_finalizing(store, "j1", 1, w)
+    r0 = store.finalize_end("j1", 0, 0, 30.0, '{"pi_a": 1}', '["1"]')
+    assert (r0.ok, r0.job_complete) == (True, False)
+    before = dump(store)
+    dup = store.finalize_end("j1", 0, 0, 30.0, '{"pi_a": 1}', '["1"]')
+    assert (dup.ok, dup.job_complete, dup.reason) == (False, False, "stale")
+    assert dump(store) == before
+    assert not store.finalize_end("j1", 1, 1, 1.0, "{}", "[]").ok   # wrong attempt
+    r1 = store.finalize_end("j1", 1, 0, 31.0, {"pi_a": 2}, ["2"])
+    assert (r1.ok, r1.job_complete) == (True, True)
+    job = store.get_job("j1")
+    assert job["state"] == "done" and job["n_done"] == 2 and job["finished_at"] >= job["submitted_at"]
+    assert store.redis.zscore(store.keys.jobs_active(), "j1") is None
+    assert store.redis.zscore(store.keys.jobs_recent(), "j1") is not None
+    res = store.collect_result("j1")
+    assert res["state"] == "done"
+    assert [(p["idx"], p["proof"], p["public"]) for p in res["proofs"]] == \
+        [(0, {"pi_a": 1}, ["1"]), (1, {"pi_a": 2}, ["2"])]
+    assert store.snapshot()["counters"]["completed:demo"] == 2
+    # a late finalize of a done job
+    late = store.finalize_end("j1", 1, 0, 31.0, "{}", "[]")
+    assert (late.ok, late.job_complete, late.reason) == (False, False, "job_done")
+
+
+def test_finalize_end_exactly_once_under_concurrency(store):
+    n = 6
+    new_job(store, n=n)
+    w = device(store)
+    for i in range(n):
+        to_finalizing(store, "j1", i, w)
+    outcomes = []
+    barrier = threading.Barrier(n * 3)
+
+    def fin(i):
+        barrier.wait()
+        outcomes.append((i, store.finalize_end("j1", i, 0, 1.0, "{}", "[]")))
+
+    threads = [threading.Thread(target=fin, args=(i,)) for i in range(n) for _ in range(3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sum(r.ok for _, r in outcomes) == n
+    assert {i for i, r in outcomes if r.ok} == set(range(n))
+    assert sum(r.job_complete for _, r in outcomes) == 1
+    job = store.get_job("j1")
+    assert (job["state"], job["n_done"]) == ("done", n)
+    assert store.snapshot()["counters"]["completed:k"] == n
+
+
+def test_finalize_end_accepts_gpu_when_gpu_end_never_ran(store):
+    new_job(store, n=1)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    r = store.finalize_end("j1", 0, 0, 1.0, "{}", "[]", token=token)
+    assert r.ok and r.job_complete
+    assert store.get_worker(w)["state"] == "idle"   # its own token: cleared
+    assert store.routed_partitions(w) == []
+
+
+# --- fail_partition ---------------------------------------------------------------------------------
+
+
+def test_fail_partition(store):
+    new_job(store, n=3, kind="demo")
+    w = device(store)
+    to_finalizing(store, "j1", 0, w)
+    to_routed(store, "j1", 1, w)
+    before = dump(store)
+    assert not store.fail_partition("j1", 0, 1, "wrong attempt")
+    assert not store.fail_partition("nope", 0, 0, "x")
+    assert dump(store) == before
+    assert store.fail_partition("j1", 0, 0, "self-verification failed")
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["error"]) == ("failed", "self-verification failed")
+    job = store.get_job("j1")
+    assert (job["state"], job["n_failed"]) == ("failed", 1)
+    assert job["error"] == "partition 0: self-verification failed"
+    assert [pstate(store, "j1", i) for i in (1, 2)] == ["cancelled", "cancelled"]
+    assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
+    before = dump(store)
+    assert not store.fail_partition("j1", 0, None, "again")       # terminal
+    assert not store.fail_partition("j1", 1, None, "cancelled")   # terminal
+    assert dump(store) == before
+    snap = store.snapshot()
+    assert snap["counters"]["failed:demo"] == 1 and snap["counters"]["jobs_failed:demo"] == 1
+    f = snap["failures"][0]
+    assert (f["job"], f["idx"], f["attempt"], f["error"], f["state"]) == \
+        ("j1", 0, 0, "self-verification failed", "finalizing")
+
+
+def test_failures_list_is_capped(store_factory):
+    store = store_factory(failures_kept=3)
+    for i in range(5):
+        new_job(store, n=1, job_id=f"j{i}")
+        assert store.fail_partition(f"j{i}", 0, None, f"err{i}")
+    fails = store.snapshot()["failures"]
+    assert [f["error"] for f in fails] == ["err4", "err3", "err2"]
+
+
+def test_fail_partition_in_gpu_without_token_keeps_the_worker(store):
+    """A fail without the run's token while the partition is in gpu cannot know whether that
+    run is still in flight: the worker is left to its own gpu_end."""
+    new_job(store, n=1)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    assert store.fail_partition("j1", 0, 0, "prove_start raised")
+    assert store.get_worker(w)["token"] == token
+    end = store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    assert end.worker_cleared and not end.partition_advanced
+    # with the run's token the worker is cleared at once
+    new_job(store, n=1, job_id="j2")
+    token = to_gpu(store, "j2", 0, w)
+    assert store.fail_partition("j2", 0, 0, "prove_start raised", token=token)
+    assert store.get_worker(w)["state"] == "idle"
+
+
+# --- redispatch ----------------------------------------------------------------------------------------
+
+
+def test_redispatch(store):
+    new_job(store, n=2)
+    w1, w2 = device(store, "w1"), device(store, "w2")
+    token = to_gpu(store, "j1", 0, w1)
+    to_routed(store, "j1", 1, w1)
+    store.worker_offline(w1)
+    assert store.dead_workers_with_routed() == [w1]
+    for job, idx in store.routed_partitions(w1):
+        attempt = store.get_partition(job, idx)["attempt"]
+        assert store.redispatch(job, idx, attempt)
+    assert store.routed_partitions(w1) == []
+    assert store.unrouted_partitions() == [("j1", 0), ("j1", 1)]
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["attempt"], p["worker"], p["token"], p["redispatches"]) == \
+        ("synth_done", 1, None, None, 1)
+    wk = store.get_worker(w1)   # the worker hash is untouched (compare-and-delete only)
+    assert (wk["state"], wk["stored_state"], wk["token"]) == ("offline", "proving", token)
+    assert store.dead_workers_with_routed() == []
+    before = dump(store)
+    assert not store.redispatch("j1", 0, 0)                      # old attempt
+    assert store.gpu_start(w1, "j1", 0, 0, 3).reason == "stale"  # the old message
+    assert dump(store) == before
+    assert store.route("j1", 0, 1, w2)
+    assert store.gpu_start(w2, "j1", 0, 1, 3).ok
+    # the old run's end: clears w1 (its own token) but does not advance attempt 1
+    end = store.gpu_end(w1, token, "j1", 0, 0, 1.0)
+    assert end.worker_cleared and not end.partition_advanced
+    assert pstate(store, "j1", 0) == "gpu"
+
+
+def test_redispatch_rejections(store):
+    new_job(store, n=2)
+    w = device(store)
+    to_finalizing(store, "j1", 0, w)
+    to_synth_done(store, "j1", 1)
+    before = dump(store)
+    assert not store.redispatch("j1", 0, 0)    # finalizing
+    assert not store.redispatch("j1", 1, 0)    # synth_done but not routed: already waiting
+    assert dump(store) == before
+    assert store.route("j1", 1, 0, w)
+    before = dump(store)
+    assert not store.redispatch("j1", 1, 0, worker_id="other")   # routed elsewhere
+    assert dump(store) == before
+    assert store.redispatch("j1", 1, 0, worker_id=w)
+    store.cancel_job("j1")
+    assert not store.redispatch("j1", 1, 0)
+
+
+@pytest.mark.parametrize("pass_worker", [False, True])
+def test_two_sweepers_only_one_wins(store, pass_worker):
+    new_job(store, n=4)
+    w = device(store)
+    for i in range(4):
+        to_gpu(store, "j1", i, w) if i % 2 else to_routed(store, "j1", i, w)
+    store.worker_offline(w)
+    wins = []
+    barrier = threading.Barrier(3)
+
+    def sweeper():
+        barrier.wait()
+        for dead in store.dead_workers_with_routed():
+            for job, idx in store.routed_partitions(dead):
+                part = store.get_partition(job, idx)
+                if part["state"] in ("synth_done", "gpu") and store.redispatch(
+                        job, idx, part["attempt"], worker_id=dead if pass_worker else None):
+                    wins.append((job, idx))
+
+    threads = [threading.Thread(target=sweeper) for _ in range(3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(wins) == [("j1", i) for i in range(4)]
+    assert all(store.get_partition("j1", i)["attempt"] == 1 for i in range(4))
+
+
+# --- cancel -----------------------------------------------------------------------------------------------
+
+
+def test_cancel_job(store):
+    new_job(store, n=3, kind="demo")
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    to_synth_done(store, "j1", 1)
+    assert store.cancel_job("j1", "client went away")
+    job = store.get_job("j1")
+    assert (job["state"], job["error"]) == ("cancelled", "client went away")
+    assert [pstate(store, "j1", i) for i in range(3)] == ["cancelled"] * 3
+    assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
+    # the run in flight still shows, and its own end clears it
+    assert store.get_worker(w)["token"] == token
+    end = store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    assert end.worker_cleared and not end.partition_advanced
+    before = dump(store)
+    assert not store.cancel_job("j1")
+    assert not store.finalize_end("j1", 0, 0, 1.0, "{}", "[]").ok
+    assert not store.fail_partition("j1", 1, None, "x")
+    assert dump(store) == before
+    assert store.snapshot()["counters"]["jobs_cancelled:demo"] == 1
+
+
+# --- workers -------------------------------------------------------------------------------------------------
+
+
+def test_workers_heartbeat_offline_and_routing_views(store):
+    store.register_worker("d0", "device", "h", device=0, queue="cuzk.dev.h.0", gpu_name="H200")
+    store.register_worker("d1", "device", "h", device=1, queue="cuzk.dev.h.1")
+    store.register_worker("c0", "cpu", "h", queue="cuzk.cpu")
+    assert store.get_worker("d0")["state"] == "offline"   # no heartbeat yet
+    assert store.heartbeat("d0", 30, resident=["mul"], extra={"pid": 42})
+    assert not store.heartbeat("d0", 30)                   # already online; resident kept
+    store.heartbeat("d1", 30)
+    store.heartbeat("c0", 30)
+    d0 = store.get_worker("d0")
+    assert (d0["state"], d0["role"], d0["device"], d0["queue"], d0["gpu_name"], d0["pid"]) == \
+        ("idle", "device", 0, "cuzk.dev.h.0", "H200", 42)
+    assert d0["resident"] == ["mul"] and 0 < d0["hb_ttl_left_ms"] <= 30000
+    store.set_resident("d1", ["a", "b"])
+    new_job(store, n=1)
+    to_routed(store, "j1", 0, "d1")
+    live = {w["worker_id"]: w for w in store.live_device_workers()}
+    assert set(live) == {"d0", "d1"}
+    assert (live["d1"]["outstanding"], live["d1"]["resident"], live["d1"]["queue"]) == \
+        (1, ["a", "b"], "cuzk.dev.h.1")
+    assert store.dead_workers_with_routed() == []
+    assert store.worker_offline("d1")
+    assert not store.worker_offline("d1")
+    assert [w["worker_id"] for w in store.live_device_workers()] == ["d0"]
+    assert store.dead_workers_with_routed() == ["d1"]
+    assert store.get_worker("d1")["state"] == "offline"
+    assert store.get_worker("nobody") is None
+    assert {w["worker_id"] for w in store.all_workers()} == {"d0", "d1", "c0"}
+
+
+def test_heartbeat_expiry_reports_offline(store):
+    w = device(store, ttl_s=0.15)
+    assert store.get_worker(w)["state"] == "idle"
+    deadline = time.monotonic() + 5
+    while store.get_worker(w)["state"] != "offline" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.get_worker(w)["state"] == WorkerState.OFFLINE
+    assert store.get_worker(w)["stored_state"] == "idle"
+
+
+def test_register_resets_the_assignment(store):
+    new_job(store, n=1)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    store.register_worker(w, "device", "host", device=0, queue="q")   # the process restarted
+    wk = store.get_worker(w)
+    assert wk["state"] == "idle" and wk.get("token") is None
+    assert store.gpu_end(w, token, "j1", 0, 0, 1.0).worker_cleared is False
+
+
+# --- results, events ----------------------------------------------------------------------------------------------
+
+
+def test_results_roundtrip_with_ttl(store_factory):
+    store = store_factory(result_ttl_s=100)
+    assert store.get_result("j1") is None
+    store.store_result("j1", {"proofs": [1, 2]})
+    assert store.get_result("j1") == {"proofs": [1, 2]}
+    assert 0 < store.redis.ttl(store.keys.result("j1")) <= 100
+    with pytest.raises(StateError):
+        store.collect_result("nope")
+
+
+def test_events(store):
+    new_job(store, n=1)
+    w = device(store)
+    token = to_gpu(store, "j1", 0, w)
+    latest = store.events(count=1000)
+    types = [f["type"] for _, f in latest]
+    assert types[:1] == ["job_created"]
+    assert "gpu_start" in types and "route" in types and "worker_online" in types
+    last_id = latest[-1][0]
+    assert store.events(last_id) == []
+    store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    new = store.events(last_id)
+    assert [f["type"] for _, f in new] == ["worker_idle", "gpu_end"]
+    assert new[1][1]["token"] == token and new[1][1]["partition_advanced"] == "1"
+    if store.redis.__class__.__module__.startswith("redis"):
+        assert store.events("$", block_ms=10) == []
+
+
+def test_events_stream_is_capped(store_factory):
+    store = store_factory(events_maxlen=10)
+    for i in range(300):
+        new_job(store, n=1, job_id=f"j{i}")
+    # MAXLEN ~ trims whole stream nodes (100 entries by default): well under 300
+    assert store.redis.xlen(store.keys.events()) <= 10 + 100
