@@ -99,6 +99,13 @@ def _cmd_worker(args):
 _last_progress = [None]
 
 
+def _cmd_demo(args):
+    from .demo import run_demo
+
+    return run_demo(jobs=args.jobs, partitions=args.partitions, redis_url=args.redis,
+                    keep_running=args.keep_running)
+
+
 def _progress_bar(job):
     key = (job.get("n_done"), job.get("state"))
     if key == _last_progress[0]:
@@ -265,6 +272,14 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="raw snapshot JSON")
     _service_options(p)
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("demo", help="run the whole service locally (private Redis, workers) "
+                                     "and prove a bundled circuit")
+    p.add_argument("--jobs", type=int, default=3, help="jobs to submit (default 3)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions per job (default 4)")
+    p.add_argument("--redis", default=None, help="use this Redis URL instead of starting one")
+    p.add_argument("--keep-running", action="store_true", help="keep the stack up until Ctrl-C")
+    p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("cancel", help="cancel a job")
     p.add_argument("job")

