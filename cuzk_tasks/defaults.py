@@ -154,3 +154,9 @@ COMPLETIONS_KEPT_S = 3600
 
 THROUGHPUT_WINDOWS_S = (60, 300, 900)
 """Throughput windows reported by ``snapshot()``, in seconds."""
+
+BENCH_BUSYWAIT_ENV = "CUZK_BENCH_BUSYWAIT"
+"""BENCH ONLY (bench/pipeline.py): ``"T_MS,F_MS[,monolithic]"`` replaces the prover with a
+calibrated busy-wait of T ms in prove_start and F ms in finalize (no proof is made), so the
+benchmark measures the orchestration alone.  ``monolithic`` runs the F ms inside the device task
+instead of the chained CPU finalizer, for comparison.  Never set in production."""

@@ -56,7 +56,7 @@ def _write_config(workdir: pathlib.Path, redis_url: str, heartbeat_ttl_s: float)
     return config
 
 
-class _Processes:
+class ProcessGroup:
     """The demo's child processes, stopped in reverse order on exit."""
 
     def __init__(self, logdir: pathlib.Path):
@@ -117,7 +117,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-demo-"))
     (workdir / "spool").mkdir()
     (workdir / "results").mkdir()
-    procs = _Processes(workdir)
+    procs = ProcessGroup(workdir)
     redis = None
     interrupted = False
     try:

@@ -293,6 +293,43 @@ def prove_delay_instrument_ms(spec, circuit):
     return default
 
 
+def bench_instrument():
+    """BENCH ONLY: ``(T_ms, F_ms, monolithic)`` from CUZK_BENCH_BUSYWAIT, or None."""
+    spec = os.environ.get(defaults.BENCH_BUSYWAIT_ENV, "").strip()
+    if not spec:
+        return None
+    fields = [f.strip() for f in spec.split(",")]
+    try:
+        return float(fields[0]), float(fields[1]), "monolithic" in fields[2:]
+    except (IndexError, ValueError):
+        raise CuzkError(f"{defaults.BENCH_BUSYWAIT_ENV}={spec!r}: expected 'T_MS,F_MS[,monolithic]'") from None
+
+
+def busy_wait(ms):
+    """Spin (not sleep) for ``ms`` milliseconds: a stand-in for compute in the benchmark."""
+    deadline = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < deadline:
+        pass
+
+
+def _bench_prove_start(ctx, job_id, idx, attempt, circuit, witness_ref, token, bench):
+    gpu_ms, finalize_ms, monolithic = bench
+    busy_wait(gpu_ms)
+    result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
+              "witness_ref": witness_ref, "worker": ctx.worker_id, "token": token,
+              "partial": None, "bench": True}
+    if monolithic:
+        busy_wait(finalize_ms)  # the CPU tail holding the device worker, as in cuzk before the split
+    return result, monolithic
+
+
+def _bench_finalize(ctx, started, t0, finalize_ms):
+    busy_wait(finalize_ms)
+    return ctx.store.finalize_end(started["job"], int(started["idx"]), int(started["attempt"]),
+                                  _ms_since(t0), json.dumps({"bench": True}), "[]",
+                                  token=started.get("token"))
+
+
 def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
     from .groth16.prover import prove_start as groth16_prove_start
     from .groth16.wtns import read_wtns
@@ -307,6 +344,15 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
     token = started.token
     t0 = time.perf_counter()
     result = None
+    bench = bench_instrument()
+    if bench is not None:
+        result, finish_here = _bench_prove_start(ctx, job_id, idx, attempt, circuit, witness_ref,
+                                                 token, bench)
+        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0))
+        if finish_here and end.partition_advanced:
+            store.finalize_end(job_id, idx, attempt, 0.0, json.dumps({"bench": True}), "[]", token=token)
+            return None
+        return result if end.partition_advanced else None
     try:
         _test_instruments(circuit)
         zkey = ctx.resident.get(circuit)
@@ -352,6 +398,10 @@ def finalize(ctx: Context, started):
                  part and (part.get("state"), part.get("attempt")))
         return None
     t0 = time.perf_counter()
+    if started.get("bench"):
+        bench = bench_instrument()
+        _bench_finalize(ctx, started, t0, bench[1] if bench else 0.0)
+        return None
     try:
         zkey = ctx.resident.get(started["circuit"])
         witness = read_wtns(started["witness_ref"], expected_length=zkey.n_vars)

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Benchmark the orchestration itself: real Celery workers and a real Redis, no proving.
+
+The prover is replaced by a calibrated busy-wait (the BENCH ONLY instrument
+CUZK_BENCH_BUSYWAIT, see cuzk_tasks/defaults.py): T ms of "GPU" time in
+prove_start and F ms of finalize time.  Two modes run in the same invocation:
+
+* split:      prove_start on the device queue, finalize chained onto the CPU queue
+              (the product's design: the device takes its next partition at once);
+* monolithic: the F ms run inside the device task (the design cuzk moved away from).
+
+Reported per mode:
+* device duty cycle = (partitions proved on the device x T) / (first gpu_start .. last gpu_end);
+* orchestration overhead per partition, p50/p99, from a sequential phase (one
+  partition in flight at a time, so no queueing): (done - created) - (synth + T + F
+  as measured inside the tasks);
+* throughput in partitions/s for the saturated phase.
+
+    python bench/pipeline.py [--gpu-ms 200] [--finalize-ms 100] [--partitions 40] [--sequential 30]
+
+On a 2-core machine use one device worker (the default): the busy-waits spin, and
+one device plus one finalizer already occupy both cores.
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from cuzk_tasks.client import Client  # noqa: E402
+from cuzk_tasks.config import load_settings  # noqa: E402
+from cuzk_tasks.demo import ProcessGroup  # noqa: E402
+from cuzk_tasks.local_redis import LocalRedis  # noqa: E402
+
+FIXTURE = REPO / "tests" / "fixtures" / "mulchain"
+
+
+def percentile(values, q):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic):
+    config = workdir / "cuzk.toml"
+    config.write_text(
+        f'redis_url = "{redis_url}"\nprefix = "bench{int(monolithic)}"\n'
+        f'spool_dir = "{workdir / "spool"}"\n'
+        "heartbeat_interval_s = 1.0\nheartbeat_ttl_s = 5.0\n\n"
+        f'[circuits.mulchain]\nkind = "bench-busywait"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
+        f'wasm = "{FIXTURE / "circuit.wasm"}"\n')
+    env = dict(os.environ, CUZK_CONFIG=str(config),
+               CUZK_BENCH_BUSYWAIT=f"{gpu_ms},{finalize_ms}{',monolithic' if monolithic else ''}")
+    for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
+        env.pop(name, None)
+    procs = ProcessGroup(workdir)
+    python = [sys.executable, "-m", "cuzk_tasks", "worker", "--loglevel", "WARNING"]
+    procs.start("cpu", python + ["--cpu", "--concurrency", "1"], env)
+    for n in range(devices):
+        procs.start(f"dev{n}", python + ["--device", str(n), "--backend", "cpu"], env)
+    settings = load_settings(config, env={})
+    client = Client(settings=settings)
+    deadline = time.monotonic() + 60
+    while len(client.store.live_device_workers()) < devices:
+        procs.check_alive()
+        if time.monotonic() > deadline:
+            raise SystemExit(f"workers did not come up; logs in {workdir}")
+        time.sleep(0.1)
+    return procs, client
+
+
+def wait_jobs(client, job_ids, timeout_s=600):
+    deadline = time.monotonic() + timeout_s
+    pending = set(job_ids)
+    while pending:
+        for job_id in list(pending):
+            state = client.store.get_job(job_id)["state"]
+            if state in ("done", "failed", "cancelled"):
+                if state != "done":
+                    raise SystemExit(f"job {job_id} ended {state}: {client.store.get_job(job_id)}")
+                pending.discard(job_id)
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out waiting for jobs")
+        time.sleep(0.01)
+
+
+def witness_partition():
+    return {"witness_ref": str(FIXTURE / "witness.wtns")}
+
+
+def run_mode(workdir, redis_url, args, monolithic):
+    procs, client = start_stack(workdir, redis_url, args.devices, args.gpu_ms, args.finalize_ms, monolithic)
+    try:
+        # Warm-up: zkey residency, imports, connections.
+        wait_jobs(client, [client.submit("mulchain", [witness_partition()] * args.devices)])
+        overheads = []
+        for _ in range(args.sequential):
+            job_id = client.submit("mulchain", [witness_partition()])
+            wait_jobs(client, [job_id])
+            part = client.store.get_partition(job_id, 0)
+            work_ms = float(part.get("synth_ms") or 0) + args.gpu_ms + args.finalize_ms
+            overheads.append((float(part["t_done"]) - float(part["t_created"])) * 1000.0 - work_ms)
+        per_job = 4
+        jobs = [client.submit("mulchain", [witness_partition()] * per_job)
+                for _ in range(max(1, args.partitions // per_job))]
+        t0 = time.time()
+        wait_jobs(client, jobs)
+        wall = time.time() - t0
+        parts = [client.store.get_partition(j, i) for j in jobs for i in range(per_job)]
+        duty = {}
+        for worker in sorted({p["worker"] for p in parts}):
+            mine = [p for p in parts if p["worker"] == worker]
+            start = min(float(p["t_gpu_start"]) for p in mine)
+            end = max(float(p["t_gpu_end"]) for p in mine)
+            duty[worker] = len(mine) * args.gpu_ms / 1000.0 / (end - start)
+        return {"overheads": overheads, "duty": duty, "throughput": len(parts) / wall, "n": len(parts)}
+    finally:
+        procs.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu-ms", type=float, default=200.0)
+    parser.add_argument("--finalize-ms", type=float, default=100.0)
+    parser.add_argument("--partitions", type=int, default=40, help="saturated phase size")
+    parser.add_argument("--sequential", type=int, default=30, help="latency phase size")
+    parser.add_argument("--devices", type=int, default=1)
+    args = parser.parse_args()
+    results = {}
+    with LocalRedis() as redis:
+        for mode, monolithic in (("split", False), ("monolithic", True)):
+            workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"cuzk-bench-{mode}-"))
+            (workdir / "spool").mkdir()
+            print(f"running {mode} mode (logs in {workdir}) ...", file=sys.stderr, flush=True)
+            results[mode] = run_mode(workdir, redis.url, args, monolithic)
+    print(f"T = {args.gpu_ms:.0f} ms GPU busy-wait, F = {args.finalize_ms:.0f} ms finalize busy-wait, "
+          f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
+    print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | throughput partitions/s | "
+          "saturated partitions | sequential partitions |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode, r in results.items():
+        duty = ", ".join(f"{d * 100:.1f}%" for d in r["duty"].values())
+        print(f"| {mode} | {duty} | {percentile(r['overheads'], 0.5):.1f} | "
+              f"{percentile(r['overheads'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
+              f"{len(r['overheads'])} |")
+    split, mono = results["split"], results["monolithic"]
+    print(f"\nsplit / monolithic throughput: {split['throughput'] / mono['throughput']:.2f}x "
+          f"(ideal T+F / T = {(args.gpu_ms + args.finalize_ms) / args.gpu_ms:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
