@@ -50,7 +50,7 @@ def percentile(values, q):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic):
+def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic, gpu_wait="spin"):
     config = workdir / "cuzk.toml"
     config.write_text(
         f'redis_url = "{redis_url}"\nprefix = "bench{int(monolithic)}"\n'
@@ -59,7 +59,8 @@ def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic):
         f'[circuits.mulchain]\nkind = "bench-busywait"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
         f'wasm = "{FIXTURE / "circuit.wasm"}"\n')
     env = dict(os.environ, CUZK_CONFIG=str(config),
-               CUZK_BENCH_BUSYWAIT=f"{gpu_ms},{finalize_ms}{',monolithic' if monolithic else ''}")
+               CUZK_BENCH_BUSYWAIT=f"{gpu_ms},{finalize_ms}{',monolithic' if monolithic else ''}"
+                                   f"{',sleep' if gpu_wait == 'sleep' else ''}")
     for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
         env.pop(name, None)
     procs = ProcessGroup(workdir)
@@ -90,7 +91,7 @@ def wait_jobs(client, job_ids, timeout_s=600):
                 pending.discard(job_id)
         if time.monotonic() > deadline:
             raise SystemExit("timed out waiting for jobs")
-        time.sleep(0.01)
+        time.sleep(0.05)
 
 
 def witness_partition():
@@ -98,7 +99,8 @@ def witness_partition():
 
 
 def run_mode(workdir, redis_url, args, monolithic):
-    procs, client = start_stack(workdir, redis_url, args.devices, args.gpu_ms, args.finalize_ms, monolithic)
+    procs, client = start_stack(workdir, redis_url, args.devices, args.gpu_ms, args.finalize_ms, monolithic,
+                                args.gpu_wait)
     try:
         # Warm-up: zkey residency, imports, connections.
         wait_jobs(client, [client.submit("mulchain", [witness_partition()] * args.devices)])
@@ -134,6 +136,9 @@ def main():
     parser.add_argument("--partitions", type=int, default=40, help="saturated phase size")
     parser.add_argument("--sequential", type=int, default=30, help="latency phase size")
     parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--gpu-wait", choices=("spin", "sleep"), default="spin",
+                        help="how the device task spends T: spin (busy-wait, takes a core) or sleep "
+                             "(the host thread blocks while a real GPU would compute)")
     args = parser.parse_args()
     results = {}
     with LocalRedis() as redis:
@@ -142,7 +147,7 @@ def main():
             (workdir / "spool").mkdir()
             print(f"running {mode} mode (logs in {workdir}) ...", file=sys.stderr, flush=True)
             results[mode] = run_mode(workdir, redis.url, args, monolithic)
-    print(f"T = {args.gpu_ms:.0f} ms GPU busy-wait, F = {args.finalize_ms:.0f} ms finalize busy-wait, "
+    print(f"T = {args.gpu_ms:.0f} ms GPU ({args.gpu_wait}), F = {args.finalize_ms:.0f} ms finalize busy-wait, "
           f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
     print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | throughput partitions/s | "
           "saturated partitions | sequential partitions |")

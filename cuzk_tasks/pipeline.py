@@ -294,15 +294,16 @@ def prove_delay_instrument_ms(spec, circuit):
 
 
 def bench_instrument():
-    """BENCH ONLY: ``(T_ms, F_ms, monolithic)`` from CUZK_BENCH_BUSYWAIT, or None."""
+    """BENCH ONLY: ``(T_ms, F_ms, monolithic, host_sleeps)`` from CUZK_BENCH_BUSYWAIT, or None."""
     spec = os.environ.get(defaults.BENCH_BUSYWAIT_ENV, "").strip()
     if not spec:
         return None
     fields = [f.strip() for f in spec.split(",")]
     try:
-        return float(fields[0]), float(fields[1]), "monolithic" in fields[2:]
+        return float(fields[0]), float(fields[1]), "monolithic" in fields[2:], "sleep" in fields[2:]
     except (IndexError, ValueError):
-        raise CuzkError(f"{defaults.BENCH_BUSYWAIT_ENV}={spec!r}: expected 'T_MS,F_MS[,monolithic]'") from None
+        raise CuzkError(f"{defaults.BENCH_BUSYWAIT_ENV}={spec!r}: expected "
+                        "'T_MS,F_MS[,monolithic][,sleep]'") from None
 
 
 def busy_wait(ms):
@@ -313,8 +314,11 @@ def busy_wait(ms):
 
 
 def _bench_prove_start(ctx, job_id, idx, attempt, circuit, witness_ref, token, bench):
-    gpu_ms, finalize_ms, monolithic = bench
-    busy_wait(gpu_ms)
+    gpu_ms, finalize_ms, monolithic, host_sleeps = bench
+    if host_sleeps:
+        time.sleep(gpu_ms / 1000.0)  # the device computes while the host thread blocks
+    else:
+        busy_wait(gpu_ms)
     result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
               "witness_ref": witness_ref, "worker": ctx.worker_id, "token": token,
               "partial": None, "bench": True}
