@@ -14,6 +14,7 @@ Service commands (Celery + Redis; settings from $CUZK_CONFIG / CUZK_* env):
     cuzk-tasks submit CIRCUIT input.json... [--witness w.wtns...] [--wait]
     cuzk-tasks status [JOB]
     cuzk-tasks cancel JOB
+    cuzk-tasks web [--bind HOST:PORT] [--workers N]
 """
 
 import argparse
@@ -196,6 +197,14 @@ def _cmd_status(args):
     return EXIT_OK
 
 
+def _cmd_web(args):
+    from webapp.serve import exec_gunicorn
+
+    _settings(args)  # fail early, with the usual message, on bad settings
+    exec_gunicorn(bind=args.bind, workers=args.workers, redis_url=args.redis, config=args.config)
+    return EXIT_OK  # not reached
+
+
 def _cmd_cancel(args):
     from .client import Client
 
@@ -280,6 +289,12 @@ def build_parser():
     p.add_argument("--redis", default=None, help="use this Redis URL instead of starting one")
     p.add_argument("--keep-running", action="store_true", help="keep the stack up until Ctrl-C")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("web", help="serve the status page (gunicorn, webapp/gunicorn.conf.py)")
+    p.add_argument("--bind", default=None, help="HOST:PORT (default: $CUZK_WEB_BIND or 127.0.0.1:8080)")
+    p.add_argument("--workers", type=int, default=None, help="gunicorn worker processes")
+    _service_options(p)
+    p.set_defaults(func=_cmd_web)
 
     p = sub.add_parser("cancel", help="cancel a job")
     p.add_argument("job")

@@ -160,3 +160,53 @@ BENCH_BUSYWAIT_ENV = "CUZK_BENCH_BUSYWAIT"
 calibrated busy-wait of T ms in prove_start and F ms in finalize (no proof is made), so the
 benchmark measures the orchestration alone.  ``monolithic`` runs the F ms inside the device task
 instead of the chained CPU finalizer, for comparison.  Never set in production."""
+
+# --- web status page (webapp/, ``cuzk-tasks web``) ---------------------------
+# Environment only.  Redis URL and prefix are the service's (CUZK_STATE_URL / CUZK_REDIS_URL,
+# CUZK_PREFIX, CUZK_CONFIG).  The page is read-only; it never calls Celery inspect/control.
+
+WEB_BIND = "127.0.0.1:8080"
+"""Address gunicorn listens on (env ``CUZK_WEB_BIND``): ``HOST:PORT`` or ``unix:/path``."""
+
+WEB_WORKERS = 2
+"""gunicorn worker processes of the status page (env ``CUZK_WEB_WORKERS``)."""
+
+WEB_THREADS = 128
+"""Threads per gunicorn worker (env ``CUZK_WEB_THREADS``): each open live stream (SSE) holds one."""
+
+WEB_TIMEOUT_S = 30
+"""gunicorn worker timeout, seconds (env ``CUZK_WEB_TIMEOUT_S``); live streams are not limited by it."""
+
+WEB_TOKEN = None
+"""Bearer token required by every page but /healthz (env ``CUZK_WEB_TOKEN``); None = no token.
+Browsers sign in once at /login (a cookie holds a digest of the token, never the token)."""
+
+WEB_USER = None
+"""HTTP basic-auth user (env ``CUZK_WEB_USER``); auth is on when user and password are both set."""
+
+WEB_PASSWORD = None
+"""HTTP basic-auth password (env ``CUZK_WEB_PASSWORD``)."""
+
+WEB_METRICS_PUBLIC = False
+"""Serve /metrics without auth even when auth is on (env ``CUZK_WEB_METRICS_PUBLIC``, 0/1)."""
+
+WEB_SSE_MIN_INTERVAL_MS = 250
+"""Least time between two full status pushes on the live stream, ms (env ``CUZK_WEB_SSE_MIN_INTERVAL_MS``);
+transitions themselves are forwarded at once."""
+
+WEB_SSE_REFRESH_S = 2.0
+"""A status push at least this often even without transitions (heartbeat ages, expiry, queue depths),
+seconds (env ``CUZK_WEB_SSE_REFRESH_S``)."""
+
+WEB_SSE_MAX_STREAM_S = 600
+"""A live stream is closed after this many seconds; the browser reconnects (env ``CUZK_WEB_SSE_MAX_STREAM_S``)."""
+
+WEB_POLL_INTERVAL_MS = 2000
+"""Fallback polling interval of the page when the live stream is unavailable, ms (env ``CUZK_WEB_POLL_INTERVAL_MS``)."""
+
+WEB_CACHE_MAX_AGE_MS = 1000
+"""A status read is reused while no transition happened and it is younger than this, ms
+(env ``CUZK_WEB_CACHE_MAX_AGE_MS``; 0 = always read).  Heartbeat expiry also invalidates it."""
+
+WEB_TIMELINE_WINDOW_S = 300
+"""Span of the per-device timeline, seconds (env ``CUZK_WEB_TIMELINE_WINDOW_S``)."""

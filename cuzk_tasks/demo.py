@@ -108,6 +108,32 @@ def _progress_line(snapshot, jobs):
     return f"{done}/{total} partitions done | " + " | ".join(sorted(workers))
 
 
+def _start_web(procs, env, workdir):
+    """The status page (gunicorn, as ``cuzk-tasks web`` runs it) on a free loopback port."""
+    from webapp.serve import gunicorn_argv, web_env
+
+    from .local_redis import _free_port
+
+    port = _free_port()
+    procs.start("web", gunicorn_argv(), web_env(env, bind=f"127.0.0.1:{port}", workers=1))
+    return f"http://127.0.0.1:{port}/"
+
+
+def _wait_web(procs, url, timeout_s=30.0):
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        procs.check_alive()
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise CuzkError(f"the status page did not come up within {timeout_s:.0f} s")
+
+
 def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s=300.0):
     """Run the demo; returns 0 when every job completed with valid proofs."""
     from .client import Client
@@ -143,6 +169,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         for ordinal, backend in devices:
             procs.start(f"worker-dev{ordinal}",
                         python + ["worker", "--device", str(ordinal), "--backend", backend], env)
+        web_url = _start_web(procs, env, workdir)
         settings = load_settings(config, env={})
         client = Client(settings=settings)
         store = client.store
@@ -154,6 +181,8 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
                 raise CuzkError(f"device workers did not come up within 60 s; logs in {workdir}")
             time.sleep(0.2)
         _say(f"workers are up (logs in {workdir})")
+        _wait_web(procs, web_url)
+        _say(f"status page: {web_url}")
 
         job_ids, started = [], time.monotonic()
         for j in range(jobs):

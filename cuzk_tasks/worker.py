@@ -27,16 +27,23 @@ log = logging.getLogger("cuzk_tasks.worker")
 class Heartbeat:
     """Publishes a worker's heartbeat (with TTL) from the worker's main process."""
 
-    def __init__(self, store, worker_id, settings: Settings, extra=None):
+    def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None):
         self.store = store
         self.worker_id = worker_id
         self.settings = settings
         self.extra = extra or {}
+        self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
         self._stop = threading.Event()
         self._thread = None
 
     def beat(self):
-        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=self.extra)
+        extra = dict(self.extra)
+        if self.extra_fn is not None:
+            try:
+                extra.update(self.extra_fn() or {})
+            except Exception:  # a flaky probe never stops the heartbeat
+                log.debug("heartbeat extra probe failed", exc_info=True)
+        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra)
 
     def _loop(self):
         while not self._stop.wait(self.settings.heartbeat_interval_s):
@@ -55,6 +62,28 @@ class Heartbeat:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+
+
+def nvml_probe(device: int):
+    """A callable returning gpu_name, gpu_mem_used_mb, gpu_mem_total_mb, gpu_util_pct of
+    physical GPU ``device`` for the status page, or None without pynvml or a driver."""
+    try:
+        import pynvml  # optional (nvidia-ml-py)
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(int(device))
+        name = pynvml.nvmlDeviceGetName(handle)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        return None
+
+    def probe():
+        mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+        return {"gpu_name": name, "gpu_mem_used_mb": mem.used // (1 << 20),
+                "gpu_mem_total_mb": mem.total // (1 << 20), "gpu_util_pct": util.gpu}
+
+    return probe
 
 
 def _celery_argv(queue, concurrency, nodename, loglevel):
@@ -96,7 +125,9 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}).start()
+    probe = nvml_probe(device) if backend != "cpu" else None
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
+                          extra_fn=probe).start()
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
         app.worker_main(_celery_argv(queue, 1, f"dev{device}@{host}", loglevel))

@@ -147,8 +147,25 @@ def test_redelivery_while_in_gpu_is_counted_and_takes_over(store):
     assert _shows(store, W) == ("proving", "A", 0, second.token)
     end = store.gpu_end(W, first.token, "A", 0, 0, 1.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
-    assert not store.finalize_end("A", 0, 0, 1.0, "{}", "[]", token=first.token).ok or True
     assert _shows(store, W) == ("proving", "A", 0, second.token)
+
+
+@pytest.mark.parametrize("token", ["first", None])
+def test_finalizer_of_a_returned_run_while_its_redelivery_runs(store, token):
+    """Run 1 of A returned without gpu_end (its finalizer is queued), W died before acking,
+    restarted, and runs the redelivered message (run 2).  Run 1's finalizer completes A but
+    must not clear W: with run 1's token it does not match; without a token the partition
+    is still in gpu, where the recorded token may be (here: is) a run in flight."""
+    W = _setup(store, jobs=("A",))
+    first = store.gpu_start(W, "A", 0, 0, 3)
+    store.register_worker(W, "device", "host", device=0, queue="q")
+    second = store.gpu_start(W, "A", 0, 0, 3)
+    fin = store.finalize_end("A", 0, 0, 1.0, "{}", "[]",
+                             token=first.token if token == "first" else None)
+    assert fin.ok and fin.job_complete
+    assert _shows(store, W) == ("proving", "A", 0, second.token)
+    end = store.gpu_end(W, second.token, "A", 0, 0, 1.0)
+    assert end.worker_cleared and not end.partition_advanced
 
 
 def test_redelivery_of_old_attempt_after_redispatch(store):
@@ -215,7 +232,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
 
     def _partition(self, pick):
         job = sorted(self.jobs)[pick % len(self.jobs)]
-        return job, (pick // 7) % self.jobs[job]
+        return job, (pick // 11) % self.jobs[job]
 
     # -- pipeline steps --
 
@@ -251,24 +268,23 @@ class BusyFlagMachine(RuleBasedStateMachine):
             self.in_flight[worker] = Run(worker, job, idx, attempt, r.token)
 
     @precondition(lambda self: self.in_flight)
-    @rule(worker=st.sampled_from(WORKERS), own_end=st.booleans())
-    def prove_returns(self, worker, own_end):
+    @rule(pick=st.integers(0, 10**6), own_end=st.booleans())
+    def prove_returns(self, pick, own_end):
         """prove_start returns; the worker's gpu_end runs (or is lost); the finalizer is queued."""
-        run = self.in_flight.pop(worker, None)
-        if run is None:
-            return
+        worker = sorted(self.in_flight)[pick % len(self.in_flight)]
+        run = self.in_flight.pop(worker)
         if own_end:
             self.store.gpu_end(worker, run.token, run.job, run.idx, run.attempt, 1.0)
         self.ended.append(run)
         self.returned.append(run)
 
     @precondition(lambda self: self.in_flight)
-    @rule(worker=st.sampled_from(WORKERS), order=st.sampled_from(["end_first", "fail_first",
-                                                                   "fail_no_token"]))
-    def prove_raises(self, worker, order):
-        run = self.in_flight.pop(worker, None)
-        if run is None:
-            return
+    @rule(pick=st.integers(0, 10**6), order=st.sampled_from(["end_first", "fail_first",
+                                                              "fail_no_token"]))
+    def prove_raises(self, pick, order):
+        """prove_start raises: the run fails its partition (and job) and ends."""
+        worker = sorted(self.in_flight)[pick % len(self.in_flight)]
+        run = self.in_flight.pop(worker)
         s, r = self.store, run
         if order == "end_first":
             s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
@@ -293,11 +309,17 @@ class BusyFlagMachine(RuleBasedStateMachine):
             self.online.add(worker)
 
     @precondition(lambda self: self.ended)
-    @rule(pick=st.integers(0, 10**6), worker=st.sampled_from(WORKERS + (None,)))
-    def stale_end(self, pick, worker):
-        """A late or duplicated gpu_end of a run that is over (on its worker, or misdirected)."""
+    @rule(pick=st.integers(0, 10**6), at=st.sampled_from(["own", "busy", "any"]),
+          worker=st.sampled_from(WORKERS))
+    def stale_end(self, pick, at, worker):
+        """A late or duplicated gpu_end of a run that is over: on its own worker, on a worker
+        that is busy right now, or misdirected to any worker."""
         r = self.ended[pick % len(self.ended)]
-        self.store.gpu_end(worker or r.worker, r.token, r.job, r.idx, r.attempt, 1.0)
+        if at == "own" or (at == "busy" and not self.in_flight):
+            worker = r.worker
+        elif at == "busy":
+            worker = sorted(self.in_flight)[pick % len(self.in_flight)]
+        self.store.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
 
     @precondition(lambda self: self.returned)
     @rule(pick=st.integers(0, 10**6), ok=st.booleans(), pass_token=st.booleans())
@@ -314,9 +336,15 @@ class BusyFlagMachine(RuleBasedStateMachine):
             self.store.fail_partition(r.job, r.idx, r.attempt, "self-verification failed",
                                       token=token)
 
-    @rule(worker=st.sampled_from(WORKERS), sweepers=st.integers(1, 2), by_worker=st.booleans())
-    def heartbeat_expires(self, worker, sweepers, by_worker):
-        """The heartbeat key expires (the run, if any, goes on); sweepers re-dispatch."""
+    @rule(worker=st.sampled_from(WORKERS), expire=st.booleans(), sweepers=st.integers(1, 2),
+          by_worker=st.booleans())
+    def heartbeat(self, worker, expire, sweepers, by_worker):
+        """A heartbeat, or its expiry (the run, if any, goes on) after which one or two
+        sweepers re-dispatch the dead worker's routed partitions: only one may win each."""
+        if not expire:
+            self.store.heartbeat(worker, 3600)
+            self.online.add(worker)
+            return
         self.store.worker_offline(worker)
         self.online.discard(worker)
         wins = {}
@@ -332,20 +360,34 @@ class BusyFlagMachine(RuleBasedStateMachine):
                         wins[key] = wins.get(key, 0) + 1
         assert all(n == 1 for n in wins.values()), wins
 
-    @rule(worker=st.sampled_from(WORKERS))
-    def heartbeat(self, worker):
-        self.store.heartbeat(worker, 3600)
-        self.online.add(worker)
-
-    @rule(pick=st.integers(0, 10**6), how=st.integers(0, 7))
-    def abort(self, pick, how):
-        """Rarely (these end jobs, which ends the interesting part early): a cancel, or a
-        failure from outside any run (no attempt, no token), e.g. an operator."""
-        job, idx = self._partition(pick)
-        if how == 0:
-            self.store.cancel_job(job)
-        elif how == 1:
+    @rule(pick=st.integers(0, 10**6),
+          what=st.sampled_from(["new_job", "new_job", "cancel", "fail", "fail_running"]))
+    def client(self, pick, what):
+        """Clients and operators: submit a job (keeps work coming), cancel one, or fail a
+        partition from outside any run (no attempt, no token) -- often one whose run is in
+        flight right now."""
+        if what == "new_job":
+            live = [j for j in self.jobs if self.store.get_job(j)["state"] in ("pending", "running")]
+            if len(live) < 3:
+                job = f"j{len(self.jobs)}"
+                n = 1 + pick % 3
+                self.store.create_job(job, "c", "k", 5, None, [{"input": "{}"}] * n)
+                self.jobs[job] = n
+                self.completions[job] = 0
+        elif what == "cancel":
+            self.store.cancel_job(sorted(self.jobs)[pick % len(self.jobs)])
+        else:
+            if what == "fail_running" and self.in_flight:
+                run = sorted(self.in_flight.values(), key=lambda r: r.worker)[pick % len(self.in_flight)]
+                job, idx = run.job, run.idx
+            else:
+                job, idx = self._partition(pick)
             self.store.fail_partition(job, idx, None, "failed by operator")
+
+    # the pipeline's main steps twice as likely as the rest
+    deliver_again = deliver
+    prove_returns_again = prove_returns
+    submit_again = submit_to_device
 
     # -- invariants --
 
@@ -398,7 +440,7 @@ def test_busy_flag_under_arbitrary_interleavings(store_factory):
     BusyFlagMachine.factory = store_factory
     try:
         run_state_machine_as_test(BusyFlagMachine, settings=settings(
-            max_examples=40, stateful_step_count=40, deadline=None,
+            max_examples=40, stateful_step_count=50, deadline=None,
             suppress_health_check=[HealthCheck.too_slow]))
     finally:
         BusyFlagMachine.factory = None

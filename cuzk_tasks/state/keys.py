@@ -92,3 +92,11 @@ class Keys:
     def events(self) -> str:
         """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
         return f"{self.prefix}:events"
+
+    # --- appended for the web status page (webapp/, cuzk_tasks/state/read_extra.py) ---
+
+    def web_histograms(self) -> str:
+        """hash: partition phase-duration histograms folded from ``partition_done`` events
+        (``cursor``, ``<phase>:<bucket>``, ``<phase>:sum``, ``<phase>:count``); written only
+        by ``scripts/phase_histograms.lua``."""
+        return f"{self.prefix}:web:histograms"

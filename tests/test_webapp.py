@@ -1,0 +1,315 @@
+"""The status page (webapp/) through Flask's test client, on fakeredis AND a real
+redis-server (the ``store`` fixture), with every state made by the real state-store methods."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("flask")
+pytest.importorskip("prometheus_client")
+
+from webapp import create_app  # noqa: E402
+from webapp.config import WebConfig, redact_url  # noqa: E402
+
+KIND40 = "groth16-porep-snap-deal-update-32gib-v1x"
+assert len(KIND40) == 40
+
+
+def make_app(store, **kw):
+    kw.setdefault("cpu_queue", "q" + uuid.uuid4().hex[:8])
+    return create_app(WebConfig(prefix=store.prefix, **kw), store=store)
+
+
+def job(store, job_id, kind="test-kind", n=2, circuit="mulchain"):
+    store.create_job(job_id, circuit, kind, 5, None, [{"input": "{}"} for _ in range(n)])
+    for i in range(n):
+        assert store.synth_begin(job_id, i, 0)
+        assert store.synth_end(job_id, i, 0, f"/spool/{job_id}.{i}.wtns", 12.0)
+
+
+def device(store, worker_id="h:dev0", ttl_s=30.0, **extra):
+    store.register_worker(worker_id, "device", "h", device=0, queue=f"cuzk.dev.h.{worker_id[-1]}")
+    store.heartbeat(worker_id, ttl_s, extra=extra or None)
+    return worker_id
+
+
+def start(store, worker_id, job_id, idx):
+    assert store.route(job_id, idx, 0, worker_id)
+    g = store.gpu_start(worker_id, job_id, idx, 0)
+    assert g.ok, g
+    return g.token
+
+
+def status(client):
+    resp = client.get("/api/status")
+    assert resp.status_code == 200
+    assert resp.mimetype == "application/json"
+    return resp.get_json()
+
+
+def worker_of(doc, worker_id):
+    return next(w for w in doc["workers"] if w["id"] == worker_id)
+
+
+def test_worker_busy_on_b_after_stale_end_of_a_shows_proving_b(store):
+    app = make_app(store)
+    c = app.test_client()
+    w = device(store)
+    job(store, "jobA", kind="kind-a")
+    job(store, "jobB", kind="kind-b")
+    tok_a = start(store, w, "jobA", 0)
+    assert store.gpu_end(w, tok_a, "jobA", 0, 0, 40.0).worker_cleared
+    start(store, w, "jobB", 0)
+    # the finalizer of A ends late, with A's token: it must not clear the worker
+    assert store.finalize_end("jobA", 0, 0, 7.0, {"pi_a": []}, [], token=tok_a).ok
+    doc = status(c)
+    me = worker_of(doc, w)
+    assert (me["state"], me["job"], me["partition"], me["kind"]) == ("proving", "jobB", 0, "kind-b")
+    assert me["busy_s"] is not None and me["busy_s"] >= 0
+    html = c.get("/").get_data(as_text=True)
+    card = html.split(f'data-worker="{w}"', 1)[1].split("</article>", 1)[0]
+    assert "st-proving" in html.split(f'data-worker="{w}"', 1)[0].rsplit("<article", 1)[1]
+    assert "jobB" in card and "kind-b" in card and "jobA" not in card
+    parts = {(j["id"], p["idx"]): p for j in doc["jobs"] for p in j["partitions"]}
+    assert parts[("jobA", 0)]["state"] == "done"
+    assert parts[("jobB", 0)]["state"] == "gpu"
+
+
+def test_expired_heartbeat_shows_offline(store):
+    app = make_app(store)  # default cache: expiry must invalidate it
+    c = app.test_client()
+    w = device(store, ttl_s=0.4)
+    job(store, "j1")
+    start(store, w, "j1", 0)
+    assert worker_of(status(c), w)["state"] == "proving"
+    time.sleep(0.7)
+    me = worker_of(status(c), w)
+    assert me["state"] == "offline"
+    assert me["stored_state"] == "proving"
+    html = c.get("/").get_data(as_text=True)
+    assert "card st-offline" in html and "no heartbeat" in html
+
+
+def test_long_proof_kind_in_full_in_html_and_json(store):
+    app = make_app(store)
+    c = app.test_client()
+    w = device(store)
+    job(store, "j-long-kind-0123456789abcdef0123456789abcdef", kind=KIND40, n=3)
+    start(store, w, "j-long-kind-0123456789abcdef0123456789abcdef", 1)
+    doc = status(c)
+    assert doc["jobs"][0]["kind"] == KIND40
+    assert worker_of(doc, w)["kind"] == KIND40
+    html = c.get("/").get_data(as_text=True)
+    # in the worker card and the job table, as text (not only inside the embedded JSON)
+    visible = html.split('id="initial-status"')[0]
+    assert visible.count(f">{KIND40}<") >= 2
+    assert visible.count(">j-long-kind-0123456789abcdef0123456789abcdef<") >= 2
+    page = c.get("/jobs/j-long-kind-0123456789abcdef0123456789abcdef").get_data(as_text=True)
+    assert f">{KIND40}<" in page
+
+
+def test_script_proof_kind_renders_inert(store):
+    evil = "<script>alert(1)</script>"
+    app = make_app(store)
+    c = app.test_client()
+    w = device(store)
+    job(store, "jevil", kind=evil, circuit=evil)
+    start(store, w, "jevil", 0)
+    store.fail_partition("jevil", 1, 0, f"error {evil}")
+    for path in ("/", "/jobs/jevil"):
+        html = c.get(path).get_data(as_text=True)
+        assert "<script>alert(1)" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        scripts = html.count("<script")
+        assert scripts == (3 if path == "/" else 0)  # 2 JSON data blocks + status.js
+    assert status(c)["recent_jobs"][0]["kind"] == evil  # JSON carries the text as it is
+    csp = c.get("/").headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+
+
+def test_status_schema_queues_counters_failures_timeline(store):
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    cfg = app.config["WEB"]
+    w = device(store, gpu_name="Test GPU", gpu_mem_used_mb=512, gpu_mem_total_mb=8192, gpu_util_pct=37)
+    job(store, "js", kind="k1", n=3)
+    tok = start(store, w, "js", 0)
+    store.gpu_end(w, tok, "js", 0, 0, 25.0)
+    store.finalize_end("js", 0, 0, 9.0, {"p": 1}, ["1"])
+    store.fail_partition("js", 1, 0, "witness does not satisfy constraint 7")
+    from cuzk_tasks.celery_app import queue_keys
+
+    keys = queue_keys(cfg.cpu_queue)
+    store.redis.lpush(keys[0], "m1", "m2")
+    store.redis.lpush(keys[3], "m3")
+    try:
+        doc = status(c)
+    finally:
+        store.redis.delete(*keys)
+    assert doc["version"] == 1
+    for key in ("generated_at", "uptime_s", "workers", "jobs", "recent_jobs", "queues", "counters",
+                "throughput", "throughput_series", "failures", "timeline", "event_id"):
+        assert key in doc, key
+    assert {"name": cfg.cpu_queue, "depth": 3} in doc["queues"]
+    assert doc["counters"]["completed"] == {"k1": 1}
+    assert doc["counters"]["failed"] == {"k1": 1}
+    assert [t["window_s"] for t in doc["throughput"]] == [60, 300, 900]
+    assert doc["throughput"][0]["completed"] == 1
+    assert sum(doc["throughput_series"]["counts"]) == 1
+    assert doc["failures"][0]["error"] == "witness does not satisfy constraint 7"
+    assert doc["failures"][0]["kind"] == "k1"
+    me = worker_of(doc, w)
+    assert me["gpu_name"] == "Test GPU"
+    assert me["gpu"] == {"mem_used_mb": 512, "mem_total_mb": 8192, "util_pct": 37}
+    assert me["heartbeat_age_s"] is not None and me["heartbeat_age_s"] < 5
+    dev = next(d for d in doc["timeline"]["devices"] if d["worker"] == w)
+    assert len(dev["bars"]) == 1 and dev["bars"][0]["job"] == "js" and dev["bars"][0]["end"] is not None
+    recent = doc["recent_jobs"][0]
+    assert recent["id"] == "js" and recent["state"] == "failed"
+    assert [p["state"] for p in recent["partitions"]] == ["done", "failed", "cancelled"]
+    assert recent["partitions"][0]["gpu_ms"] == 25.0 and recent["partitions"][0]["finalize_ms"] == 9.0
+
+
+def test_cache_sees_every_transition(store):
+    app = make_app(store)  # default cache on
+    c = app.test_client()
+    w = device(store)
+    job(store, "jc")
+    assert status(c)["jobs"][0]["partitions"][0]["state"] == "synth_done"
+    start(store, w, "jc", 0)
+    assert status(c)["jobs"][0]["partitions"][0]["state"] == "gpu"
+    assert worker_of(status(c), w)["state"] == "proving"
+
+
+def test_job_page_api_and_result_download(store):
+    app = make_app(store)
+    c = app.test_client()
+    w = device(store)
+    job(store, "jd", n=1)
+    r = c.get("/api/jobs/jd/result")
+    assert r.status_code == 409
+    tok = start(store, w, "jd", 0)
+    store.gpu_end(w, tok, "jd", 0, 0, 30.0)
+    assert store.finalize_end("jd", 0, 0, 5.0, {"pi_a": ["1"]}, ["7"]).job_complete
+    doc = c.get("/api/jobs/jd").get_json()
+    assert doc["version"] == 1 and doc["job"]["state"] == "done"
+    assert doc["partitions"][0]["has_proof"] and doc["partitions"][0]["gpu_ms"] == 30.0
+    assert "proof" not in doc["partitions"][0]
+    r = c.get(doc["result_url"])
+    assert r.status_code == 200 and "attachment" in r.headers["Content-Disposition"]
+    assert r.get_json()["proofs"][0]["public"] == ["7"]
+    html = c.get("/jobs/jd").get_data(as_text=True)
+    assert "Download proofs" in html and "30 ms" in html
+    assert c.get("/api/jobs/nope").status_code == 404
+    assert c.get("/jobs/nope").status_code == 404
+
+
+def test_metrics(store):
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    w = device(store)
+    job(store, "jm", kind="km", n=2)
+    for i in range(2):
+        tok = start(store, w, "jm", i)
+        store.gpu_end(w, tok, "jm", i, 0, 120.0)
+        store.finalize_end("jm", i, 0, 30.0, {}, [])
+    text = c.get("/metrics").get_data(as_text=True)
+    text2 = c.get("/metrics").get_data(as_text=True)  # folding again counts nothing twice
+    for t in (text, text2):
+        assert 'cuzk_proofs_completed_total{kind="km"} 2.0' in t
+        assert 'cuzk_partition_phase_seconds_count{phase="gpu"} 2.0' in t
+        assert 'cuzk_partition_phase_seconds_bucket{le="0.25",phase="gpu"} 2.0' in t
+        assert 'cuzk_partition_phase_seconds_bucket{le="0.1",phase="gpu"} 0.0' in t
+        assert 'cuzk_workers{role="device",state="idle"} 1.0' in t
+        assert 'cuzk_jobs_finished_total{kind="km",state="done"} 1.0' in t
+        assert f'cuzk_queue_depth{{queue="{app.config["WEB"].cpu_queue}"}} 0.0' in t
+        assert f'cuzk_device_duty_cycle{{worker="{w}"}}' in t
+
+
+def test_healthz(store):
+    c = make_app(store).test_client()
+    r = c.get("/healthz")
+    assert r.status_code == 200 and r.get_json()["ok"] is True
+
+
+def test_token_auth(store):
+    app = make_app(store, token="s3cret-token")
+    c = app.test_client()
+    assert c.get("/healthz").status_code == 200
+    for path in ("/api/status", "/api/events", "/metrics", "/api/jobs/x"):
+        assert c.get(path).status_code == 401, path
+    assert c.get("/", headers={"Accept": "text/html"}).status_code == 302
+    ok = {"Authorization": "Bearer s3cret-token"}
+    assert c.get("/api/status", headers=ok).status_code == 200
+    assert c.get("/", headers=ok).status_code == 200
+    assert c.get("/api/status", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert c.post("/login", data={"token": "nope"}).status_code == 401
+    r = c.post("/login", data={"token": "s3cret-token", "next": "/"})
+    assert r.status_code == 302
+    cookie = r.headers["Set-Cookie"]
+    assert "s3cret-token" not in cookie and "HttpOnly" in cookie
+    assert c.get("/api/status").status_code == 200  # the cookie now signs in the browser
+    public = make_app(store, token="t", metrics_public=True).test_client()
+    assert public.get("/metrics").status_code == 200
+    assert public.get("/api/status").status_code == 401
+
+
+def test_basic_auth(store):
+    c = make_app(store, user="ops", password="pw:with:colons").test_client()
+    r = c.get("/api/status")
+    assert r.status_code == 401 and "Basic" in r.headers["WWW-Authenticate"]
+    good = base64.b64encode(b"ops:pw:with:colons").decode()
+    bad = base64.b64encode(b"ops:wrong").decode()
+    assert c.get("/api/status", headers={"Authorization": f"Basic {good}"}).status_code == 200
+    assert c.get("/api/status", headers={"Authorization": f"Basic {bad}"}).status_code == 401
+
+
+def test_no_redis_password_in_pages_or_logs(store, caplog):
+    url = "redis://:hunter2-secret@db.example:6379/0"
+    assert "hunter2" not in redact_url(url)
+    with caplog.at_level(logging.DEBUG):
+        app = create_app(WebConfig(prefix=store.prefix, state_url=url), store=store)
+        c = app.test_client()
+        device(store)
+        bodies = [c.get(p).get_data(as_text=True) for p in ("/", "/api/status", "/metrics", "/healthz")]
+    assert all("hunter2" not in b for b in bodies)
+    assert "hunter2" not in caplog.text
+
+
+def test_read_only(store):
+    c = make_app(store).test_client()
+    for path in ("/api/status", "/api/jobs/x", "/metrics", "/"):
+        assert c.post(path).status_code == 405
+        assert c.delete(path).status_code == 405
+
+
+def test_event_stream_pushes_transitions_and_status(store):
+    app = make_app(store, sse_min_interval_ms=50, sse_refresh_s=0.5, sse_max_stream_s=10)
+    c = app.test_client()
+    w = device(store)
+    job(store, "je")
+    resp = c.get("/api/events", buffered=False)
+    assert resp.mimetype == "text/event-stream"
+    chunks = iter(resp.response)
+    first = b""
+    while b"event: status" not in first:
+        first += next(chunks)
+    data = first.split(b"event: status", 1)[1].split(b"data: ", 1)[1].split(b"\n\n", 1)[0]
+    assert worker_of(json.loads(data), w)["state"] == "idle"
+    start(store, w, "je", 0)
+    seen, deadline = b"", time.monotonic() + 8
+    while time.monotonic() < deadline:
+        seen += next(chunks)
+        if b'"type":"gpu_start"' in seen and b'"proving"' in seen.split(b"event: status")[-1]:
+            break
+    assert b'"type":"gpu_start"' in seen
+    last_status = seen.split(b"event: status")[-1].split(b"data: ", 1)[1].split(b"\n\n", 1)[0]
+    me = worker_of(json.loads(last_status), w)
+    assert me["state"] == "proving" and me["job"] == "je"
+    resp.close()
