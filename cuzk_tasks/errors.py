@@ -63,3 +63,11 @@ class JobError(CuzkError):
         self.job_id = job_id
         self.state = state
         super().__init__(f"job {job_id} {state}: {message}")
+
+
+class GpuError(CuzkError):
+    """The GPU backend cannot run: CuPy missing, no CUDA device or driver, a
+    kernel failed to compile, the device ran out of memory, or a CUDA call failed.
+
+    The message says which, and what to do (``--backend cpu`` always works).
+    """

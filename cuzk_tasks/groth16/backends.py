@@ -5,9 +5,13 @@ The CPU backend is the native C++ core; the GPU backend (CuPy) plugs in behind
 the same four methods, so the prover never needs to know which one runs.
 """
 
+import logging
+
 from .. import defaults
 from ..errors import CuzkError
 from . import points
+
+log = logging.getLogger(__name__)
 
 
 class CpuBackend:
@@ -47,15 +51,19 @@ def get_backend(name=None, **options):
         raise CuzkError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
     if name in ("gpu", "auto"):
         try:
-            from .gpu import GpuBackend  # noqa: F401  (later issue)
+            from .gpu import GpuBackend, gpu_available
         except ImportError:
             if name == "gpu":
                 raise CuzkError("backend 'gpu' requested but the GPU backend is not available "
                                 "in this build (install cuzk-tasks[gpu] on a host with a CUDA device)")
         else:
-            try:
-                return GpuBackend(**options)
-            except CuzkError:
-                if name == "gpu":
-                    raise
+            # auto: the GPU only when CuPy is installed and sees a device; otherwise the CPU core.
+            if name == "gpu" or gpu_available():
+                try:
+                    return GpuBackend(**options)
+                except CuzkError as exc:
+                    if name == "gpu":
+                        raise
+                    log.warning("backend auto: a CUDA device is visible but the GPU backend is "
+                                "unusable (%s); using the CPU core", exc)
     return CpuBackend(**{k: v for k, v in options.items() if k == "threads"})

@@ -1,0 +1,144 @@
+"""Compile check of the CUDA kernels WITHOUT a device (runs in CI).
+
+Every kernel file in cuzk_tasks/native/cuda compiles through NVRTC (the same
+compiler CuPy uses at run time) for sm_80 and sm_90 with the exact options the
+GPU backend uses, with no error and no warning; and through nvcc where nvcc is
+installed.  Needs ``pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12`` (NVRTC
+works without a GPU or driver); skipped with a clear reason otherwise.
+"""
+
+import ctypes
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cuzk_tasks.groth16 import gpu
+
+ARCHES = ["sm_80", "sm_90"]
+
+
+def _preload_nvrtc():
+    """Load libnvrtc from the nvidia-cuda-nvrtc-cu12 wheel if the loader cannot find it."""
+    for site in sys.path:
+        for path in sorted(glob.glob(os.path.join(site, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*"))):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return path
+            except OSError:
+                continue
+    return None
+
+
+def _nvrtc():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except Exception as exc:  # ImportError, or a loader error from a missing libnvrtc
+        _preload_nvrtc()
+        try:
+            from cupy_backends.cuda.libs import nvrtc
+        except Exception:
+            pytest.skip(f"CuPy/NVRTC not installed ({exc!r}): pip install cupy-cuda12x "
+                        "nvidia-cuda-nvrtc-cu12 to run the NVRTC compile check")
+    try:
+        nvrtc.getVersion()
+    except Exception:
+        _preload_nvrtc()
+        try:
+            nvrtc.getVersion()
+        except Exception as exc:
+            pytest.skip(f"libnvrtc not found ({exc!r}): pip install nvidia-cuda-nvrtc-cu12")
+    return nvrtc
+
+
+def _clean(log):
+    if isinstance(log, bytes):
+        log = log.decode(errors="replace")
+    return (log or "").replace("\x00", "").strip()
+
+
+def nvrtc_compile(nvrtc, fname, arch):
+    prog = nvrtc.createProgram(gpu.kernel_source(fname), fname, [], [])
+    try:
+        opts = list(gpu.nvrtc_options(arch))
+        try:
+            nvrtc.compileProgram(prog, opts)
+            ok, err = True, None
+        except Exception as exc:  # NVRTCError
+            ok, err = False, exc
+        log = _clean(nvrtc.getProgramLog(prog))
+        return ok, err, log
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def test_kernel_files_listed():
+    on_disk = sorted(os.path.basename(p) for p in glob.glob(str(gpu.KERNEL_DIR / "*.cu")))
+    assert on_disk == sorted(gpu.KERNEL_FILES)
+    for fname in gpu.KERNEL_FILES:
+        src = gpu.kernel_source(fname)
+        assert '#include "gpu_common.cuh"' in src
+        for kernel in gpu.KERNEL_NAMES[fname]:
+            assert f"__global__ void {kernel}(" in src, (fname, kernel)
+    common = (gpu.KERNEL_DIR / "gpu_common.cuh").read_text()
+    # one copy of the arithmetic: the kernels use the CPU core's headers (field.cuh via bn254.cuh)
+    for header in ("cuzk/bn254.cuh", "cuzk/curve.cuh"):
+        assert f'#include "{header}"' in common
+    assert "mul_portable" not in common and "struct Field" not in common
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_shared_headers_compile_with_nvrtc(arch):
+    """The shared host/device headers alone, plus a trivial kernel using them."""
+    nvrtc = _nvrtc()
+    src = ('#include "cuzk/curve.cuh"\n'
+           'extern "C" __global__ void k(uint64_t* p) {\n'
+           '  cuzk::G1::Affine a; a.x = cuzk::Fq::from_raw(p); a.y = cuzk::Fq::from_raw(p + 4);\n'
+           '  cuzk::G1::XYZZ x = cuzk::G1::xyzz_add_mixed(cuzk::G1::to_xyzz(a), a);\n'
+           '  cuzk::Fr f = cuzk::Fr::inv(cuzk::Fr::from_raw(p + 8));\n'
+           '  x.X.to_raw(p); f.to_raw(p + 8);\n'
+           '}\n')
+    prog = nvrtc.createProgram(src, "trivial.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(gpu.nvrtc_options(arch)))
+        except Exception as exc:
+            pytest.fail(f"NVRTC failed on the shared headers ({arch}): {exc}\n"
+                        f"{_clean(nvrtc.getProgramLog(prog))}")
+        log = _clean(nvrtc.getProgramLog(prog))
+        assert not log, f"NVRTC warnings on the shared headers ({arch}):\n{log}"
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("fname", gpu.KERNEL_FILES)
+def test_kernel_compiles_with_nvrtc(fname, arch):
+    nvrtc = _nvrtc()
+    ok, err, log = nvrtc_compile(nvrtc, fname, arch)
+    assert ok, f"NVRTC failed to compile {fname} for {arch}: {err}\n{log}"
+    assert not log, f"NVRTC warnings in {fname} for {arch}:\n{log}"
+
+
+def _nvcc():
+    path = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc")
+                                     else None)
+    if path is None:
+        pytest.skip("nvcc not installed: the nvcc compile check needs the CUDA toolkit")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fname", gpu.KERNEL_FILES)
+def test_kernel_compiles_with_nvcc(fname, tmp_path):
+    nvcc = _nvcc()
+    cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-Werror", "all-warnings",
+           f"-I{gpu.INCLUDE_DIR}", f"-I{gpu.KERNEL_DIR}", str(gpu.KERNEL_DIR / fname),
+           "-o", str(tmp_path / (fname + ".o"))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"nvcc failed on {fname}:\n{proc.stdout}\n{proc.stderr}"
+    out = (proc.stdout + proc.stderr).strip()
+    assert "warning" not in out.lower(), f"nvcc warnings on {fname}:\n{out}"
