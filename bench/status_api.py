@@ -6,9 +6,11 @@ Fills a private redis-server THROUGH THE STATE STORE (the real Lua transitions) 
 64 device workers (each proving one partition) and 500 in-flight jobs of 16 partitions
 in mixed states, serves the app with gunicorn as ``cuzk-tasks web`` does, then measures
 
-* GET /api/status latency, p50/p99, with 8 concurrent keep-alive clients: with the state
-  still, and while a churn thread makes 10 transitions/s (every one invalidates the cache,
-  so those requests pay for a full Lua read);
+* GET /api/status latency, p50/p99, with 8 concurrent keep-alive clients (one process
+  each, as browsers are; a whole document per request, checked): with the state still,
+  and while a churn thread makes 10 transitions/s (every one invalidates the cache, so
+  those requests pay for a status read); each as a browser asks (``Accept-Encoding:
+  gzip``, decompression inside the timed span) and uncompressed (``identity``);
 * SSE fan-out: 50 clients on /api/events; per state change, the time from the change
   (just before the Lua call) until each client has received (a) the transition event and
   (b) a status document that includes it.  Targets: p99 <= 25 ms; all 50 within 250 ms.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
+import multiprocessing
 import os
 import pathlib
 import signal
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -107,32 +110,71 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def latency(port, clients, per_client):
-    out, size = [], [0]
-    lock = threading.Lock()
+def _client(args):
+    """One client (a process of its own, as browsers are): one keep-alive connection,
+    ``n`` GETs of /api/status in a row; returns (latencies ms, document bytes, bytes sent)."""
+    port, n, encoding = args
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Accept-Encoding": encoding}
+    out, size, wire_size = [], 0, 0
+    for _ in range(n):
+        t = time.perf_counter()
+        c.request("GET", "/api/status", headers=headers)
+        r = c.getresponse()
+        wire = r.read()
+        body = zlib.decompress(wire, 47) if r.getheader("Content-Encoding") == "gzip" else wire
+        out.append((time.perf_counter() - t) * 1000)
+        assert r.status == 200 and body.startswith(b'{"version":') and body.endswith(b"}")
+        size, wire_size = len(body), len(wire)
+    c.close()
+    return out, size, wire_size
 
-    def run():
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        mine = []
-        for _ in range(per_client):
-            t = time.perf_counter()
-            c.request("GET", "/api/status")
-            r = c.getresponse()
-            body = r.read()
-            mine.append((time.perf_counter() - t) * 1000)
-            assert r.status == 200
-            size[0] = len(body)
-        with lock:
-            out.extend(mine)
 
-    threads = [threading.Thread(target=run) for _ in range(clients)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    return out, size[0]
+class Clients:
+    """``n`` client processes (as browsers are: no shared interpreter lock), forked once,
+    each running exactly one ``_client`` per round, all rounds started together."""
+
+    def __init__(self, n):
+        ctx = multiprocessing.get_context("fork")
+        self.pipes, self.procs = [], []
+        for _ in range(n):
+            ours, theirs = ctx.Pipe()
+            proc = ctx.Process(target=self._serve, args=(theirs,), daemon=True)
+            proc.start()
+            self.pipes.append(ours)
+            self.procs.append(proc)
+
+    @staticmethod
+    def _serve(pipe):
+        while (args := pipe.recv()) is not None:
+            pipe.send(_client(args))
+
+    def run(self, args):
+        for p in self.pipes:
+            p.send(args)
+        return [p.recv() for p in self.pipes]
+
+    def close(self):
+        for p in self.pipes:
+            p.send(None)
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+
+
+def latency(clients, port, per_client, encoding="gzip"):
+    """Every client GETs /api/status ``per_client`` times on its keep-alive connection, all
+    at once.  ``encoding="gzip"`` asks as a browser does (``Accept-Encoding: gzip``) and the
+    timed span includes decompressing the body; ``"identity"`` takes the plain bytes.
+    Every body is checked to be a whole document."""
+    got = clients.run((port, per_client, encoding))
+    return [ms for lat, _, _ in got for ms in lat], got[0][1], got[0][2]
 
 
 class Churn(threading.Thread):
-    """10 transitions/s: a worker alternates gpu_end / gpu_start on spare partitions."""
+    """10 transitions/s: a new device worker registers (a new queue), then a job of one
+    partition is created every 0.1 s (each appends an event: the cached document is stale)."""
 
     def __init__(self, store, rate=10.0):
         super().__init__(daemon=True)
@@ -150,7 +192,8 @@ class Churn(threading.Thread):
 
 
 def sse_fanout(port, store, n_clients, rounds):
-    arrivals = [dict() for _ in range(n_clients)]   # marker -> (t_transition, t_status)
+    arrivals = [dict() for _ in range(n_clients)]   # marker -> t_transition
+    statuses = [[] for _ in range(n_clients)]       # (t, event id) of every status frame
     ready = threading.Barrier(n_clients + 1)
     stop_ev = threading.Event()
     markers = {}  # marker -> its event id (None until known)
@@ -177,12 +220,11 @@ def sse_fanout(port, store, n_clients, rounds):
                 elif event == b"transition":
                     for m in list(markers):
                         if m.encode() in line and m not in arrivals[k]:
-                            arrivals[k][m] = [now, None]
-                elif event == b"status":
-                    for m, mid in list(markers.items()):
-                        got = arrivals[k].get(m)
-                        if got and got[1] is None and mid and eid and _id_ge(eid, mid):
-                            got[1] = now
+                            arrivals[k][m] = now
+                elif event == b"status" and eid:
+                    # matched to markers later: a status may arrive before the marker's
+                    # event id is known here
+                    statuses[k].append((now, eid))
         c.close()
 
     threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(n_clients)]
@@ -196,13 +238,18 @@ def sse_fanout(port, store, n_clients, rounds):
         t0 = time.time()
         store.create_job(marker, "porep", KIND, 5, None, [{"input": "{}"}])
         markers[marker] = store.redis.xrevrange(store.keys.events(), count=1)[0][0]
+        mid = markers[marker]
+
+        def status_at(k):  # when client k first got a status document including the change
+            return next((t for t, eid in list(statuses[k]) if _id_ge(eid, mid)), None)
+
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if all(a.get(marker) and a[marker][1] for a in arrivals):
+            if all(marker in arrivals[k] and status_at(k) for k in range(n_clients)):
                 break
             time.sleep(0.01)
-        tr = [(a[marker][0] - t0) * 1000 for a in arrivals if a.get(marker)]
-        st = [(a[marker][1] - t0) * 1000 for a in arrivals if a.get(marker) and a[marker][1]]
+        tr = [(a[marker] - t0) * 1000 for a in arrivals if marker in a]
+        st = [(t - t0) * 1000 for t in map(status_at, range(n_clients)) if t is not None]
         results.append((len(tr), max(tr) if tr else None, len(st), max(st) if st else None))
     stop_ev.set()
     return results
@@ -237,27 +284,35 @@ def main():
         print(f"one StateStore.snapshot() (Lua + decode): {(time.perf_counter() - t) * 1000:.1f} ms")
         port = _free_port()
         web = start_web(redis.url, port, args.web_workers)
+        # the clients: one process each, forked now (before the churn thread exists)
+        clients = Clients(args.clients)
         rows = []
         try:
-            latency(port, args.clients, 10)  # warm up every gunicorn worker (first full read)
-            lat, size = latency(port, args.clients, args.requests)
-            rows.append(("/api/status, state still", f"{args.clients}", len(lat),
-                         pct(lat, 50), pct(lat, 99), size))
+            # warm up every gunicorn worker (its first read is a full one; gunicorn's
+            # post_worker_init starts it at boot) and the clients' connections
+            time.sleep(1.0)
+            latency(clients, port, 10)
+            for enc in ("gzip", "identity"):
+                lat, size, wire = latency(clients, port, args.requests, enc)
+                rows.append((f"/api/status, state still, {enc}", f"{args.clients}", len(lat),
+                             pct(lat, 50), pct(lat, 99), size, wire))
             churn = Churn(store)
             churn.start()
-            lat2, size = latency(port, args.clients, args.requests)
+            for enc in ("gzip", "identity"):
+                lat, size, wire = latency(clients, port, args.requests, enc)
+                rows.append((f"/api/status, 10 transitions/s, {enc}", f"{args.clients}", len(lat),
+                             pct(lat, 50), pct(lat, 99), size, wire))
             churn.stop_ev.set()
             churn.join()
-            rows.append(("/api/status, 10 transitions/s", f"{args.clients}", len(lat2),
-                         pct(lat2, 50), pct(lat2, 99), size))
             fan = sse_fanout(port, store, args.sse_clients, args.rounds)
         finally:
+            clients.close()
             stop(web)
         print()
-        print(f"| measurement | clients | samples | p50 ms | p99 ms | body bytes |")
-        print(f"|---|---|---|---|---|---|")
-        for name, c, n, p50, p99, size in rows:
-            print(f"| {name} | {c} | {n} | {p50:.1f} | {p99:.1f} | {size:,} |")
+        print("| measurement | clients | samples | p50 ms | p99 ms | document bytes | bytes sent |")
+        print("|---|---|---|---|---|---|---|")
+        for name, c, n, p50, p99, size, wire in rows:
+            print(f"| {name} | {c} | {n} | {p50:.1f} | {p99:.1f} | {size:,} | {wire:,} |")
         tr = [r[1] for r in fan if r[1] is not None]
         st = [r[3] for r in fan if r[3] is not None]
         n_all = sum(1 for r in fan if r[0] == args.sse_clients)

@@ -46,11 +46,20 @@ def start(store, worker_id, job_id, idx):
     return g.token
 
 
+def expand(doc):
+    """Schema 2 sends each partition as an array in ``partition_fields`` order: objects here."""
+    fields = doc["partition_fields"]
+    for j in doc["jobs"] + doc["recent_jobs"]:
+        assert all(isinstance(p, list) and len(p) == len(fields) for p in j["partitions"])
+        j["partitions"] = [dict(zip(fields, p)) for p in j["partitions"]]
+    return doc
+
+
 def status(client):
     resp = client.get("/api/status")
     assert resp.status_code == 200
     assert resp.mimetype == "application/json"
-    return resp.get_json()
+    return expand(resp.get_json())
 
 
 def worker_of(doc, worker_id):
@@ -152,7 +161,10 @@ def test_status_schema_queues_counters_failures_timeline(store):
         doc = status(c)
     finally:
         store.redis.delete(*keys)
-    assert doc["version"] == 1
+    assert doc["version"] == 2
+    assert doc["partition_fields"] == ["idx", "state", "attempt", "worker", "synth_ms", "gpu_ms",
+                                       "finalize_ms", "t_synth_start", "t_gpu_start", "t_gpu_end",
+                                       "t_done", "error"]
     for key in ("generated_at", "uptime_s", "workers", "jobs", "recent_jobs", "queues", "counters",
                 "throughput", "throughput_series", "failures", "timeline", "event_id"):
         assert key in doc, key
@@ -198,7 +210,7 @@ def test_job_page_api_and_result_download(store):
     store.gpu_end(w, tok, "jd", 0, 0, 30.0)
     assert store.finalize_end("jd", 0, 0, 5.0, {"pi_a": ["1"]}, ["7"]).job_complete
     doc = c.get("/api/jobs/jd").get_json()
-    assert doc["version"] == 1 and doc["job"]["state"] == "done"
+    assert doc["version"] == 2 and doc["job"]["state"] == "done"
     assert doc["partitions"][0]["has_proof"] and doc["partitions"][0]["gpu_ms"] == 30.0
     assert "proof" not in doc["partitions"][0]
     r = c.get(doc["result_url"])
@@ -230,6 +242,22 @@ def test_metrics(store):
         assert 'cuzk_jobs_finished_total{kind="km",state="done"} 1.0' in t
         assert f'cuzk_queue_depth{{queue="{app.config["WEB"].cpu_queue}"}} 0.0' in t
         assert f'cuzk_device_duty_cycle{{worker="{w}"}}' in t
+        assert f'cuzk_worker_up{{host="h",role="device",worker="{w}"}} 1.0' in t
+
+
+def test_worker_up_gauge_goes_to_zero_when_the_heartbeat_expires(store):
+    app = make_app(store)  # default cache: heartbeat expiry must invalidate it
+    c = app.test_client()
+    live = device(store, "h:dev0")
+    gone = device(store, "h:dev1", ttl_s=0.4)
+    store.register_worker("c:cpu0", "cpu", "c")
+    store.heartbeat("c:cpu0", 30.0)
+    assert f'cuzk_worker_up{{host="h",role="device",worker="{gone}"}} 1.0' in c.get("/metrics").get_data(as_text=True)
+    time.sleep(0.7)
+    t = c.get("/metrics").get_data(as_text=True)
+    assert f'cuzk_worker_up{{host="h",role="device",worker="{gone}"}} 0.0' in t
+    assert f'cuzk_worker_up{{host="h",role="device",worker="{live}"}} 1.0' in t
+    assert 'cuzk_worker_up{host="c",role="cpu",worker="c:cpu0"} 1.0' in t
 
 
 def test_healthz(store):
@@ -313,3 +341,61 @@ def test_event_stream_pushes_transitions_and_status(store):
     me = worker_of(json.loads(last_status), w)
     assert me["state"] == "proving" and me["job"] == "je"
     resp.close()
+
+
+def test_status_bytes_gzip_etag_304(store):
+    import gzip
+
+    app = make_app(store)  # default cache: one document serves the requests below
+    c = app.test_client()
+    w = device(store)
+    job(store, "jg", n=3)
+    start(store, w, "jg", 1)
+    plain = c.get("/api/status")
+    assert plain.headers.get("Content-Encoding") is None
+    assert plain.headers["Vary"] == "Accept-Encoding"
+    assert plain.headers["Cache-Control"] == "private, no-cache"
+    etag = plain.headers["ETag"]
+    assert etag.startswith('W/"')
+    zipped = c.get("/api/status", headers={"Accept-Encoding": "br, gzip;q=0.8"})
+    assert zipped.headers["Content-Encoding"] == "gzip" and zipped.headers["ETag"] == etag
+    assert gzip.decompress(zipped.get_data()) == plain.get_data()  # the same bytes, compressed
+    refused = c.get("/api/status", headers={"Accept-Encoding": "gzip;q=0"})
+    assert refused.headers.get("Content-Encoding") is None
+    same = c.get("/api/status", headers={"If-None-Match": etag})
+    assert same.status_code == 304 and same.get_data() == b"" and same.headers["ETag"] == etag
+    doc = expand(plain.get_json())
+    assert [p["state"] for p in doc["jobs"][0]["partitions"]] == ["synth_done", "gpu", "synth_done"]
+    assert doc["jobs"][0]["partitions"][1]["worker"] == w
+    start(store, w, "jg", 0)  # a transition: a new document, a new ETag
+    changed = c.get("/api/status", headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["ETag"] != etag
+    assert expand(changed.get_json())["jobs"][0]["partitions"][0]["state"] == "gpu"
+
+
+def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
+    from cuzk_tasks.celery_app import queue_keys
+    from cuzk_tasks.state import read_extra
+
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    device(store, "h:dev1")
+    job(store, "jq", n=2)
+    status(c)  # the first read is a full one
+    cursors = []
+    real = read_extra.status_delta
+
+    def spy(store_, cursor, *a, **kw):
+        cursors.append(cursor)
+        return real(store_, cursor, *a, **kw)
+
+    monkeypatch.setattr(read_extra, "status_delta", spy)
+    device(store, "h:dev2")  # a new device, with a queue not read before
+    store.redis.lpush(queue_keys("cuzk.dev.h.2")[0], "m")
+    try:
+        doc = status(c)
+    finally:
+        store.redis.delete(*queue_keys("cuzk.dev.h.2"))
+    assert cursors and all(cur for cur in cursors), cursors  # never a full read (cursor None)
+    assert {"name": "cuzk.dev.h.2", "depth": 1} in doc["queues"]
+    assert [p["state"] for p in doc["jobs"][0]["partitions"]] == ["synth_done", "synth_done"]

@@ -18,7 +18,7 @@ import time
 from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
 
 from .config import WebConfig, load_web_config, redact_url
-from .live import Broadcaster, frame
+from .live import Broadcaster
 from .status import SCHEMA_VERSION, StatusReader
 
 log = logging.getLogger("webapp")
@@ -147,8 +147,20 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
 
     @app.get("/api/status")
     def api_status():
-        _, body, _ = reader.get()
-        return Response(body, mimetype="application/json")
+        # the cached document's bytes as they are: nothing is encoded per request
+        e = reader.entry()
+        if request.if_none_match and request.if_none_match.contains_weak(e.etag[3:-1]):  # W/"tag"
+            resp = Response(status=304)
+        elif request.accept_encodings["gzip"] > 0:
+            resp = Response(e.gzipped(), mimetype="application/json")
+            resp.headers["Content-Encoding"] = "gzip"
+        else:
+            resp = Response(e.body, mimetype="application/json")
+        resp.headers["ETag"] = e.etag
+        resp.headers["Vary"] = "Accept-Encoding"
+        # stored, but revalidated on every use (If-None-Match: a 304 when unchanged)
+        resp.headers["Cache-Control"] = "private, no-cache"
+        return resp
 
     @app.get("/api/events")
     def api_events():

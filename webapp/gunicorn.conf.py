@@ -9,9 +9,16 @@ monkey-patching (redis-py, prometheus-client and the Lua calls run unmodified), 
 main loop keeps notifying the arbiter while request threads block, so ``timeout`` never
 kills a long-lived stream.  gevent would hold more streams per process but needs
 monkey-patching of the whole app for a gain we do not need at tens of viewers.
+
+Defaults 2 processes x 128 threads: on 2 cores, 1 / 2 / 3 processes were measured
+(docs/benchmarks.md, status page): 2 gave the lowest /api/status latency with live
+streams open.  Requests cost one cached-bytes write each (webapp/status.py), so more
+threads than open streams do not matter; each process makes its first (full) read at
+boot (``post_worker_init`` below), not in its first request.
 """
 
 import os
+import threading
 
 from cuzk_tasks import defaults
 
@@ -30,3 +37,21 @@ accesslog = None              # no access log by default (tokens never appear in
 errorlog = "-"
 loglevel = os.environ.get("CUZK_WEB_LOGLEVEL", "info")
 forwarded_allow_ips = os.environ.get("CUZK_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def post_worker_init(worker):
+    """Make this process's first status read (a full read of every in-flight job: ~150 ms
+    at 500 jobs x 16 partitions) now, in the background, instead of in the first request.
+    Requests that arrive meanwhile share that read (single-flight); Redis being down is
+    not an error here (the page reports it)."""
+    ext = getattr(worker.wsgi, "extensions", {}).get("cuzk")
+    if not ext:
+        return
+
+    def warm():
+        try:
+            ext["reader"].get()
+        except Exception:  # noqa: BLE001 - logged by the first request that needs it
+            pass
+
+    threading.Thread(target=warm, name="cuzk-web-warm", daemon=True).start()

@@ -66,6 +66,14 @@ class StatusCollector:
                 w.add_metric([role, state], counts.get((role, state), 0))
         yield w
 
+        up = GaugeMetricFamily("cuzk_worker_up",
+                               "1 while the worker's heartbeat is alive, 0 once it expired (offline)",
+                               labels=["worker", "role", "host"])
+        for worker in status["workers"]:
+            up.add_metric([worker["id"], worker["role"] or "", worker["host"] or ""],
+                          0 if worker["state"] == "offline" else 1)
+        yield up
+
         duty = GaugeMetricFamily("cuzk_device_duty_cycle",
                                  "Fraction of the timeline window each device spent in prove_start",
                                  labels=["worker"])

@@ -1,6 +1,8 @@
-"""Extra reads for the web status page (webapp/): device timelines, throughput series,
-phase-duration histograms.  Read-only except :func:`phase_histograms`, which keeps its own
-hash (``Keys.web_histograms``).  Each function is one Lua script run (consistent).
+"""Extra reads for the web status page (webapp/): the status document incrementally
+(:func:`status_delta`: workers, changed jobs, queues, counters, throughput series, device
+activity) and phase-duration histograms.  Read-only except :func:`phase_histograms`, which
+keeps its own hash (``Keys.web_histograms``).  Each function is one Lua script run
+(consistent).
 """
 
 from __future__ import annotations
@@ -24,55 +26,6 @@ def last_event_id(store) -> str:
     """Id of the newest entry of the events stream ('' when empty)."""
     got = store.redis.xrevrange(store.keys.events(), count=1)
     return got[0][0] if got else ""
-
-
-def device_activity(store, window_s: float = 300, margin_s: float = 600,
-                    max_events: int = 20000, bucket_s: int = 10, series_s: int = 900) -> dict:
-    """Per-device prove_start intervals over the last ``window_s`` seconds, from the events
-    stream (gpu_start opens a bar, gpu_end / worker_idle with the same token closes it), and
-    completions per ``bucket_s`` over the last ``series_s`` seconds.
-
-    Returns ``{"now", "last_id", "from", "bars": [{"worker", "job", "idx", "start", "end"
-    (None = still running), "token"}], "series": {"bucket_s", "counts"}, "truncated"}``.
-    Bars that started before the window but end in it are kept (``margin_s`` of look-back).
-    """
-    raw = json.loads(_script(store, "device_activity")(
-        keys=[], args=store._common + [str(float(window_s) + float(margin_s)), str(int(max_events)),
-                                       str(int(bucket_s)), str(int(series_s))]))
-    now = float(raw["now"])
-    start_of_window = now - float(window_s)
-    open_by_token: dict = {}
-    open_by_worker: dict = {}
-    bars = []
-
-    def close(bar, at):
-        if bar["end"] is None:
-            bar["end"] = at
-        open_by_token.pop(bar["token"], None)
-        if open_by_worker.get(bar["worker"]) is bar:
-            del open_by_worker[bar["worker"]]
-
-    events = raw["events"] if isinstance(raw["events"], list) else []
-    for kind, at, worker, token, job, idx in events:
-        at = float(at) if at else now
-        if kind == "gpu_start":
-            prev = open_by_worker.get(worker)
-            if prev is not None:  # the previous run on this device died without gpu_end
-                close(prev, at)
-            bar = {"worker": worker, "job": job, "idx": int(idx) if idx != "" else None,
-                   "start": at, "end": None, "token": token}
-            bars.append(bar)
-            open_by_token[token] = bar
-            open_by_worker[worker] = bar
-        elif kind in ("gpu_end", "worker_idle"):
-            bar = open_by_token.get(token)
-            if bar is not None:
-                close(bar, at)
-    bars = [b for b in bars if b["end"] is None or b["end"] >= start_of_window]
-    series = raw["series"] if isinstance(raw["series"], list) else []
-    return {"now": now, "last_id": raw["last_id"], "from": start_of_window, "bars": bars,
-            "series": {"bucket_s": int(bucket_s), "counts": [int(c) for c in series]},
-            "truncated": bool(raw["truncated"])}
 
 
 def phase_histograms(store, buckets_ms=DEFAULT_BUCKETS_MS, max_events: int = 5000) -> dict:

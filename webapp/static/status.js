@@ -99,6 +99,15 @@
       h("div", {cls: "sub", text: sub}), body, meta);
   }
 
+  function partitions(st, j) {  // schema 2: each partition is an array in st.partition_fields order
+    var f = st.partition_fields;
+    return j.partitions.map(function (row) {
+      var p = {};
+      for (var i = 0; i < f.length; i++) p[f[i]] = row[i];
+      return p;
+    });
+  }
+
   function partCell(p) {
     return h("span", {cls: "cell ps-" + p.state, "data-idx": p.idx, "data-state": p.state,
       title: "#" + p.idx + " " + p.state + " · synth " + fmtMs(p.synth_ms) + " · gpu " + fmtMs(p.gpu_ms) +
@@ -170,7 +179,7 @@
     document.getElementById("job-count").textContent = st.jobs.length;
     replace("jobs", st.jobs.length ? st.jobs.map(function (j) {
       var strip = h("div", {cls: "strip"});
-      j.partitions.forEach(function (p) { strip.appendChild(partCell(p)); });
+      partitions(st, j).forEach(function (p) { strip.appendChild(partCell(p)); });
       var tr = row([h("td", {cls: "mono wrap"}, jobLink(j.id)), td(j.kind, "wrap"), td(j.circuit, "wrap"), td(String(j.priority)),
         td(fmtTime(j.submitted_at)), h("td", null, h("span", {cls: "badge js-" + j.state, text: j.state})),
         h("td", null, h("div", {cls: "prog", text: (j.n_done || 0) + "/" + j.n_partitions}), strip)]);
@@ -206,7 +215,7 @@
 
   var pollTimer = null, source = null, lastMessage = 0;
   function poll() {
-    fetch(cfg.status_url, {credentials: "same-origin", cache: "no-store"})
+    fetch(cfg.status_url, {credentials: "same-origin", cache: "no-cache"})  // revalidated: 304 when unchanged
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then(function (st) { render(st); if (!source || source.readyState !== 1) setConn("polling", "polling"); })
       .catch(function () { setConn("down", "disconnected"); });
