@@ -5,7 +5,7 @@ The prover is replaced by a calibrated busy-wait (the BENCH ONLY instrument
 CUZK_BENCH_BUSYWAIT, see cuzk_tasks/defaults.py): T ms of "GPU" time in
 prove_start and F ms of finalize time.  Two modes run in the same invocation:
 
-* split:      prove_start on the device queue, finalize chained onto the CPU queue
+* split:      prove_start on the device queue, which then publishes finalize onto the CPU queue
               (the product's design: the device takes its next partition at once);
 * monolithic: the F ms run inside the device task (the design cuzk moved away from).
 

@@ -9,7 +9,8 @@ Stages (docs/architecture.md, "Pipeline"):
 
 * ``submit_job``   create the job (idempotent on request_id), queue synthesize per partition
 * ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end; route
-* ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally
+* ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally;
+                   publishes finalize (cpu queue) when the partition advanced
 * ``finalize``     prove_finish (self-verifies); finalize_end; the one job_complete stores the result
 """
 
@@ -171,8 +172,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     from .celery_app import TASK_SYNTHESIZE
 
     for i in range(len(parts)):
-        ctx.app.send_task(TASK_SYNTHESIZE, args=(job_id, i), queue=ctx.settings.cpu_queue,
-                          priority=priority)
+        # circuit and priority ride in the message: synthesize needs no job read
+        ctx.app.send_task(TASK_SYNTHESIZE, args=(job_id, i), kwargs={"circuit": circuit,
+                          "priority": priority}, queue=ctx.settings.cpu_queue, priority=priority)
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id
 
@@ -201,24 +203,30 @@ def _load_inputs(ctx, part, idx):
     return witness_mod.load_input_json(ref), ref
 
 
-def synthesize(ctx: Context, job_id, idx):
+def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
+    """``circuit``/``priority`` come in messages sent by submit_job; without them (an older
+    sender) they are read from the job.  synth_begin rejects a job that is not live."""
     from .state import JobState
 
     store = ctx.store
-    job = store.get_job(job_id)
-    if job is None:
-        log.warning("synthesize %s/%s: no such job", job_id, idx)
-        return None
-    if job["state"] not in (JobState.PENDING.value, JobState.RUNNING.value):
-        log.info("synthesize %s/%s: job is %s, skipping", job_id, idx, job["state"])
-        return None
+    if circuit is None or priority is None:
+        job = store.get_job(job_id)
+        if job is None:
+            log.warning("synthesize %s/%s: no such job", job_id, idx)
+            return None
+        if job["state"] not in (JobState.PENDING.value, JobState.RUNNING.value):
+            log.info("synthesize %s/%s: job is %s, skipping", job_id, idx, job["state"])
+            return None
+        circuit = job["circuit"]
+        priority = job.get("priority")
+    priority = ctx.settings.default_priority if priority is None else int(priority)
     attempt = 0
     if not store.synth_begin(job_id, idx, attempt):
         log.info("synthesize %s/%s: rejected (duplicate or stale), skipping", job_id, idx)
         return None
     t0 = time.perf_counter()
     try:
-        spec = ctx.registry.get(job["circuit"])
+        spec = ctx.registry.get(circuit)
         part = store.get_partition(job_id, idx) or {}
         zkey = ctx.resident.get(spec.name)
         if part.get("witness_ref"):
@@ -260,8 +268,8 @@ def synthesize(ctx: Context, job_id, idx):
         return None
     from .routing import route_partition
 
-    route_partition(ctx, job_id, idx, attempt, circuit=job["circuit"], witness_ref=witness_ref,
-                    priority=int(job.get("priority") or ctx.settings.default_priority))
+    route_partition(ctx, job_id, idx, attempt, circuit=circuit, witness_ref=witness_ref,
+                    priority=priority)
     return witness_ref
 
 
@@ -334,7 +342,22 @@ def _bench_finalize(ctx, started, t0, finalize_ms):
                                   token=started.get("token"))
 
 
-def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
+def _send_finalize(ctx, result, finalize_queue, priority):
+    """Publish finalize of a partition gpu_end advanced, from the device task itself (so
+    before its message is acked, as a chain would); returns None, the task's result."""
+    from .celery_app import TASK_FINALIZE
+
+    # argsrepr: a short log form; Celery would otherwise saferepr the whole partial proof
+    ctx.app.send_task(TASK_FINALIZE, args=(result,), queue=finalize_queue, priority=priority,
+                      argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
+                               f"attempt: {result['attempt']}}},)")
+    return None
+
+
+def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
+                priority=None):
+    """Returns the partial-proof dict for finalize, or None.  With ``finalize_queue`` (what
+    routing sends) this task publishes finalize itself and returns None."""
     from .groth16.prover import prove_start as groth16_prove_start
     from .groth16.wtns import read_wtns
 
@@ -356,7 +379,9 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
         if finish_here and end.partition_advanced:
             store.finalize_end(job_id, idx, attempt, 0.0, json.dumps({"bench": True}), "[]", token=token)
             return None
-        return result if end.partition_advanced else None
+        if not end.partition_advanced:
+            return None
+        return _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
     try:
         _test_instruments(circuit)
         zkey = ctx.resident.get(circuit)
@@ -379,9 +404,10 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref):
             log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
                      "cancelled meanwhile); not finalizing", job_id, idx, attempt)
             result = None
-    if result is not None:
-        result["gpu_ms"] = _ms_since(t0)
-    return result
+    if result is None:
+        return None
+    result["gpu_ms"] = _ms_since(t0)
+    return _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
 
 
 # --- finalize (cpu queue) -------------------------------------------------------------

@@ -3,8 +3,9 @@
 ``route_partition`` picks a live device worker (least outstanding work: the
 size of its ``routed`` set; among equals, one whose resident set already holds
 the circuit), records the choice with the ``route`` Lua transition and sends
-the chain ``prove_start (that device's queue) | finalize (cpu queue)``.  With
-no live device the partition stays in the ``unrouted`` set.
+prove_start to that device's queue; prove_start then publishes finalize (cpu
+queue) itself (``send_chain``).  With no live device the partition stays in the
+``unrouted`` set.
 
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
 called once from tests): partitions routed to a worker whose heartbeat expired
@@ -34,14 +35,17 @@ def choose_worker(live_workers, circuit):
 
 
 def send_chain(ctx, worker, job_id, idx, attempt, circuit, witness_ref, priority):
-    from celery import chain
+    """Send the partition's prove_start -> finalize chain: prove_start on ``worker``'s device
+    queue, told (``finalize_queue``) to publish finalize (cpu queue, same priority) itself
+    once gpu_end has advanced the partition.  One plain message instead of a Celery canvas
+    chain, whose signature cloning and chain bookkeeping cost the synthesize task and the
+    device's hand-over between partitions measurably more (docs/architecture.md, "Celery
+    settings and why")."""
+    from .celery_app import TASK_PROVE_START
 
-    app = ctx.app
-    prove = app.signature("cuzk.prove_start",
-                          args=(job_id, idx, attempt, circuit, witness_ref),
-                          queue=worker["queue"], priority=priority, immutable=True)
-    fin = app.signature("cuzk.finalize", queue=ctx.settings.cpu_queue, priority=priority)
-    chain(prove, fin).apply_async()
+    ctx.app.send_task(TASK_PROVE_START, args=(job_id, idx, attempt, circuit, witness_ref),
+                      kwargs={"finalize_queue": ctx.settings.cpu_queue, "priority": priority},
+                      queue=worker["queue"], priority=priority)
 
 
 def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
@@ -94,9 +98,12 @@ class Sweeper:
             job = store.get_job(job_id)
             if not part or not job or part.get("state") != PartitionState.SYNTH_DONE.value:
                 continue
+            priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
+            if priority is None:
+                priority = self.ctx.settings.default_priority
             if route_partition(self.ctx, job_id, idx, int(part.get("attempt") or 0),
                                circuit=job["circuit"], witness_ref=part.get("witness_ref"),
-                               priority=int(job.get("priority") or self.ctx.settings.default_priority)):
+                               priority=int(priority)):
                 routed += 1
         return {"redispatched": redispatched, "routed": routed}
 

@@ -3,9 +3,11 @@
 Names are stable (services without this package call them by name):
 
 * ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id -> job id
-* ``cuzk.synthesize``   (cpu queue) job_id, idx
+* ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job read]
 * ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
-* ``cuzk.finalize``     (cpu queue, linked after prove_start) the prove_start result
+                        [, finalize_queue, priority: then it publishes finalize there itself and
+                        returns None; without them it returns the result, e.g. for a ``link``]
+* ``cuzk.finalize``     (cpu queue, published by prove_start) the prove_start result
 """
 
 from celery import shared_task
@@ -21,14 +23,17 @@ def submit(self, circuit, partitions, priority=None, request_id=None):
 
 
 @shared_task(name="cuzk.synthesize", bind=True)
-def synthesize(self, job_id, idx):
-    pipeline.synthesize(pipeline.context(self.app), job_id, int(idx))
+def synthesize(self, job_id, idx, circuit=None, priority=None):
+    pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
+                        priority=priority)
 
 
 @shared_task(name="cuzk.prove_start", bind=True)
-def prove_start(self, job_id, idx, attempt, circuit, witness_ref):
+def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
+                priority=None):
     return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
-                                circuit, witness_ref)
+                                circuit, witness_ref, finalize_queue=finalize_queue,
+                                priority=priority)
 
 
 @shared_task(name="cuzk.finalize", bind=True)

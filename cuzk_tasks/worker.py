@@ -8,6 +8,9 @@ partition takes its context with it and the parent forks a clean one.  The
 parent runs the heartbeat thread: ``register_worker`` once, then
 ``heartbeat(ttl)`` every interval; on shutdown it marks the worker offline.
 The worker id (``<host>:dev<N>``) reaches the child through ``CUZK_WORKER_ID``.
+While the pool process proves, the parent already hands it the next prove_start
+of the queue (``DEVICE_WORKER_TUNING``), so partitions follow each other without
+the parent's broker round trips in between.
 
 A CPU worker consumes the cpu queue (submit, synthesize, finalize) with a
 configurable concurrency and runs the :class:`~cuzk_tasks.routing.Sweeper`.
@@ -86,9 +89,23 @@ def nvml_probe(device: int):
     return probe
 
 
-def _celery_argv(queue, concurrency, nodename, loglevel):
-    return ["worker", "-Q", queue, "-c", str(concurrency), "-P", "prefork", "-n", nodename,
-            "-l", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat"]
+#: Device workers: the pool process gets the NEXT prove_start of its queue while it proves
+#: (prefetch 2 = the running message + one reserved; no put-lock semaphore; "fcfs" writes the
+#: reserved message into the process's pipe at once instead of after the running one has
+#: been acked), so it starts the next partition without waiting for the parent's ack, BRPOP
+#: and reservation round trips.  Every device has its own queue: the reserved message could
+#: not run elsewhere anyway.  docs/architecture.md, "Celery settings and why".
+DEVICE_WORKER_TUNING = {"prefetch_multiplier": 2, "pool_putlocks": False, "optimization": "fcfs"}
+
+
+def _run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
+    """Run a prefork Celery worker in this process (what ``celery worker`` runs) until it
+    stops; ``tuning`` takes WorkController options the command line cannot express."""
+    worker = app.Worker(queues=[queue], concurrency=concurrency, pool_cls="prefork",
+                        hostname=nodename, loglevel=loglevel, without_gossip=True,
+                        without_mingle=True, without_heartbeat=True, **tuning)
+    worker.start()
+    return worker.exitcode
 
 
 def _init_child(app):
@@ -130,10 +147,13 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                           extra_fn=probe).start()
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
-        app.worker_main(_celery_argv(queue, 1, f"dev{device}@{host}", loglevel))
+        exitcode = _run_celery_worker(app, queue, 1, f"dev{device}@{host}", loglevel,
+                                      **DEVICE_WORKER_TUNING)
     finally:
         heartbeat.stop()
         store.worker_offline(worker_id)
+    if exitcode:
+        raise SystemExit(exitcode)
 
 
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
@@ -159,10 +179,12 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
                 concurrency)
     try:
-        app.worker_main(_celery_argv(settings.cpu_queue, concurrency,
-                                     f"cpu{os.getpid()}@{host}", loglevel))
+        exitcode = _run_celery_worker(app, settings.cpu_queue, concurrency,
+                                      f"cpu{os.getpid()}@{host}", loglevel)
     finally:
         if sweep:
             sweep.stop()
         heartbeat.stop()
         store.worker_offline(worker_id)
+    if exitcode:
+        raise SystemExit(exitcode)
