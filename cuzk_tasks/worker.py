@@ -69,12 +69,16 @@ class Heartbeat:
 
 def nvml_probe(device: int):
     """A callable returning gpu_name, gpu_mem_used_mb, gpu_mem_total_mb, gpu_util_pct of
-    physical GPU ``device`` for the status page, or None without pynvml or a driver."""
+    physical GPU ``device`` for the status page, or None without pynvml or a driver.
+
+    NVML numbers the GPUs this process can see, ignoring CUDA_VISIBLE_DEVICES: on a host that
+    is ordinal ``device``; in a container given one GPU (compose ``device_ids``) it is 0."""
     try:
         import pynvml  # optional (nvidia-ml-py)
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(int(device))
+        index = 0 if pynvml.nvmlDeviceGetCount() == 1 else int(device)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         name = pynvml.nvmlDeviceGetName(handle)
         name = name.decode() if isinstance(name, bytes) else str(name)
     except Exception:
