@@ -230,6 +230,22 @@ class BinFile:
         self.close()
 
 
+class MappedFileOwner:
+    """Mixin for reader results that keep their :class:`BinFile` in ``_bin``:
+    ``close()`` and use as a context manager."""
+
+    def close(self):
+        if self._bin is not None:
+            self._bin.close()
+            self._bin = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def read_uint(data: bytes, n8: int) -> int:
     return int.from_bytes(data[:n8], "little")
 

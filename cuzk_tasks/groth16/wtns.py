@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_R, BinFile, write_bin_header, write_section
+from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
 from .zkey import limbs_ge
 
 WTNS_MAGIC = b"wtns"
@@ -25,7 +25,7 @@ N8 = 32
 
 
 @dataclass
-class Witness:
+class Witness(MappedFileOwner):
     path: str
     prime: int
     n8: int
@@ -38,17 +38,6 @@ class Witness:
     def as_ints(self) -> list:
         """Values as Python ints (slow; small witnesses / tests)."""
         return limbs_to_ints(self.values)
-
-    def close(self):
-        if self._bin is not None:
-            self._bin.close()
-            self._bin = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def limbs_to_ints(values: np.ndarray) -> list:

@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_Q, BN254_R, BinFile
+from .binfile import BN254_Q, BN254_R, BinFile, MappedFileOwner
 
 ZKEY_MAGIC = b"zkey"
 ZKEY_VERSIONS = (1,)
@@ -90,7 +90,7 @@ def limbs_ge(values: np.ndarray, bound: int) -> np.ndarray:
 
 
 @dataclass
-class ZKey:
+class ZKey(MappedFileOwner):
     path: str
     n8q: int
     q: int
@@ -152,17 +152,6 @@ class ZKey:
             array = getattr(self, name)
             if array is not None:
                 self._bin.drop_pages(array)
-
-    def close(self):
-        if self._bin is not None:
-            self._bin.close()
-            self._bin = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _parse_header(bf: BinFile) -> ZKey:

@@ -91,15 +91,8 @@ class Curve:
         return (x3, f.sub(f.mul(slope, f.sub(p[0], x3)), p[1]))
 
     def mul(self, p, k):
-        k %= F.FR
-        acc = None
-        addend = p
-        while k:
-            if k & 1:
-                acc = self.add(acc, addend)
-            addend = self.double(addend)
-            k >>= 1
-        return acc
+        """k·p for k taken mod r (points of the prime-order subgroup)."""
+        return _mul_unreduced(self, p, k % F.FR)
 
     def msm(self, points, scalars):
         """Sum of scalars[i] * points[i], by double-and-add (reference, slow)."""
@@ -137,6 +130,7 @@ def is_in_g2_subgroup(p):
 
 
 def _mul_unreduced(curve, p, k):
+    """k·p by double-and-add, k not reduced (so it can test the subgroup order itself)."""
     acc = None
     addend = p
     while k:
