@@ -407,7 +407,31 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     if result is None:
         return None
     result["gpu_ms"] = _ms_since(t0)
-    return _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
+    sent = _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
+    publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
+    return sent
+
+
+def publish_device_memory(store, worker_id, ttl_s, backend):
+    """Put a GPU backend's device memory and resident bases on the worker hash (status page).
+
+    Runs in the pool process, the only one holding the CUDA context; backends without
+    ``memory_info`` (the CPU core) publish nothing.  Never fails the task."""
+    info = getattr(backend, "memory_info", None)
+    if info is None or not worker_id:
+        return False
+    try:
+        mem = info()
+        store.heartbeat(worker_id, ttl_s, extra={
+            "gpu_name": mem.get("name") or "",
+            "gpu_mem_total_mb": int(mem["total_bytes"]) >> 20,
+            "gpu_mem_used_mb": (int(mem["total_bytes"]) - int(mem["free_bytes"])) >> 20,
+            "gpu_resident_mb": int(mem.get("resident_bytes", 0)) >> 20,
+        })
+        return True
+    except Exception:  # the status is best effort; the proof is what matters
+        log.warning("could not publish device memory for %s", worker_id, exc_info=True)
+        return False
 
 
 # --- finalize (cpu queue) -------------------------------------------------------------

@@ -99,3 +99,33 @@ def test_source_hash_changes_with_the_options():
     assert "-std=c++17" in opts and f"-I{G.INCLUDE_DIR}" in opts
     assert any(o.startswith("-DCUZK_SRC_HASH=") for o in opts)
     assert "--gpu-architecture=sm_90" in opts
+
+
+class _BackendWithMemory:
+    """The part of GpuBackend's interface the pipeline publishes (memory_info's real shape)."""
+
+    def memory_info(self):
+        return {"device": 0, "name": "NVIDIA H200", "total_bytes": 141 << 30, "free_bytes": 100 << 30,
+                "resident_bytes": 3 << 30, "budget_bytes": 80 << 30, "pool_used_bytes": 0,
+                "pool_held_bytes": 0}
+
+
+def test_device_memory_reaches_the_worker_hash():
+    import fakeredis
+
+    from cuzk_tasks.pipeline import publish_device_memory
+    from cuzk_tasks.state import StateStore, WorkerRole
+
+    store = StateStore(fakeredis.FakeRedis(decode_responses=True), prefix="memtest")
+    store.register_worker("h:dev0", WorkerRole.DEVICE, "h", device=0, queue="q")
+    assert publish_device_memory(store, "h:dev0", 5.0, _BackendWithMemory())
+    worker = store.get_worker("h:dev0")
+    assert worker["gpu_name"] == "NVIDIA H200"
+    assert int(worker["gpu_mem_total_mb"]) == 141 * 1024
+    assert int(worker["gpu_mem_used_mb"]) == 41 * 1024
+    assert int(worker["gpu_resident_mb"]) == 3 * 1024
+    assert worker["state"] == "idle"  # publishing never touches state or token
+    # The CPU core has no device memory: nothing is published.
+    from cuzk_tasks.groth16.backends import CpuBackend
+
+    assert not publish_device_memory(store, "h:dev0", 5.0, CpuBackend())
