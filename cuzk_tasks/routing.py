@@ -16,7 +16,8 @@ unrouted partitions are routed when a device is live.
 from __future__ import annotations
 
 import logging
-import threading
+
+from .periodic import PeriodicThread
 
 log = logging.getLogger("cuzk_tasks.routing")
 
@@ -63,14 +64,14 @@ def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
     return True
 
 
-class Sweeper:
+class Sweeper(PeriodicThread):
     """Re-dispatch partitions of dead devices; route waiting ones.  ``run_once()`` for tests."""
 
+    thread_name = "cuzk-sweeper"
+
     def __init__(self, ctx, interval_s=None):
+        super().__init__(interval_s or ctx.settings.heartbeat_interval_s)
         self.ctx = ctx
-        self.interval_s = interval_s or ctx.settings.heartbeat_interval_s
-        self._stop = threading.Event()
-        self._thread = None
 
     def run_once(self) -> dict:
         from .state import PartitionState
@@ -107,19 +108,5 @@ class Sweeper:
                 routed += 1
         return {"redispatched": redispatched, "routed": routed}
 
-    def _loop(self):
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("sweeper run failed")
-
-    def start(self):
-        self._thread = threading.Thread(target=self._loop, name="cuzk-sweeper", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+    def step(self):
+        self.run_once()

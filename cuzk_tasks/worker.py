@@ -20,24 +20,25 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 
 from .config import Settings
+from .periodic import PeriodicThread
 
 log = logging.getLogger("cuzk_tasks.worker")
 
 
-class Heartbeat:
+class Heartbeat(PeriodicThread):
     """Publishes a worker's heartbeat (with TTL) from the worker's main process."""
 
+    thread_name = "cuzk-heartbeat"
+
     def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None):
+        super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
         self.settings = settings
         self.extra = extra or {}
         self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
-        self._stop = threading.Event()
-        self._thread = None
 
     def beat(self):
         extra = dict(self.extra)
@@ -48,23 +49,11 @@ class Heartbeat:
                 log.debug("heartbeat extra probe failed", exc_info=True)
         self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra)
 
-    def _loop(self):
-        while not self._stop.wait(self.settings.heartbeat_interval_s):
-            try:
-                self.beat()
-            except Exception:
-                log.exception("heartbeat of %s failed", self.worker_id)
+    step = beat
 
     def start(self):
-        self.beat()
-        self._thread = threading.Thread(target=self._loop, name="cuzk-heartbeat", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+        self.beat()  # online at once, not one interval later
+        return super().start()
 
 
 def nvml_probe(device: int):
