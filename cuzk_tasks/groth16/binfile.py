@@ -29,13 +29,11 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import FormatError
+from .reference.field import FQ as BN254_Q, FR as BN254_R  # the BN254 ("bn128") primes
 
 _FILE_HEADER = struct.Struct("<4sII")
 _SECTION_HEADER = struct.Struct("<IQ")
 
-# BN254 ("bn128" in snarkjs) primes.
-BN254_Q = 21888242871839275222246405745257275088696311157297823662689037894645226208583
-BN254_R = 21888242871839275222246405745257275088548364400416034343698204186575808495617
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,18 @@ def int_to_limbs(value, n_limbs=4):
     return np.frombuffer(int(value).to_bytes(8 * n_limbs, "little"), dtype="<u8").copy()
 
 
-def ints_to_limb_array(values):
-    """A list of field elements (ints) to an (n, 4) uint64 array, standard form."""
-    buf = b"".join(int(v).to_bytes(32, "little") for v in values)
-    return np.frombuffer(buf, dtype="<u8").reshape(-1, 4).copy()
+def ints_to_limb_array(values, n_limbs=4):
+    """A sequence of ints to an (n, n_limbs) little-endian uint64 array."""
+    buf = b"".join(int(v).to_bytes(8 * n_limbs, "little") for v in values)
+    return np.frombuffer(buf, dtype="<u8").reshape(len(values), n_limbs).copy()
 
 
 def limb_array_to_ints(array):
-    raw = np.ascontiguousarray(array, dtype="<u8").tobytes()
-    return [int.from_bytes(raw[i:i + 32], "little") for i in range(0, len(raw), 32)]
+    """An (n, k) little-endian uint64 array (k limbs per value) to a list of ints."""
+    array = np.ascontiguousarray(array, dtype="<u8")
+    width = 8 * (array.shape[1] if array.ndim == 2 else 4)
+    raw = array.tobytes()
+    return [int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width)]
 
 
 def fq_from_mont(limbs):
@@ -97,8 +100,3 @@ def g2_jacobian_to_affine(limbs24):
     z_inv = fq2_inv(z)
     z_inv2 = fq2_mul(z_inv, z_inv)
     return (fq2_mul(x, z_inv2), fq2_mul(fq2_mul(y, z_inv2), z_inv))
-
-
-def fr_coefficient_from_zkey(raw_value):
-    """Section-4 values are stored as coef·R² mod r; recover coef."""
-    return raw_value * pow(MONT_R, -2, FR) % FR

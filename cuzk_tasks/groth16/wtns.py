@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
 from ..errors import FormatError
 from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
+from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints
 from .zkey import limbs_ge
 
 WTNS_MAGIC = b"wtns"
@@ -38,19 +39,6 @@ class Witness(MappedFileOwner):
     def as_ints(self) -> list:
         """Values as Python ints (slow; small witnesses / tests)."""
         return limbs_to_ints(self.values)
-
-
-def limbs_to_ints(values: np.ndarray) -> list:
-    v = np.ascontiguousarray(values, dtype="<u8")
-    raw = v.tobytes()
-    w = v.shape[1] * 8
-    return [int.from_bytes(raw[i * w:(i + 1) * w], "little") for i in range(v.shape[0])]
-
-
-def ints_to_limbs(values: Sequence[int], n64: int = 4) -> np.ndarray:
-    n8 = n64 * 8
-    buf = b"".join(int(x).to_bytes(n8, "little") for x in values)
-    return np.frombuffer(buf, dtype="<u8").reshape(len(values), n64).copy()
 
 
 def read_wtns(path, expected_prime: int | None = None,

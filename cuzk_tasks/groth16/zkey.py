@@ -30,6 +30,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import FormatError
+from . import points
 from .binfile import BN254_Q, BN254_R, BinFile, MappedFileOwner
 
 ZKEY_MAGIC = b"zkey"
@@ -45,7 +46,7 @@ assert COEF_DTYPE.itemsize == 44
 
 HEADER_SIZE_GROTH16 = 4 + N8 + 4 + N8 + 4 + 4 + 4 + 3 * G1_BYTES + 3 * G2_BYTES
 
-_R_MONT_INV_Q = pow(1 << 256, -1, BN254_Q)
+_R2_INV_R = pow(1 << 512, -1, BN254_R)  # undoes the R^2 of section-4 coefficients
 
 G1Point = Optional[Tuple[int, int]]
 G2Point = Optional[Tuple[Tuple[int, int], Tuple[int, int]]]
@@ -60,21 +61,12 @@ _SECTION_NAMES = {
 }
 
 
-def _from_mont_q(limb_bytes: bytes) -> int:
-    return int.from_bytes(limb_bytes, "little") * _R_MONT_INV_Q % BN254_Q
-
-
 def _g1_from_bytes(b: bytes) -> G1Point:
-    if not any(b):
-        return None
-    return (_from_mont_q(b[:N8]), _from_mont_q(b[N8:2 * N8]))
+    return points.g1_affine_from_mont(np.frombuffer(b, dtype="<u8"))
 
 
 def _g2_from_bytes(b: bytes) -> G2Point:
-    if not any(b):
-        return None
-    c = [_from_mont_q(b[i * N8:(i + 1) * N8]) for i in range(4)]
-    return ((c[0], c[1]), (c[2], c[3]))
+    return points.g2_affine_from_mont(np.frombuffer(b, dtype="<u8"))
 
 
 def limbs_ge(values: np.ndarray, bound: int) -> np.ndarray:
@@ -326,7 +318,4 @@ def _validate_coefs(zk: ZKey):
 
 def coef_value(raw_limbs) -> int:
     """Standard-form coefficient from a raw stored value (coef * R^2 mod r)."""
-    v = 0
-    for i, limb in enumerate(raw_limbs):
-        v |= int(limb) << (64 * i)
-    return v * pow(1 << 512, -1, BN254_R) % BN254_R
+    return points.limbs_to_int(raw_limbs) * _R2_INV_R % BN254_R

@@ -5,6 +5,7 @@ native (and GPU) backend can be compared against it.
 """
 
 from .. import points
+from ..zkey import coef_value
 from .curve import G1, G2
 from .field import FR
 from .ntt import compute_h
@@ -15,7 +16,7 @@ def evaluate_ab(zkey, witness):
     a = [0] * zkey.domain_size
     b = [0] * zkey.domain_size
     for record in zkey.coefs:
-        coef = points.fr_coefficient_from_zkey(points.limbs_to_int(record["value"]))
+        coef = coef_value(record["value"])
         target = a if int(record["matrix"]) == 0 else b
         row = int(record["constraint"])
         target[row] = (target[row] + coef * witness[int(record["signal"])]) % FR
