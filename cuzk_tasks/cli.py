@@ -38,8 +38,9 @@ def _cmd_prove(args):
     zkey = read_zkey(args.zkey)
     witness = read_wtns(args.witness, expected_length=zkey.n_vars)
     backend = get_backend(args.backend)
-    partial = prove_start(zkey, witness, backend=backend)
-    proof, public = prove_finish(partial, zkey, witness, verify=not args.no_verify)
+    # One proof and exit: release each zkey section once consumed (peak RSS ~ one section).
+    partial = prove_start(zkey, witness, backend=backend, release_pages=True)
+    proof, public = prove_finish(partial, zkey, witness, verify=not args.no_verify, release_pages=True)
     jsonio.dump_json(proof, args.proof)
     jsonio.dump_json(public, args.public)
     if args.verbose:

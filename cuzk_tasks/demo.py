@@ -26,16 +26,6 @@ DEMO_CIRCUIT = "mulchain_1k"
 DEMO_KIND = "demo-mulchain-1k"
 
 
-def detect_gpus() -> int:
-    """Number of CUDA devices CuPy can see (0 without CuPy or a driver)."""
-    try:
-        import cupy  # optional extra
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # ImportError, CUDARuntimeError: no usable GPU
-        return 0
-
-
 def _say(message):
     print(f"[demo] {message}", flush=True)
 
@@ -157,7 +147,9 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         env = dict(os.environ, CUZK_CONFIG=str(config))
         for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
             env.pop(name, None)
-        gpus = detect_gpus()
+        from .groth16.gpu import device_count
+
+        gpus = device_count()
         python = [sys.executable, "-m", "cuzk_tasks"]
         procs.start("worker-cpu", python + ["worker", "--cpu", "--concurrency", "2"], env)
         if gpus:

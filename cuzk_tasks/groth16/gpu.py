@@ -116,8 +116,16 @@ def import_cupy():
     return cupy
 
 
+_DRIVER_NODES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")  # Linux; WSL2
+
+
 def device_count():
-    """Number of CUDA devices CuPy sees (0 without CuPy, driver or device; never raises)."""
+    """Number of CUDA devices CuPy sees (0 without CuPy, driver or device; never raises).
+
+    Without an NVIDIA driver node there can be no device, and importing CuPy (~0.1 s and
+    tens of MB) would only slow down every ``auto`` start on CPU hosts: answer 0 at once."""
+    if not any(os.path.exists(node) for node in _DRIVER_NODES):
+        return 0
     try:
         import cupy
 

@@ -128,39 +128,47 @@ def witness_values(witness, zkey, source=None):
     return values
 
 
-def _drop_pages(zkey, *names):
-    drop = getattr(zkey, "drop_pages", None)
-    if drop is not None:
-        drop(*names)
+def _backend(backend, default=None):
+    """A backend object as given, or the one named by ``backend`` (None: ``default``)."""
+    if backend is not None and not isinstance(backend, str):
+        return backend
+    return get_backend(backend or default)
 
 
-def prove_start(zkey, witness, backend=None):
+def _consumed(zkey, release_pages, *names):
+    """With ``release_pages`` (one-shot proving, e.g. the CLI) hand the mapped pages of
+    zkey sections the prover is done with back to the OS: peak RSS then stays near one
+    section plus scratch.  A worker keeping the zkey resident for the next partition
+    leaves them mapped."""
+    if release_pages:
+        zkey.drop_pages(*names)
+
+
+def prove_start(zkey, witness, backend=None, release_pages=False):
     """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
-    backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
+    backend = _backend(backend)
     w = witness_values(witness, zkey)
     timings = {}
     step = _Timer(timings)
-    # Each zkey section is dropped from memory once consumed: peak RSS then
-    # stays near one section plus scratch rather than the whole mapped zkey.
     with step("evaluate_ab"):
         a_evals, b_evals = backend.evaluate_ab(zkey, w)
-    _drop_pages(zkey, "coefs")
+    _consumed(zkey, release_pages, "coefs")
     with step("compute_h"):
         h = backend.compute_h(a_evals, b_evals)
     del a_evals, b_evals
     with step("msm_h"):
         h_sum = backend.g1_msm(zkey.h_points, h)
     del h
-    _drop_pages(zkey, "h_points")
+    _consumed(zkey, release_pages, "h_points")
     with step("msm_a"):
         a = backend.g1_msm(zkey.a_points, w)
-    _drop_pages(zkey, "a_points")
+    _consumed(zkey, release_pages, "a_points")
     with step("msm_b1"):
         b1 = backend.g1_msm(zkey.b1_points, w)
-    _drop_pages(zkey, "b1_points")
+    _consumed(zkey, release_pages, "b1_points")
     with step("msm_c"):
         c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:])
-    _drop_pages(zkey, "c_points")
+    _consumed(zkey, release_pages, "c_points")
     public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
     return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
                         domain_size=zkey.domain_size, zkey_delta1=zkey.delta1,
@@ -200,7 +208,7 @@ def verification_key(zkey):
 
 
 def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=defaults.SELF_VERIFY,
-                 vkey=None):
+                 vkey=None, release_pages=False):
     """G2 MSM, assembly and self-verification; returns ``(proof_json, public_json)``.
 
     ``r`` and ``s`` are drawn with :mod:`secrets` unless given (tests only).
@@ -211,13 +219,13 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
         partial = PartialProof.from_json(partial)
     if partial.n_vars != zkey.n_vars or partial.zkey_delta1 != zkey.delta1:
         raise ProofError(f"partial proof was made with a different zkey than {zkey.path}")
-    backend = backend if backend is not None and not isinstance(backend, str) else get_backend("cpu")
+    backend = _backend(backend, "cpu")
     w = witness_values(witness, zkey)
     timings = partial.timings_ms
     step = _Timer(timings)
     with step("msm_b2"):
         b2 = backend.g2_msm(zkey.b2_points, w)
-    _drop_pages(zkey, "b2_points")
+    _consumed(zkey, release_pages, "b2_points")
     r = secrets.randbelow(FR) if r is None else r % FR
     s = secrets.randbelow(FR) if s is None else s % FR
     with step("assemble"):
@@ -237,9 +245,10 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
     return proof, public
 
 
-def prove(zkey, witness, backend=None, verify=defaults.SELF_VERIFY, vkey=None):
+def prove(zkey, witness, backend=None, verify=defaults.SELF_VERIFY, vkey=None, release_pages=False):
     """One-call prove: :func:`prove_start` then :func:`prove_finish`."""
-    backend = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
-    partial = prove_start(zkey, witness, backend=backend)
+    backend = _backend(backend)
+    partial = prove_start(zkey, witness, backend=backend, release_pages=release_pages)
     finish_backend = backend if backend.name == "cpu" else None
-    return prove_finish(partial, zkey, witness, backend=finish_backend, verify=verify, vkey=vkey)
+    return prove_finish(partial, zkey, witness, backend=finish_backend, verify=verify, vkey=vkey,
+                        release_pages=release_pages)
