@@ -87,7 +87,8 @@ class Sweeper(PeriodicThread):
                                              PartitionState.GPU.value):
                     continue
                 attempt = int(part.get("attempt") or 0)
-                if store.redispatch(job_id, idx, attempt):
+                # worker_id: a partition meanwhile routed to a live device is left alone
+                if store.redispatch(job_id, idx, attempt, worker_id=dead):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
