@@ -15,7 +15,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 import urllib.request
 
 import pytest
+from processes import stop_process_group, write_circuits_toml
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -52,30 +52,11 @@ def _free_port():
     return free()
 
 
-def _stop(proc, grace=8.0):
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-
-
 def _config(base):
-    circuits = {"mulchain": (LONG_KIND, FIX / "mulchain"),
-                "poseidon": ("poseidon-t3", FIX / "poseidon"),
-                "assert_fail": ("assert-check", FIX / "assert_fail")}
-    lines = []
-    for name, (kind, d) in circuits.items():
-        lines += [f"[circuits.{name}]", f'kind = "{kind}"', f'zkey = "{d / "circuit.zkey"}"',
-                  f'wasm = "{d / "circuit.wasm"}"', "priority = 5", ""]
-    path = base / "cuzk.toml"
-    path.write_text("\n".join(lines))
-    return path
+    return write_circuits_toml(base / "cuzk.toml", {
+        "mulchain": (LONG_KIND, FIX / "mulchain"),
+        "poseidon": ("poseidon-t3", FIX / "poseidon"),
+        "assert_fail": ("assert-check", FIX / "assert_fail")})
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +119,7 @@ def stack(tmp_path_factory):
         yield {"url": url, "client": client, "logs": logs, "base": base}
     finally:
         for p in procs.values():
-            _stop(p)
+            stop_process_group(p)
         server.stop()
 
 

@@ -24,9 +24,7 @@ import os
 import pathlib
 import re
 import secrets
-import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +32,7 @@ import time
 import urllib.request
 
 import pytest
+from processes import stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -76,21 +75,6 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _stop(proc, grace=20.0, sig=signal.SIGTERM):
-    if proc.poll() is not None:
-        return proc.returncode
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return proc.wait()
-    try:
-        return proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-        return None
 
 
 def image_env():
@@ -240,7 +224,7 @@ def stack(tmp_path_factory):
     finally:
         for name in ("worker-prover-cpu", "worker-cpu", "web", "redis", "redis-again"):
             if name in st.procs:
-                _stop(st.procs[name])
+                stop_process_group(st.procs[name])
 
 
 def test_redis_runs_with_the_compose_options(stack):
@@ -351,9 +335,9 @@ def test_warm_shutdown_and_redis_restart_keep_the_job(stack):
 
     assert getattr(stack, "job_id", None), "demo job did not run"
     for name in ("worker-prover-cpu", "worker-cpu"):
-        rc = _stop(stack.procs[name], grace=60)
+        rc = stop_process_group(stack.procs[name], grace=60)
         assert rc == 0, f"{name} exit code {rc} on SIGTERM\n{stack.log(name)[-2000:]}"
-    rc = _stop(stack.procs["redis"], grace=30)
+    rc = stop_process_group(stack.procs["redis"], grace=30)
     assert rc == 0, stack.log("redis")
     assert (stack.paths["/data"] / "appendonlydir").is_dir()
     stack.start_redis("redis-again")

@@ -20,6 +20,7 @@ import threading
 import time
 
 import pytest
+from processes import stop_process_group, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 
@@ -32,24 +33,6 @@ INLINE_LIMIT = 4096
 
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
-
-
-def _stop(proc, grace=8.0):
-    """Terminate a process group, then kill it."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -95,25 +78,18 @@ class Cluster:
 
     def stop_all(self):
         for proc in self.procs.values():
-            _stop(proc)
+            stop_process_group(proc)
 
 
 def _config(base):
-    circuits = {
+    return write_circuits_toml(base / "cuzk.toml", {
         "mulchain": ("test-mul", FIX / "mulchain"),
         "poseidon": ("test-poseidon", FIX / "poseidon"),
         "assert_fail": ("test-assert", FIX / "assert_fail"),
         # TEST-ONLY circuits: same files, singled out by the test instruments
         "poison_test": ("test-poison", FIX / "mulchain"),
         "slow_test": ("test-slow", FIX / "mulchain"),
-    }
-    lines = []
-    for name, (kind, d) in circuits.items():
-        lines += [f"[circuits.{name}]", f'kind = "{kind}"', f'zkey = "{d / "circuit.zkey"}"',
-                  f'wasm = "{d / "circuit.wasm"}"', "priority = 5", ""]
-    path = base / "cuzk.toml"
-    path.write_text("\n".join(lines))
-    return path
+    })
 
 
 @pytest.fixture(scope="module")

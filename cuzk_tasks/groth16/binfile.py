@@ -29,7 +29,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import FormatError
-from .reference.field import FQ as BN254_Q, FR as BN254_R  # the BN254 ("bn128") primes
+from .reference.field import FQ as BN254_Q, FR as BN254_R  # noqa: F401 (the BN254 "bn128" primes, re-exported)
 
 _FILE_HEADER = struct.Struct("<4sII")
 _SECTION_HEADER = struct.Struct("<IQ")

@@ -8,7 +8,7 @@ convention as :mod:`cuzk_tasks.groth16.reference.curve`.
 
 import numpy as np
 
-from .reference.field import FQ, FR, MONT_R
+from .reference.field import FQ, MONT_R
 
 _R_INV_Q = pow(MONT_R, -1, FQ)
 

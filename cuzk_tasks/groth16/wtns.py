@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import FormatError
 from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
-from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints
+from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)
 from .zkey import limbs_ge
 
 WTNS_MAGIC = b"wtns"

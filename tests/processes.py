@@ -1,0 +1,37 @@
+"""Helpers shared by the tests that run real service processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def stop_process_group(proc, grace=8.0, sig=signal.SIGTERM):
+    """Signal a process group (started with start_new_session), wait ``grace`` seconds, then
+    kill it.  Returns the exit code, or None when it had to be killed."""
+    if proc.poll() is not None:
+        return proc.returncode
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return proc.wait()
+    try:
+        return proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
+        return None
+
+
+def write_circuits_toml(path, circuits):
+    """A settings file registering ``{name: (kind, fixture_dir)}`` circuits; returns ``path``."""
+    lines = []
+    for name, (kind, d) in circuits.items():
+        lines += [f"[circuits.{name}]", f'kind = "{kind}"', f'zkey = "{d / "circuit.zkey"}"',
+                  f'wasm = "{d / "circuit.wasm"}"', "priority = 5", ""]
+    path.write_text("\n".join(lines))
+    return path
