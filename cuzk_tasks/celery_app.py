@@ -14,10 +14,9 @@ from celery import Celery
 
 from .config import Settings, load_settings
 
-#: Priority steps of the Redis transport: 0 is served first, 9 last.
-PRIORITY_STEPS = list(range(10))
-#: Separator between a queue name and its priority step in Redis list keys.
-PRIORITY_SEP = ":"
+# The Redis transport's priority steps (0 served first, 9 last), their separator in list
+# keys and the lists of a queue: one definition, in wire.py, which builds messages for them.
+from .wire import PRIORITY_SEP, PRIORITY_STEPS, queue_keys  # noqa: F401
 
 TASK_SUBMIT = "cuzk.submit"
 TASK_SYNTHESIZE = "cuzk.synthesize"
@@ -32,11 +31,6 @@ def broker_transport_options(settings: Settings) -> dict:
         "sep": PRIORITY_SEP,
         "queue_order_strategy": "priority",
     }
-
-
-def queue_keys(queue: str) -> list[str]:
-    """The Redis list keys Celery's Redis transport uses for ``queue`` (one per priority step)."""
-    return [queue if step == 0 else f"{queue}{PRIORITY_SEP}{step}" for step in PRIORITY_STEPS]
 
 
 def create_app(settings: Settings | None = None) -> Celery:

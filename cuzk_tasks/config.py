@@ -83,6 +83,14 @@ class Settings:
         self.validate()
 
     # --- derived -----------------------------------------------------------
+    @property
+    def broker_is_state_redis(self) -> bool:
+        """True when the broker and the state store are the same Redis database (the same
+        URL; the default, both from ``redis_url``).  Then the state transitions push the next
+        stage's Celery message themselves, atomically (``cuzk_tasks.wire``); otherwise the
+        worker publishes it to the broker right after the transition."""
+        return self.broker_url == self.state_url
+
     def device_queue(self, device, host=None) -> str:
         return self.device_queue_pattern.format(host=host or self.hostname, device=device)
 
@@ -133,6 +141,12 @@ class Settings:
             bad("cpu_concurrency", "must be a positive integer")
         if not 0 <= self.default_priority <= 9:
             bad("default_priority", "must be 0..9")
+        from .wire import check_queue_name
+
+        try:
+            check_queue_name(self.cpu_queue)
+        except Exception as exc:
+            bad("cpu_queue", str(exc))
         for name in ("{host}", "{device}"):
             if name not in self.device_queue_pattern:
                 bad("device_queue_pattern", f"must contain {name}, got {self.device_queue_pattern!r}")

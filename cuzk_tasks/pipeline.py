@@ -7,11 +7,17 @@ task never raises out of here for a problem with the job itself.
 
 Stages (docs/architecture.md, "Pipeline"):
 
-* ``submit_job``   create the job (idempotent on request_id), queue synthesize per partition
-* ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end; route
-* ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally;
-                   publishes finalize (cpu queue) when the partition advanced
+* ``submit_job``   create the job (idempotent on request_id) with its synthesize messages
+* ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end, which
+                   also routes the partition and queues its prove_start on the chosen device
+* ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally,
+                   which queues finalize (cpu queue) when the partition advanced
 * ``finalize``     prove_finish (self-verifies); finalize_end; the one job_complete stores the result
+
+Each next-stage message is built here (``cuzk_tasks.wire``) and pushed by the transition
+that makes it due, in the same Lua step, when the broker is the state store's Redis
+(``Settings.broker_is_state_redis``, the default); otherwise :meth:`Context.publish` sends
+it right after the transition.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import threading
 import time
 import uuid
 
-from . import defaults
+from . import defaults, wire
 from .config import Settings
 from .errors import CuzkError
 
@@ -44,6 +50,9 @@ class Context:
         self.backend_name = os.environ.get("CUZK_WORKER_BACKEND") or defaults.backend_name()
         self._backend = None
         self._store = None
+        self._broker_redis = None
+        #: the transitions push the next stage's message themselves (same Redis database)
+        self.enqueue_in_store = settings.broker_is_state_redis
         self.registry = CircuitRegistry.from_settings(settings)
         self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
                                       on_change=self._publish_resident)
@@ -64,6 +73,23 @@ class Context:
 
             self._backend = get_backend(self.backend_name)
         return self._backend
+
+    @property
+    def time_limits(self):
+        """(hard, soft) seconds for task messages, as Celery's publish would put them."""
+        return (self.settings.time_limit_s, self.settings.soft_time_limit_s)
+
+    def outbox(self, message):
+        """``message`` when the transition should push it itself, else None."""
+        return message if self.enqueue_in_store else None
+
+    def publish(self, message: wire.QueuedMessage):
+        """Push a message onto the broker (when the broker is not the state store's Redis)."""
+        if self._broker_redis is None:
+            import redis
+
+            self._broker_redis = redis.Redis.from_url(self.settings.broker_url)
+        self._broker_redis.lpush(message.list_key, message.payload)
 
     def _publish_resident(self, names):
         if self.worker_id and os.environ.get("CUZK_WORKER_ROLE") == "device":
@@ -157,7 +183,18 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
             p["input"] = ""  # never store the oversized payload
     job_id = job_id or uuid.uuid4().hex
     kind = spec.kind if spec else "unknown"
-    job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts)
+    messages = []
+    if spec is not None and not too_big:
+        from .celery_app import TASK_SYNTHESIZE
+
+        # circuit and priority ride in the message: synthesize needs no job read
+        messages = [wire.task_message(TASK_SYNTHESIZE, (job_id, i),
+                                      {"circuit": circuit, "priority": priority},
+                                      queue=ctx.settings.cpu_queue, priority=priority,
+                                      time_limits=ctx.time_limits)
+                    for i in range(len(parts))]
+    job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
+                                           messages=messages if ctx.enqueue_in_store else ())
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id
@@ -169,12 +206,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         for i, message in too_big.items():
             _fail(ctx, job_id, i, 0, message)
         return job_id
-    from .celery_app import TASK_SYNTHESIZE
-
-    for i in range(len(parts)):
-        # circuit and priority ride in the message: synthesize needs no job read
-        ctx.app.send_task(TASK_SYNTHESIZE, args=(job_id, i), kwargs={"circuit": circuit,
-                          "priority": priority}, queue=ctx.settings.cpu_queue, priority=priority)
+    if not ctx.enqueue_in_store:
+        for message in messages:
+            ctx.publish(message)
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id
 
@@ -221,13 +255,14 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
         priority = job.get("priority")
     priority = ctx.settings.default_priority if priority is None else int(priority)
     attempt = 0
-    if not store.synth_begin(job_id, idx, attempt):
-        log.info("synthesize %s/%s: rejected (duplicate or stale), skipping", job_id, idx)
+    begun = store.synth_begin(job_id, idx, attempt)
+    if not begun:
+        log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
         return None
     t0 = time.perf_counter()
     try:
         spec = ctx.registry.get(circuit)
-        part = store.get_partition(job_id, idx) or {}
+        part = begun.inputs
         zkey = ctx.resident.get(spec.name)
         if part.get("witness_ref"):
             from .groth16.wtns import read_wtns
@@ -263,13 +298,15 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
         log.exception("synthesize %s/%s crashed", job_id, idx)
         _fail(ctx, job_id, idx, attempt, _internal_error(exc))
         return None
-    if not store.synth_end(job_id, idx, attempt, witness_ref, _ms_since(t0)):
-        log.info("synthesize %s/%s: synth_end rejected (job cancelled or failed?)", job_id, idx)
-        return None
-    from .routing import route_partition
+    from .routing import after_route, prove_start_message
 
-    route_partition(ctx, job_id, idx, attempt, circuit=circuit, witness_ref=witness_ref,
-                    priority=priority)
+    message = prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority)
+    end = store.synth_end(job_id, idx, attempt, witness_ref, _ms_since(t0), route_circuit=circuit,
+                          message=ctx.outbox(message))
+    if not end:
+        log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
+        return None
+    after_route(ctx, job_id, idx, attempt, end.routed, message)
     return witness_ref
 
 
@@ -329,7 +366,7 @@ def _bench_prove_start(ctx, job_id, idx, attempt, circuit, witness_ref, token, b
         busy_wait(gpu_ms)
     result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
               "witness_ref": witness_ref, "worker": ctx.worker_id, "token": token,
-              "partial": None, "bench": True}
+              "partial": None, "bench": True, "gpu_ms": gpu_ms}
     if monolithic:
         busy_wait(finalize_ms)  # the CPU tail holding the device worker, as in cuzk before the split
     return result, monolithic
@@ -342,22 +379,36 @@ def _bench_finalize(ctx, started, t0, finalize_ms):
                                   token=started.get("token"))
 
 
-def _send_finalize(ctx, result, finalize_queue, priority):
-    """Publish finalize of a partition gpu_end advanced, from the device task itself (so
-    before its message is acked, as a chain would); returns None, the task's result."""
+def finalize_message(ctx, result, finalize_queue, priority) -> wire.QueuedMessage:
+    """The finalize task of a prove_start result, for gpu_end to queue when the partition
+    advances (before this task's own message is acked, as a chain's next step would be)."""
     from .celery_app import TASK_FINALIZE
 
-    # argsrepr: a short log form; Celery would otherwise saferepr the whole partial proof
-    ctx.app.send_task(TASK_FINALIZE, args=(result,), queue=finalize_queue, priority=priority,
-                      argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
-                               f"attempt: {result['attempt']}}},)")
+    if priority is None:
+        priority = ctx.settings.default_priority
+    # argsrepr: a short log form instead of the whole partial proof
+    return wire.task_message(TASK_FINALIZE, (result,), queue=finalize_queue, priority=int(priority),
+                             argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
+                                      f"attempt: {result['attempt']}}},)",
+                             time_limits=ctx.time_limits)
+
+
+def _after_gpu_end(ctx, end, message, result):
+    """prove_start's return value once gpu_end ran: None when the partition did not advance
+    or finalize was queued (published here when the transition could not push it)."""
+    if not end.partition_advanced:
+        return None
+    if message is None:
+        return result
+    if not ctx.enqueue_in_store:
+        ctx.publish(message)
     return None
 
 
 def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
                 priority=None):
     """Returns the partial-proof dict for finalize, or None.  With ``finalize_queue`` (what
-    routing sends) this task publishes finalize itself and returns None."""
+    routing sends) gpu_end queues finalize there and this task returns None."""
     from .groth16.prover import prove_start as groth16_prove_start
     from .groth16.wtns import read_wtns
 
@@ -375,13 +426,16 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     if bench is not None:
         result, finish_here = _bench_prove_start(ctx, job_id, idx, attempt, circuit, witness_ref,
                                                  token, bench)
-        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0))
+        message = None
+        if finalize_queue and not finish_here:
+            message = finalize_message(ctx, result, finalize_queue, priority)
+        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0),
+                            message=ctx.outbox(message))
         if finish_here and end.partition_advanced:
             store.finalize_end(job_id, idx, attempt, 0.0, json.dumps({"bench": True}), "[]", token=token)
             return None
-        if not end.partition_advanced:
-            return None
-        return _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
+        return _after_gpu_end(ctx, end, message, result)
+    message = None
     try:
         _test_instruments(circuit)
         zkey = ctx.resident.get(circuit)
@@ -391,25 +445,29 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
         finally:
             witness.close()
         result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
-                  "witness_ref": witness_ref, "worker": wid, "token": token, "partial": partial.to_json()}
+                  "witness_ref": witness_ref, "worker": wid, "token": token,
+                  "partial": partial.to_json(), "gpu_ms": _ms_since(t0)}
+        if finalize_queue:
+            message = finalize_message(ctx, result, finalize_queue, priority)
     except CuzkError as exc:
+        result = message = None
         _fail(ctx, job_id, idx, attempt, exc, token=token)
     except Exception as exc:
+        result = message = None
         log.exception("prove_start %s/%s crashed", job_id, idx)
         _fail(ctx, job_id, idx, attempt, _internal_error(exc), token=token)
     finally:
-        # compare-and-delete on OUR token: never clears a worker that moved on
-        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0))
-        if result is not None and not end.partition_advanced:
-            log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
-                     "cancelled meanwhile); not finalizing", job_id, idx, attempt)
-            result = None
-    if result is None:
-        return None
-    result["gpu_ms"] = _ms_since(t0)
-    sent = _send_finalize(ctx, result, finalize_queue, priority) if finalize_queue else result
-    publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
-    return sent
+        # compare-and-delete on OUR token: never clears a worker that moved on; queues
+        # finalize in the same step when the partition advances
+        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0),
+                            message=ctx.outbox(message))
+    if result is not None and not end.partition_advanced:
+        log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
+                 "cancelled meanwhile); not finalizing", job_id, idx, attempt)
+    returned = _after_gpu_end(ctx, end, message, result)
+    if result is not None:
+        publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
+    return returned
 
 
 def publish_device_memory(store, worker_id, ttl_s, backend):
@@ -445,11 +503,12 @@ def finalize(ctx: Context, started):
         return None
     store = ctx.store
     job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
-    part = store.get_partition(job_id, idx)
-    if part is None or part.get("state") != PartitionState.FINALIZING.value \
-            or int(part.get("attempt", -1)) != attempt:
-        log.info("finalize %s/%s attempt %s: partition is %s, skipping", job_id, idx, attempt,
-                 part and (part.get("state"), part.get("attempt")))
+    # a cheap look first (finalize_end is the guard): a cancelled or re-dispatched
+    # partition does not get its CPU tail run
+    state, part_attempt = store.partition_fields(job_id, idx, "state", "attempt")
+    if state != PartitionState.FINALIZING.value or part_attempt != attempt:
+        log.info("finalize %s/%s attempt %s: partition is %s (attempt %s), skipping", job_id, idx,
+                 attempt, state, part_attempt)
         return None
     t0 = time.perf_counter()
     if started.get("bench"):

@@ -1,11 +1,13 @@
 """Route partitions to device workers, and re-dispatch from dead ones.
 
-``route_partition`` picks a live device worker (least outstanding work: the
-size of its ``routed`` set; among equals, one whose resident set already holds
-the circuit), records the choice with the ``route`` Lua transition and sends
-prove_start to that device's queue; prove_start then publishes finalize (cpu
-queue) itself (``send_chain``).  With no live device the partition stays in the
-``unrouted`` set.
+The routing decision is made inside the state store, atomically with recording it
+(``_lib.lua`` ``choose_device``: a live device worker with the least outstanding work --
+the size of its ``routed`` set -- then one whose resident set already holds the circuit,
+then the smallest id).  ``synth_end`` routes the partition it completes; the ``route``
+transition routes one that waited.  Either pushes the partition's prove_start message
+(:func:`prove_start_message`) onto the chosen device's queue in the same step;
+prove_start later queues finalize (cpu queue) the same way, from ``gpu_end``.  With no
+live device the partition stays in the ``unrouted`` set.
 
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
 called once from tests): partitions routed to a worker whose heartbeat expired
@@ -17,51 +19,48 @@ from __future__ import annotations
 
 import logging
 
+from . import wire
 from .periodic import PeriodicThread
 
 log = logging.getLogger("cuzk_tasks.routing")
 
 
-def choose_worker(live_workers, circuit):
-    """The best live device worker for ``circuit``, or None."""
-    candidates = [w for w in live_workers if w.get("queue")]
-    if not candidates:
-        return None
+def prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
+    """The partition's prove_start task, for whichever device queue routing picks.
 
-    def key(w):
-        resident = circuit in (w.get("resident") or [])
-        return (int(w.get("outstanding") or 0), 0 if resident else 1, w["worker_id"])
-
-    return min(candidates, key=key)
-
-
-def send_chain(ctx, worker, job_id, idx, attempt, circuit, witness_ref, priority):
-    """Send the partition's prove_start -> finalize chain: prove_start on ``worker``'s device
-    queue, told (``finalize_queue``) to publish finalize (cpu queue, same priority) itself
-    once gpu_end has advanced the partition.  One plain message instead of a Celery canvas
-    chain, whose signature cloning and chain bookkeeping cost the synthesize task and the
-    device's hand-over between partitions measurably more (docs/architecture.md, "Celery
-    settings and why")."""
+    prove_start is told (``finalize_queue``) to queue finalize (cpu queue, same priority)
+    itself once gpu_end has advanced the partition: one plain message instead of a Celery
+    canvas chain (docs/architecture.md, "Celery settings and why")."""
     from .celery_app import TASK_PROVE_START
 
-    ctx.app.send_task(TASK_PROVE_START, args=(job_id, idx, attempt, circuit, witness_ref),
-                      kwargs={"finalize_queue": ctx.settings.cpu_queue, "priority": priority},
-                      queue=worker["queue"], priority=priority)
+    return wire.task_message_any_queue(
+        TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
+        {"finalize_queue": ctx.settings.cpu_queue, "priority": priority}, priority=priority,
+        time_limits=ctx.time_limits)
+
+
+def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
+    """Log a routing outcome and, when the transition could not push ``message`` itself
+    (the broker is another Redis), publish it to the chosen queue.  True when routed."""
+    if not routed:
+        reason = routed.reason if routed is not None else "not asked"
+        if reason == "no_live_device":
+            log.info("partition %s/%s waits: no live device worker", job_id, idx)
+        else:
+            log.info("route %s/%s attempt %s rejected (%s)", job_id, idx, attempt, reason)
+        return False
+    if not ctx.enqueue_in_store:
+        ctx.publish(wire.fill_queue(message, routed.queue))
+    log.info("partition %s/%s attempt %s -> %s", job_id, idx, attempt, routed.worker)
+    return True
 
 
 def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
-    """Route one synth_done partition; True when a chain was sent."""
-    store = ctx.store
-    worker = choose_worker(store.live_device_workers(), circuit)
-    if worker is None:
-        log.info("partition %s/%s waits: no live device worker", job_id, idx)
-        return False
-    if not store.route(job_id, idx, attempt, worker["worker_id"]):
-        log.info("route %s/%s attempt %s rejected (stale or already routed)", job_id, idx, attempt)
-        return False
-    send_chain(ctx, worker, job_id, idx, attempt, circuit, witness_ref, priority)
-    log.info("partition %s/%s attempt %s -> %s", job_id, idx, attempt, worker["worker_id"])
-    return True
+    """Route one synth_done partition to the best live device; True when it was routed
+    and its prove_start queued."""
+    message = prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority)
+    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=ctx.outbox(message))
+    return after_route(ctx, job_id, idx, attempt, routed, message)
 
 
 class Sweeper(PeriodicThread):

@@ -5,7 +5,7 @@ Names are stable (services without this package call them by name):
 * ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id -> job id
 * ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job read]
 * ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
-                        [, finalize_queue, priority: then it publishes finalize there itself and
+                        [, finalize_queue, priority: then its gpu_end queues finalize there and it
                         returns None; without them it returns the result, e.g. for a ``link``]
 * ``cuzk.finalize``     (cpu queue, published by prove_start) the prove_start result
 """

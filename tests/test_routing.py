@@ -1,22 +1,17 @@
-"""Routing choice and the sweeper's re-dispatch, on a real redis-server (no Celery workers)."""
+"""Routing choice and the sweeper's re-dispatch, on a real redis-server (no Celery workers).
 
+The prove_start messages the transitions push are read back from the device queues' lists."""
+
+import base64
+import json
 import time
 import uuid
 
 import pytest
 
-from cuzk_tasks import routing
+from cuzk_tasks import routing, wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.pipeline import Context, prove_delay_instrument_ms
-
-
-def test_choose_worker_least_outstanding_then_resident():
-    ws = [{"worker_id": "h:dev0", "queue": "q0", "outstanding": 2, "resident": ["a"]},
-          {"worker_id": "h:dev1", "queue": "q1", "outstanding": 1, "resident": []},
-          {"worker_id": "h:dev2", "queue": "q2", "outstanding": 1, "resident": ["a"]}]
-    assert routing.choose_worker(ws, "a")["worker_id"] == "h:dev2"
-    assert routing.choose_worker(ws, "b")["worker_id"] == "h:dev1"
-    assert routing.choose_worker([], "a") is None
 
 
 def test_prove_delay_instrument_parsing():
@@ -28,17 +23,38 @@ def test_prove_delay_instrument_parsing():
 
 
 @pytest.fixture
-def ctx(redis_server_url, monkeypatch):
+def ctx(redis_server_url):
     settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url,
                                   "CUZK_PREFIX": "r" + uuid.uuid4().hex[:8],
                                   "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.5"})
-    sent = []
-    monkeypatch.setattr(routing, "send_chain",
-                        lambda ctx, worker, job, idx, attempt, *a: sent.append((job, idx, attempt,
-                                                                               worker["worker_id"])))
     c = Context(app=None, settings=settings, worker_id="test")
-    c.sent = sent
-    return c
+    assert c.enqueue_in_store
+    c.queues = {}  # worker id -> its (unique) queue name
+    yield c
+    c.store.redis.delete(*[k for q in c.queues.values() for k in wire.queue_keys(q)] or ["-"])
+
+
+def _register(ctx, worker, device, alive=True):
+    queue = f"q.{uuid.uuid4().hex[:8]}.{device}"
+    ctx.queues[worker] = queue
+    ctx.store.register_worker(worker, "device", "h", device=device, queue=queue)
+    if alive:
+        ctx.store.heartbeat(worker, 5)
+    return queue
+
+
+def sent(ctx):
+    """(job, idx, attempt, worker) of every prove_start message waiting on a device queue."""
+    out = []
+    for worker, queue in ctx.queues.items():
+        for key in wire.queue_keys(queue):
+            for raw in ctx.store.redis.lrange(key, 0, -1):
+                envelope = json.loads(raw)
+                assert envelope["properties"]["delivery_info"]["routing_key"] == queue
+                assert envelope["headers"]["task"] == "cuzk.prove_start"
+                args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+                out.append((args[0], args[1], args[2], worker))
+    return sorted(out)
 
 
 def _job_in_synth_done(store, n=1):
@@ -52,13 +68,13 @@ def _job_in_synth_done(store, n=1):
 
 def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     store = ctx.store
-    store.register_worker("h:dev0", "device", "h", device=0, queue="q0")
-    store.register_worker("h:dev1", "device", "h", device=1, queue="q1")
+    _register(ctx, "h:dev0", 0, alive=False)
+    _register(ctx, "h:dev1", 1, alive=False)
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
     # routed to dev0, which starts proving and then dies (its heartbeat expires)
     assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
-    assert ctx.sent == [(job, 0, 0, "h:dev0")]
+    assert sent(ctx) == [(job, 0, 0, "h:dev0")]
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
@@ -71,7 +87,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     # dev1 comes up: the partition goes there with the new attempt
     store.heartbeat("h:dev1", 5)
     assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1}
-    assert ctx.sent[-1] == (job, 0, 1, "h:dev1")
+    assert sent(ctx) == [(job, 0, 0, "h:dev0"), (job, 0, 1, "h:dev1")]
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
     store.heartbeat("h:dev0", 5)
@@ -81,11 +97,53 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
 def test_route_prefers_least_outstanding(ctx):
     store = ctx.store
     for d in (0, 1):
-        store.register_worker(f"h:dev{d}", "device", "h", device=d, queue=f"q{d}")
-        store.heartbeat(f"h:dev{d}", 5)
+        _register(ctx, f"h:dev{d}", d)
     job = _job_in_synth_done(store, 4)
     for i in range(4):
         assert routing.route_partition(ctx, job, i, 0, "c", f"/spool/{i}.wtns", 5)
-    assert sorted(w for *_, w in ctx.sent) == ["h:dev0", "h:dev0", "h:dev1", "h:dev1"]
-    # routing twice is refused (exactly one route per attempt)
+    assert sorted(w for *_, w in sent(ctx)) == ["h:dev0", "h:dev0", "h:dev1", "h:dev1"]
+    # routing twice is refused (exactly one route per attempt) and pushes nothing
     assert not routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert len(sent(ctx)) == 4
+
+
+def test_route_choice_least_outstanding_then_resident_then_id(ctx):
+    store = ctx.store
+    _register(ctx, "h:dev0", 0)
+    _register(ctx, "h:dev1", 1)
+    _register(ctx, "h:dev2", 2)
+    _register(ctx, "h:dev3", 3, alive=False)            # no heartbeat: never chosen
+    store.register_worker("h:cpu:1", "cpu", "h")        # not a device: never chosen
+    store.heartbeat("h:cpu:1", 5)
+    store.set_resident("h:dev2", ["a"])
+    job = _job_in_synth_done(store, 5)
+    # all idle: dev2 holds circuit a
+    assert store.route(job, 0, 0, circuit="a").worker == "h:dev2"
+    # dev0 and dev1 have 0 outstanding, neither holds b: the smaller id
+    assert store.route(job, 1, 0, circuit="b").worker == "h:dev0"
+    assert store.route(job, 2, 0, circuit="a").worker == "h:dev1"   # least outstanding wins over resident
+    assert store.route(job, 3, 0, circuit="a").worker == "h:dev2"   # all at 1: resident
+    store.worker_offline("h:dev0"), store.worker_offline("h:dev1"), store.worker_offline("h:dev2")
+    r = store.route(job, 4, 0, circuit="a")
+    assert not r and r.reason == "no_live_device"
+    assert store.unrouted_partitions() == [(job, 4)]
+
+
+def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
+    store = ctx.store
+    job = uuid.uuid4().hex
+    store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
+    message = routing.prove_start_message(ctx, job, 0, 0, "c", "/w0", 3)
+    assert store.synth_begin(job, 0, 0)
+    end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
+    assert end and end.routed is not None and not end.routed
+    assert end.routed.reason == "no_live_device" and store.unrouted_partitions() == [(job, 0)]
+    queue = _register(ctx, "h:dev0", 0)
+    assert store.synth_begin(job, 1, 0)
+    message = routing.prove_start_message(ctx, job, 1, 0, "c", "/w1", 3)
+    end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
+    assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
+    # on the list of priority step 3, exactly what wire.fill_queue would have built
+    assert store.redis.lrange(f"{queue}:3", 0, -1) == [wire.fill_queue(message, queue).payload]
+    assert store.get_partition(job, 1)["worker"] == "h:dev0"
+    assert sent(ctx) == [(job, 1, 0, "h:dev0")]

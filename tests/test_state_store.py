@@ -267,6 +267,73 @@ def test_route_happy_and_once_per_attempt(store):
 # --- gpu_start / gpu_end ---------------------------------------------------------------------
 
 
+def _queued(store, list_key):
+    return [json.loads(m) for m in store.redis.lrange(list_key, 0, -1)]
+
+
+def test_create_job_pushes_its_messages_once(store):
+    from cuzk_tasks import wire
+
+    queue = "q.create." + store.prefix
+    msgs = [wire.task_message("cuzk.synthesize", ("jm", i), queue=queue, priority=4) for i in (0, 1)]
+    parts = [{"input": "{}"}] * 2
+    assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
+    assert [m["headers"]["id"] for m in _queued(store, f"{queue}:4")] == \
+        [json.loads(m.payload)["headers"]["id"] for m in reversed(msgs)]
+    # the idempotent resubmit creates nothing and pushes nothing
+    assert store.create_job("jm2", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", False)
+    assert store.create_job("jm", "c", "k", 4, None, parts, messages=msgs) == ("jm", False)
+    assert len(_queued(store, f"{queue}:4")) == 2
+
+
+def test_synth_end_and_route_push_prove_start_on_the_chosen_queue(store):
+    from cuzk_tasks import wire
+
+    new_job(store, n=2)
+    late = wire.task_message_any_queue("cuzk.prove_start", ("j1", 0, 0, "c", "/w"), priority=2)
+    assert store.synth_begin("j1", 0, 0)
+    end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
+    assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
+    w = device(store, "w1")
+    queue = f"cuzk.dev.host.{w}"
+    routed = store.route("j1", 0, 0, circuit="c", message=late)
+    assert routed and (routed.worker, routed.queue) == (w, queue)
+    assert store.redis.lrange(f"{queue}:2", 0, -1) == [wire.fill_queue(late, queue).payload]
+    assert not store.route("j1", 0, 0, circuit="c", message=late)  # once per attempt
+    assert store.synth_begin("j1", 1, 0)
+    end = store.synth_end("j1", 1, 0, "/w", 1.0, route_circuit="c", message=late)
+    assert end.routed and end.routed.worker == w
+    assert len(store.redis.lrange(f"{queue}:2", 0, -1)) == 2
+    assert store.get_partition("j1", 1)["worker"] == w and store.unrouted_partitions() == []
+
+
+def test_gpu_end_pushes_finalize_only_when_the_partition_advances(store):
+    from cuzk_tasks import wire
+
+    new_job(store, n=1)
+    w = device(store, "w1")
+    token = to_gpu(store, "j1", 0, w)
+    fin = wire.task_message("cuzk.finalize", ({"job": "j1"},), queue="q.fin." + store.prefix,
+                            priority=0)
+    stale = store.gpu_end(w, "not-the-token", "j1", 0, 0, 5.0, message=fin)
+    assert not stale.partition_advanced and store.redis.llen(fin.list_key) == 0
+    end = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)
+    assert end.partition_advanced and store.redis.lrange(fin.list_key, 0, -1) == [fin.payload]
+    again = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)   # a duplicate end
+    assert not again.partition_advanced and store.redis.llen(fin.list_key) == 1
+
+
+def test_synth_begin_returns_the_partition_inputs(store):
+    store.create_job("ji", "c", "k", 5, None, [{"input": '{"a": 1}'}, {"witness_ref": "/w.wtns"}])
+    assert store.synth_begin("ji", 0, 0).inputs == {"input": '{"a": 1}', "input_ref": None,
+                                                    "witness_ref": None}
+    begun = store.synth_begin("ji", 1, 0)
+    assert begun.reason == "ok" and begun.inputs["witness_ref"] == "/w.wtns"
+    assert store.synth_begin("ji", 1, 0).reason == "redelivered"
+    rejected = store.synth_begin("ji", 1, 5)
+    assert not rejected and rejected.inputs == {}
+
+
 def test_gpu_start_happy(store):
     new_job(store, kind="demo")
     w = device(store)

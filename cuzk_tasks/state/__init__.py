@@ -6,7 +6,8 @@ Usable without Celery (the web app reads it).  Every transition is one Lua scrip
 
 from .enums import JobState, PartitionState, WorkerRole, WorkerState
 from .keys import Keys, member, parse_member
-from .store import FinalizeEnd, GpuEnd, GpuStart, StateStore
+from .store import FinalizeEnd, GpuEnd, GpuStart, Routed, StateStore, SynthBegin, SynthEnd
 
 __all__ = ["StateStore", "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
-           "GpuStart", "GpuEnd", "FinalizeEnd", "member", "parse_member"]
+           "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "FinalizeEnd", "member",
+           "parse_member"]

@@ -48,6 +48,48 @@ _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since"
 
 
 @dataclasses.dataclass(frozen=True)
+class SynthBegin:
+    """Outcome of :meth:`StateStore.synth_begin`; truthy when accepted.  ``inputs``: the
+    partition's ``input``, ``input_ref``, ``witness_ref`` (None when blank), read in the same step."""
+
+    ok: bool
+    reason: str
+    inputs: dict = dataclasses.field(default_factory=dict)
+
+    def __bool__(self):
+        return self.ok
+
+
+@dataclasses.dataclass(frozen=True)
+class Routed:
+    """Outcome of :meth:`StateStore.route` (and of the routing half of ``synth_end``): truthy
+    when the partition was routed, to ``worker`` whose queue is ``queue``.  ``reason``:
+    ``ok``, ``no_live_device``, ``already_routed``, ``stale``, ``no_queue``, ``job_<state>``,
+    ``unknown``."""
+
+    ok: bool
+    reason: str
+    worker: str | None = None
+    queue: str | None = None
+
+    def __bool__(self):
+        return self.ok
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthEnd:
+    """Outcome of :meth:`StateStore.synth_end`; truthy when the partition reached synth_done.
+    ``routed`` is set when routing was asked for (``route_circuit``)."""
+
+    ok: bool
+    reason: str
+    routed: Routed | None = None
+
+    def __bool__(self):
+        return self.ok
+
+
+@dataclasses.dataclass(frozen=True)
 class GpuStart:
     """Outcome of :meth:`StateStore.gpu_start`.
 
@@ -187,12 +229,15 @@ class StateStore:
 
     # --- jobs ----------------------------------------------------------------------
 
-    def create_job(self, job_id, circuit, kind, priority, request_id, partitions) -> tuple[str, bool]:
+    def create_job(self, job_id, circuit, kind, priority, request_id, partitions,
+                   messages=()) -> tuple[str, bool]:
         """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
 
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
         text), ``input_ref``, ``witness_ref``.  When ``request_id`` already maps to a job,
         or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
+        ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks),
+        pushed in the same step only when the job is created.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
         if not partitions:
@@ -208,6 +253,9 @@ class StateStore:
             if value is not None and not isinstance(value, str):
                 value = json.dumps(value)
             args += [value, part.get("input_ref"), part.get("witness_ref")]
+        args.append(len(messages))
+        for message in messages:
+            args += [message.list_key, message.payload]
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         got, created = self._run("create_job", [self.keys.job(job_id), request_key], args)
         return got, bool(created)
@@ -219,6 +267,12 @@ class StateStore:
     def get_partition(self, job_id, idx) -> dict | None:
         fields = self.redis.hgetall(self.keys.part(job_id, idx))
         return _decode(fields) if fields else None
+
+    def partition_fields(self, job_id, idx, *fields) -> list:
+        """Some fields of a partition, decoded (None where absent), in one HMGET: what a
+        step needs without reading inputs and proofs."""
+        values = self.redis.hmget(self.keys.part(job_id, idx), list(fields))
+        return [_decode_value(f, v) for f, v in zip(fields, values)]
 
     def list_partitions(self, job_id) -> list[dict]:
         n = int(self.redis.hget(self.keys.job(job_id), "n_partitions") or 0)
@@ -234,30 +288,58 @@ class StateStore:
 
     # --- partition transitions ------------------------------------------------------
 
-    def synth_begin(self, job_id, idx, attempt) -> bool:
-        """pending -> synthesizing (job pending -> running).  Also True, changing nothing,
+    def synth_begin(self, job_id, idx, attempt) -> SynthBegin:
+        """pending -> synthesizing (job pending -> running).  Also accepted, changing nothing,
         when the partition is already synthesizing with this attempt (a redelivered synthesize)."""
         _check_int("idx", idx), _check_int("attempt", attempt)
-        ok, _ = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+        reply = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt])
-        return bool(ok)
+        if not reply[0]:
+            return SynthBegin(False, reply[1])
+        inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
+        return SynthBegin(True, reply[1], inputs)
 
-    def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms) -> bool:
-        """synthesizing -> synth_done; ``job:idx`` joins the unrouted set."""
+    def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms, route_circuit=None,
+                  message=None) -> SynthEnd:
+        """synthesizing -> synth_done; ``job:idx`` joins the unrouted set.
+
+        With ``route_circuit`` the partition is routed in the same step, as :meth:`route`
+        without a worker does (``message``: its prove_start, pushed onto the chosen queue).
+        Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
         _check_int("idx", idx), _check_int("attempt", attempt)
-        ok, _ = self._run("synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx),
-                                        self.keys.unrouted()],
-                          [job_id, idx, attempt, witness_ref, synth_ms])
-        return bool(ok)
+        route_args = ["0"]
+        if route_circuit is not None:
+            route_args = ["1", route_circuit, *self._late_message_args(message)]
+        ok, reason, worker, queue = self._run(
+            "synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
+            [job_id, idx, attempt, witness_ref, synth_ms, *route_args])
+        routed = None
+        if ok and route_circuit is not None:
+            routed = (Routed(True, "ok", worker, queue) if worker
+                      else Routed(False, "no_live_device"))
+        return SynthEnd(bool(ok), reason, routed)
 
-    def route(self, job_id, idx, attempt, worker_id) -> bool:
-        """synth_done (this attempt, not yet routed) -> routed to ``worker_id``.  At most one
-        route per attempt succeeds: send the prove chain only when this returns True."""
-        _check_int("idx", idx), _check_int("attempt", attempt), _check_worker_id(worker_id)
-        ok, _ = self._run("route", [self.keys.job(job_id), self.keys.part(job_id, idx),
-                                    self.keys.unrouted(), self.keys.routed(worker_id)],
-                          [job_id, idx, attempt, worker_id])
-        return bool(ok)
+    @staticmethod
+    def _late_message_args(message):
+        if message is None:
+            return ["", "", "0"]
+        return [message.head, message.tail, str(int(message.step))]
+
+    def route(self, job_id, idx, attempt, worker_id=None, circuit=None, message=None) -> Routed:
+        """synth_done (this attempt, not yet routed) -> routed to ``worker_id``, or when None
+        to the best live device worker for ``circuit`` (least outstanding, then one holding
+        the circuit, then the smallest id).  At most one route per attempt succeeds.
+
+        ``message`` (:class:`cuzk_tasks.wire.QueueLateMessage`): the partition's prove_start,
+        pushed onto the chosen worker's queue in the same step; None: publish it yourself
+        when the result is truthy."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        if worker_id is not None:
+            _check_worker_id(worker_id)
+        ok, reason, worker, queue = self._run(
+            "route", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
+            [job_id, idx, attempt, worker_id, circuit, *self._late_message_args(message)])
+        return Routed(bool(ok), reason, worker or None, queue or None)
 
     def gpu_start(self, worker_id, job_id, idx, attempt,
                   max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
@@ -272,14 +354,17 @@ class StateStore:
             [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
         return GpuStart(bool(ok), token or None, reason, int(deliveries))
 
-    def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms) -> GpuEnd:
+    def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms, message=None) -> GpuEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
         Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
-        and this token (it leaves the worker's routed set)."""
+        and this token (it leaves the worker's routed set).  ``message``
+        (:class:`cuzk_tasks.wire.QueuedMessage`, the partition's finalize) is pushed in the
+        same step, only when the partition advanced."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, gpu_ms])
+            [job_id, idx, attempt, worker_id, token, gpu_ms,
+             message.list_key if message else "", message.payload if message else ""])
         return GpuEnd(bool(cleared), bool(advanced))
 
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
@@ -495,4 +580,5 @@ def _worker(rec: dict, now: float | None = None) -> dict:
     return d
 
 
-__all__ = ["StateStore", "GpuStart", "GpuEnd", "FinalizeEnd", "member"]
+__all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "FinalizeEnd",
+           "member"]

@@ -151,3 +151,76 @@ local function worker_record(w)
           hb_pttl = redis.call('PTTL', K.hb(w)), hb = redis.call('GET', K.hb(w)) or '',
           outstanding = redis.call('SCARD', K.routed(w))}
 end
+
+-- LPUSH a Celery task message (built by cuzk_tasks/wire.py) onto a broker list; nothing
+-- when `list_key` is blank (the caller publishes it itself: the broker is another Redis).
+local function enqueue(list_key, payload)
+  if blank(list_key) then return 0 end
+  redis.call('LPUSH', list_key, payload)
+  return 1
+end
+
+-- The device worker a partition of `circuit` goes to: a live one (heartbeat key present)
+-- with role device and a queue; least outstanding (size of its routed set), then one whose
+-- resident set holds the circuit, then the smallest id.  Returns {worker, queue} or nil.
+local function choose_device(circuit)
+  local best
+  for _, w in ipairs(redis.call('SMEMBERS', K.workers())) do
+    if redis.call('EXISTS', K.hb(w)) == 1 then
+      local f = redis.call('HMGET', K.worker(w), 'role', 'queue', 'resident')
+      if f[1] == 'device' and not blank(f[2]) then
+        local outstanding = redis.call('SCARD', K.routed(w))
+        local cold = 1
+        if not blank(f[3]) then
+          local ok, names = pcall(cjson.decode, f[3])
+          if ok and type(names) == 'table' then
+            for _, n in ipairs(names) do if n == circuit then cold = 0 end end
+          end
+        end
+        if best == nil or outstanding < best[1]
+            or (outstanding == best[1] and (cold < best[2] or (cold == best[2] and w < best[3]))) then
+          best = {outstanding, cold, w, f[2]}
+        end
+      end
+    end
+  end
+  if best == nil then return nil end
+  return {best[3], best[4]}
+end
+
+-- route a synth_done partition of this attempt, not yet routed, to `worker` (blank: the
+-- best live device, choose_device) and, when `msg_head` is not blank, LPUSH its prove_start
+-- message (wire.QueueLateMessage: head .. queue .. tail, on `queue` or `queue:step`) onto
+-- that worker's queue in the same step.  Exactly one route per attempt succeeds.
+-- Returns {ok 0|1, reason, worker, queue}.
+local function route_core(job, idx, attempt, worker, circuit, msg_head, msg_tail, msg_step)
+  local js = redis.call('HGET', K.job(job), 'state')
+  if not js then return {0, 'unknown', '', ''} end
+  if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
+  local pkey = K.part(job, idx)
+  local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker')
+  if not p[1] then return {0, 'unknown', '', ''} end
+  if p[1] ~= 'synth_done' or tonumber(p[2]) ~= tonumber(attempt) then return {0, 'stale', '', ''} end
+  if not blank(p[3]) then return {0, 'already_routed', '', ''} end
+  local queue
+  if blank(worker) then
+    local best = choose_device(circuit)
+    if best == nil then return {0, 'no_live_device', '', ''} end
+    worker, queue = best[1], best[2]
+  else
+    queue = redis.call('HGET', K.worker(worker), 'queue') or ''
+  end
+  if not blank(msg_head) then
+    if blank(queue) then return {0, 'no_queue', worker, ''} end
+    local list_key = queue
+    -- ':' is wire.PRIORITY_SEP (kombu's priority separator for the Redis transport)
+    if tonumber(msg_step) > 0 then list_key = queue .. ':' .. msg_step end
+    enqueue(list_key, msg_head .. cjson.encode(queue) .. msg_tail)
+  end
+  local m = member(job, idx)
+  redis.call('HSET', pkey, 'worker', worker, 't_routed', NOW_S)
+  redis.call('SREM', K.unrouted(), m)
+  redis.call('SADD', K.routed(worker), m)
+  emit('route', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker)
+  return {1, 'ok', worker, queue}
+end

@@ -1,7 +1,9 @@
 -- create_job: a job and its partitions, idempotent on request_id.
 -- KEYS[1] job hash, KEYS[2] request key ('' when no request id; built by keys.py either way)
 -- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
--- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref.
+-- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref; then the
+-- number of messages and per message 2 args: broker list key, payload (wire.py), pushed
+-- only when the job is created -- the job and its first tasks appear together.
 -- Partition keys are built from the prefix.  Returns {job_id, created 0|1}.
 local job, circuit, kind, prio, req, n = A(1), A(2), A(3), A(4), A(5), tonumber(A(6))
 if req ~= '' then
@@ -20,6 +22,10 @@ for i = 0, n - 1 do
     't_created', NOW_S, 'error', '')
 end
 if req ~= '' then redis.call('SET', KEYS[2], job) end
+local mbase = 6 + 3 * n
+for m = 1, tonumber(A(mbase + 1) or '0') do
+  enqueue(A(mbase + 2 * m), A(mbase + 2 * m + 1))
+end
 redis.call('ZADD', K.jobs_active(), NOW_S, job)
 emit('job_created', 'job', job, 'circuit', circuit, 'kind', kind, 'n_partitions', n)
 return {job, 1}

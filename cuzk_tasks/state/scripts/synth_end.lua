@@ -1,15 +1,22 @@
--- synth_end: partition synthesizing -> synth_done; job:idx joins the unrouted set.
+-- synth_end: partition synthesizing -> synth_done; job:idx joins the unrouted set.  With
+-- A(6) = '1' the partition is then routed in the same step (_lib.lua route_core: the best
+-- live device for circuit A(7), its prove_start message A(8) head, A(9) tail, A(10) step
+-- pushed onto that device's queue); with no live device it stays unrouted (the sweeper
+-- routes it when one appears).
 -- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) witness_ref ('' = keep), A(5) synth_ms.
--- Returns {ok 0|1, reason}.
+-- Returns {ok 0|1, reason, routed worker or '', its queue or ''}.
 local js = redis.call('HGET', KEYS[1], 'state')
-if not js then return {0, 'unknown'} end
-if js ~= 'running' then return {0, 'job_' .. js} end
+if not js then return {0, 'unknown', '', ''} end
+if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt')
-if not p[1] then return {0, 'unknown'} end
-if p[1] ~= 'synthesizing' or tonumber(p[2]) ~= tonumber(A(3)) then return {0, 'stale'} end
+if not p[1] then return {0, 'unknown', '', ''} end
+if p[1] ~= 'synthesizing' or tonumber(p[2]) ~= tonumber(A(3)) then return {0, 'stale', '', ''} end
 redis.call('HSET', KEYS[2], 'state', 'synth_done', 'synth_ms', A(5), 't_synth_end', NOW_S)
 if A(4) ~= '' then redis.call('HSET', KEYS[2], 'witness_ref', A(4)) end
 redis.call('SADD', KEYS[3], member(A(1), A(2)))
 emit('synth_end', 'job', A(1), 'idx', A(2), 'attempt', A(3), 'synth_ms', A(5))
-return {1, 'ok'}
+if A(6) ~= '1' then return {1, 'ok', '', ''} end
+local r = route_core(A(1), A(2), A(3), '', A(7), A(8), A(9), A(10))
+if r[1] == 1 then return {1, 'ok', r[3], r[4]} end
+return {1, 'unrouted', '', ''}

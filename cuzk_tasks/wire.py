@@ -1,0 +1,144 @@
+"""Celery task messages as kombu's Redis transport stores them, built without Celery.
+
+Why: the state store enqueues the next stage's message inside the Lua transition that
+makes it due (``create_job`` queues synthesize, ``synth_end``/``route`` queue prove_start
+on the device it chose, ``gpu_end`` queues finalize).  The transition and the publish
+are then one atomic step -- no process can die between "routed" and "sent" and strand a
+partition -- and one Redis round trip instead of a transition plus Celery's publish path
+(docs/architecture.md, "Enqueue inside the transition").
+
+The format is Celery's task message protocol 2 (docs.celeryq.dev, "Message Protocol")
+inside kombu's Redis envelope (a JSON object with the body base64-encoded, pushed with
+LPUSH on the list of the queue's priority step).  ``tests/test_wire.py`` checks that a
+message built here has the same shape as what ``app.send_task`` pushes, and the
+end-to-end tests run real Celery workers on these messages.
+
+This module imports neither Celery nor Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import re
+import socket
+import uuid
+
+from .errors import CuzkError
+
+#: Priority steps of the Redis transport: 0 is served first, 9 last.
+PRIORITY_STEPS = list(range(10))
+#: Separator between a queue name and its priority step in Redis list keys.
+PRIORITY_SEP = ":"
+
+# Queue names end up inside JSON text and Redis keys the Lua side concatenates.
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]+$")
+# Stands for the queue in a message whose queue a Lua script picks (see QueueLateMessage).
+_QUEUE_SLOT = "\x00cuzk-queue-slot\x00"
+
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def check_queue_name(queue: str) -> str:
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        raise CuzkError(f"queue name {queue!r}: expected letters, digits and . _ : @ - only")
+    return queue
+
+
+def priority_step(priority: int) -> int:
+    """The transport's step for ``priority`` (the largest step <= priority, as kombu picks)."""
+    priority = int(priority)
+    return max([s for s in PRIORITY_STEPS if s <= priority] or [PRIORITY_STEPS[0]])
+
+
+def queue_list_key(queue: str, priority: int) -> str:
+    """The Redis list a message of ``priority`` on ``queue`` is pushed to."""
+    step = priority_step(priority)
+    return queue if step == 0 else f"{queue}{PRIORITY_SEP}{step}"
+
+
+def queue_keys(queue: str) -> list[str]:
+    """Every Redis list of ``queue`` (one per priority step), served in this order."""
+    return [queue_list_key(queue, step) for step in PRIORITY_STEPS]
+
+
+def _origin() -> str:
+    return f"gen{os.getpid()}@{socket.gethostname()}"
+
+
+def _envelope(task: str, args, kwargs, queue: str, priority: int, argsrepr: str | None,
+              kwargsrepr: str | None, time_limits) -> dict:
+    task_id = str(uuid.uuid4())
+    body = json.dumps([list(args), dict(kwargs or {}), _EMBED]).encode("utf-8")
+    return {
+        "body": base64.b64encode(body).decode("ascii"),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py", "task": task, "id": task_id, "shadow": None, "eta": None,
+            "expires": None, "group": None, "group_index": None, "retries": 0,
+            "timelimit": list(time_limits), "root_id": task_id, "parent_id": None,
+            "argsrepr": argsrepr if argsrepr is not None else repr(tuple(args)),
+            "kwargsrepr": kwargsrepr if kwargsrepr is not None else repr(dict(kwargs or {})),
+            "origin": _origin(), "ignore_result": True, "replaced_task_nesting": 0,
+            "stamped_headers": None, "stamps": {},
+        },
+        "properties": {
+            "correlation_id": task_id, "reply_to": None, "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": int(priority), "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuedMessage:
+    """A message for one known queue: LPUSH ``payload`` onto ``list_key``."""
+
+    list_key: str
+    payload: str
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueLateMessage:
+    """A message whose queue a Lua script chooses: the payload is
+    ``head .. <queue as a JSON string> .. tail``, pushed on ``<queue>`` or
+    ``<queue>:<step>`` (``step`` > 0)."""
+
+    head: str
+    tail: str
+    step: int
+
+
+def task_message(task: str, args=(), kwargs=None, *, queue: str, priority: int,
+                 argsrepr: str | None = None, kwargsrepr: str | None = None,
+                 time_limits=(None, None)) -> QueuedMessage:
+    """The message ``app.send_task(task, args, kwargs, queue=queue, priority=priority)`` would
+    push.  ``time_limits``: (hard, soft) seconds, as Celery copies them from the task's
+    options (None: the worker's defaults)."""
+    envelope = _envelope(task, args, kwargs, check_queue_name(queue), priority, argsrepr,
+                         kwargsrepr, time_limits)
+    return QueuedMessage(queue_list_key(queue, priority), json.dumps(envelope))
+
+
+def task_message_any_queue(task: str, args=(), kwargs=None, *, priority: int,
+                           argsrepr: str | None = None, kwargsrepr: str | None = None,
+                           time_limits=(None, None)) -> QueueLateMessage:
+    """As :func:`task_message`, for a queue picked later (by the ``route`` transition)."""
+    text = json.dumps(_envelope(task, args, kwargs, _QUEUE_SLOT, priority, argsrepr, kwargsrepr,
+                                time_limits))
+    head, sep, tail = text.partition(json.dumps(_QUEUE_SLOT))
+    if not sep or json.dumps(_QUEUE_SLOT) in tail:
+        raise AssertionError("queue slot must appear exactly once in the envelope")
+    return QueueLateMessage(head, tail, priority_step(priority))
+
+
+def fill_queue(message: QueueLateMessage, queue: str) -> QueuedMessage:
+    """What the Lua side does with a :class:`QueueLateMessage` (used by tests and the
+    fallback publish)."""
+    check_queue_name(queue)
+    return QueuedMessage(queue_list_key(queue, message.step),
+                         message.head + json.dumps(queue) + message.tail)
