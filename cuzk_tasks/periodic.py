@@ -25,12 +25,16 @@ class PeriodicThread:
     def step(self):  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def step_logged(self):
+        """One step, its failure logged (also run once in the starting thread by workers)."""
+        try:
+            self.step()
+        except Exception:
+            log.exception("%s failed", self.thread_name)
+
     def _loop(self):
         while not self._stop.wait(self.interval_s):
-            try:
-                self.step()
-            except Exception:
-                log.exception("%s failed", self.thread_name)
+            self.step_logged()
 
     def start(self):
         self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)

@@ -18,8 +18,11 @@ configurable concurrency and runs the :class:`~cuzk_tasks.routing.Sweeper`.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
+import sys
 
 from .config import Settings
 from .periodic import PeriodicThread
@@ -101,6 +104,32 @@ def _run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
     return worker.exitcode
 
 
+#: `kill -USR2 -<pgid>` makes every process of a worker (parent and pool processes) write
+#: every thread's stack to its log: where a stuck task is.  Not SIGUSR1: billiard raises
+#: the soft time limit in pool processes with it.
+STACK_DUMP_SIGNAL = signal.SIGUSR2
+
+
+def dump_stacks_on(signum):
+    # the real stderr: in pool processes Celery replaces sys.stderr with a logging proxy
+    faulthandler.register(signum, file=sys.__stderr__, all_threads=True, chain=False)
+
+
+def _start_after_pool_fork(app, *loops):
+    """Start the periodic threads (heartbeat, sweeper) once Celery has forked its pool
+    processes (``worker_ready``).  fork() copies only the calling thread: a lock another
+    thread holds at that instant (an import in progress, a connection pool's) stays held in
+    the child for ever, and the child's first task that needs it hangs.  Each loop's first
+    step has already run in this thread, so its imports are done before any fork."""
+    from celery import signals
+
+    @signals.worker_ready.connect(weak=False)
+    def _start(**_kwargs):
+        for loop in loops:
+            if loop is not None:
+                loop.start()
+
+
 def _init_child(app):
     """worker_process_init: build this pool process's context (and its backend)."""
     from celery import signals
@@ -109,6 +138,7 @@ def _init_child(app):
 
     @signals.worker_process_init.connect(weak=False)
     def _on_child(**_kwargs):
+        dump_stacks_on(STACK_DUMP_SIGNAL)
         ctx = pipeline.context(app)
         if os.environ.get("CUZK_WORKER_ROLE") == "device":
             backend = ctx.backend  # CUDA (or the CPU core) initialised here, in the child
@@ -130,6 +160,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     os.environ["CUZK_DEVICE"] = str(device)
     if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    dump_stacks_on(STACK_DUMP_SIGNAL)
     store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
                                 result_ttl_s=settings.result_ttl_s)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
@@ -137,7 +168,9 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
-                          extra_fn=probe).start()
+                          extra_fn=probe)
+    heartbeat.beat()  # online at once; the thread starts after the pool fork
+    _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
         exitcode = _run_celery_worker(app, queue, 1, f"dev{device}@{host}", loglevel,
@@ -162,13 +195,18 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     os.environ["CUZK_WORKER_ROLE"] = "cpu"
     os.environ.setdefault("CUZK_WORKER_BACKEND", "cpu")
     concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
+    dump_stacks_on(STACK_DUMP_SIGNAL)
     store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
                                 result_ttl_s=settings.result_ttl_s)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}).start()
-    sweep = Sweeper(pipeline.context(app)).start() if sweeper else None
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()})
+    heartbeat.beat()  # online at once; the threads start after the pool fork
+    sweep = Sweeper(pipeline.context(app)) if sweeper else None
+    if sweep is not None:
+        sweep.step_logged()
+    _start_after_pool_fork(app, heartbeat, sweep)
     log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
                 concurrency)
     try:

@@ -27,6 +27,33 @@ def stop_process_group(proc, grace=8.0, sig=signal.SIGTERM):
         return None
 
 
+def dump_stacks(procs, gap_s=0.3):
+    """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.worker.STACK_DUMP_SIGNAL,
+    faulthandler in the parent and every pool process) so a test that times out shows in the
+    logs where each process was.  One process at a time: they share a log file."""
+    import time
+
+    def children(pid):
+        found = []
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    found += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+        return found
+
+    for proc in procs:
+        if proc.poll() is not None:
+            continue
+        for pid in [proc.pid, *children(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGUSR2)
+            except ProcessLookupError:
+                pass
+            time.sleep(gap_s)
+
+
 def write_circuits_toml(path, circuits):
     """A settings file registering ``{name: (kind, fixture_dir)}`` circuits; returns ``path``."""
     lines = []

@@ -22,7 +22,7 @@ import time
 import urllib.request
 
 import pytest
-from processes import stop_process_group, write_circuits_toml
+from processes import dump_stacks, stop_process_group, write_circuits_toml
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -87,7 +87,7 @@ def stack(tmp_path_factory):
                                        start_new_session=True)
 
     def logs():
-        return "\n".join(f"----- {n} -----\n" + (base / f"{n}.log").read_text(errors="replace")[-2000:]
+        return "\n".join(f"----- {n} -----\n" + (base / f"{n}.log").read_text(errors="replace")[-20000:]
                          for n in procs)
 
     try:
@@ -116,7 +116,7 @@ def stack(tmp_path_factory):
             time.sleep(0.2)
         else:
             pytest.fail("stack did not come up\n" + logs())
-        yield {"url": url, "client": client, "logs": logs, "base": base}
+        yield {"url": url, "client": client, "logs": logs, "base": base, "procs": procs}
     finally:
         for p in procs.values():
             stop_process_group(p)
@@ -198,7 +198,12 @@ def test_status_page_updates_live_without_reload(stack, browser):
     assert browser.execute_script("return window.__noReload") == "still-here"
 
     # the job finishes: its partitions leave the in-flight table and the card goes idle again
-    client.wait(job, timeout=120)
+    try:
+        client.wait(job, timeout=120)
+    except Exception:
+        dump_stacks(stack["procs"].values())
+        print(stack["logs"]())
+        raise
     _wait(browser, f"return document.querySelector('#recent a[href$=\"{job}\"]') !== null", 20,
           "job in the recently finished list")
     _wait(browser, "return document.querySelector('#failures td.error') !== null", 30,

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from processes import stop_process_group, write_circuits_toml
+from processes import dump_stacks, stop_process_group, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 
@@ -213,7 +213,8 @@ def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
             try:
                 results[job_id] = c.client.wait(job_id, timeout=60)
             except Exception:
-                print(c.logs())
+                dump_stacks(c.procs.values())
+                print(c.logs(tail=20000))
                 raise
             _assert_valid(results[job_id], circuit, n)
     finally:
