@@ -5,9 +5,13 @@ The prover is replaced by a calibrated busy-wait (the BENCH ONLY instrument
 CUZK_BENCH_BUSYWAIT, see cuzk_tasks/defaults.py): T ms of "GPU" time in
 prove_start and F ms of finalize time.  Two modes run in the same invocation:
 
-* split:      prove_start on the device queue, which then publishes finalize onto the CPU queue
+* split:      prove_start on the device queue, whose gpu_end queues finalize onto the CPU queue
               (the product's design: the device takes its next partition at once);
 * monolithic: the F ms run inside the device task (the design cuzk moved away from).
+
+A third row is the baseline: ``bench/celery_floor.py`` sends three bare tasks down the
+same path (cpu -> device -> cpu queue, same worker configuration, same T and F busy-waits,
+one LPUSH per hop, no state store): Celery's own floor for a lone partition on this host.
 
 Reported per mode:
 * device duty cycle = (partitions proved on the device x T) / (first gpu_start .. last gpu_end);
@@ -94,8 +98,71 @@ def wait_jobs(client, job_ids, timeout_s=600):
         time.sleep(0.05)
 
 
+#: Where a lone partition's overhead goes, from the timestamps the transitions record.
+STAGES = {
+    "submit -> synthesize": "t_created .. t_synth_start (Celery hop to the cpu queue)",
+    "synthesize": "t_synth_start .. t_synth_end, less synth_ms (state calls, message build)",
+    "-> prove_start": "t_synth_end .. t_gpu_start (hop to the device queue; routed in synth_end)",
+    "prove_start": "t_gpu_start .. t_gpu_end, less T",
+    "-> finalize done": "t_gpu_end .. t_done, less F (hop to the cpu queue, finalize's state calls)",
+}
+
+
+def stage_overheads(part, args, monolithic):
+    t = {k: float(v) for k, v in part.items() if k.startswith("t_") and v is not None}
+    synth_ms = float(part.get("synth_ms") or 0)
+    gpu_work = args.gpu_ms + (args.finalize_ms if monolithic else 0.0)
+    tail_work = 0.0 if monolithic else args.finalize_ms
+    spans = [t["t_synth_start"] - t["t_created"], t["t_synth_end"] - t["t_synth_start"],
+             t["t_gpu_start"] - t["t_synth_end"], t["t_gpu_end"] - t["t_gpu_start"],
+             t["t_done"] - t["t_gpu_end"]]
+    work = [0.0, synth_ms, 0.0, gpu_work, tail_work]
+    return {name: span * 1000.0 - w for name, span, w in zip(STAGES, spans, work)}
+
+
 def witness_partition():
     return {"witness_ref": str(FIXTURE / "witness.wtns")}
+
+
+def run_floor(workdir, redis_url, args):
+    """The baseline: three bare Celery hops with the same T and F (bench/celery_floor.py)."""
+    import redis
+
+    import celery_floor
+
+    config = workdir / "cuzk.toml"
+    config.write_text(f'redis_url = "{redis_url}"\nprefix = "benchfloor"\ncpu_queue = "floor.cpu"\n'
+                      'device_queue_pattern = "floor.dev.{host}.{device}"\n')
+    env = dict(os.environ, CUZK_CONFIG=str(config),
+               BENCH_FLOOR_WORK_MS=f"{args.gpu_ms},{args.finalize_ms}")
+    for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
+        env.pop(name, None)
+    settings = load_settings(config, env={})
+    client = redis.Redis.from_url(redis_url)
+    procs = ProcessGroup(workdir)
+    script = [sys.executable, str(REPO / "bench" / "celery_floor.py"), "worker"]
+    procs.start("floor-cpu", script + ["cpu"], env)
+    procs.start("floor-dev", script + ["device"], env)
+
+    def one():
+        before = client.llen(celery_floor.DONE_KEY)
+        message = celery_floor.first_message(settings, time.time())
+        client.lpush(message.list_key, message.payload)
+        deadline = time.monotonic() + 60
+        while client.llen(celery_floor.DONE_KEY) == before:
+            procs.check_alive()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"celery floor: no answer; logs in {workdir}")
+            time.sleep(0.05)
+        return float(client.lindex(celery_floor.DONE_KEY, 0))  # LPUSHed: newest first
+
+    try:
+        for _ in range(3):  # warm-up: worker start, imports, connections
+            one()
+        return {"overheads": [one() for _ in range(args.sequential)]}
+    finally:
+        procs.stop()
+        client.delete(celery_floor.DONE_KEY)
 
 
 def run_mode(workdir, redis_url, args, monolithic):
@@ -105,12 +172,15 @@ def run_mode(workdir, redis_url, args, monolithic):
         # Warm-up: zkey residency, imports, connections.
         wait_jobs(client, [client.submit("mulchain", [witness_partition()] * args.devices)])
         overheads = []
+        stages = {name: [] for name in STAGES}
         for _ in range(args.sequential):
             job_id = client.submit("mulchain", [witness_partition()])
             wait_jobs(client, [job_id])
             part = client.store.get_partition(job_id, 0)
             work_ms = float(part.get("synth_ms") or 0) + args.gpu_ms + args.finalize_ms
             overheads.append((float(part["t_done"]) - float(part["t_created"])) * 1000.0 - work_ms)
+            for name, ms in stage_overheads(part, args, monolithic).items():
+                stages[name].append(ms)
         per_job = 4
         jobs = [client.submit("mulchain", [witness_partition()] * per_job)
                 for _ in range(max(1, args.partitions // per_job))]
@@ -124,7 +194,8 @@ def run_mode(workdir, redis_url, args, monolithic):
             start = min(float(p["t_gpu_start"]) for p in mine)
             end = max(float(p["t_gpu_end"]) for p in mine)
             duty[worker] = len(mine) * args.gpu_ms / 1000.0 / (end - start)
-        return {"overheads": overheads, "duty": duty, "throughput": len(parts) / wall, "n": len(parts)}
+        return {"overheads": overheads, "stages": stages, "duty": duty,
+                "throughput": len(parts) / wall, "n": len(parts)}
     finally:
         procs.stop()
 
@@ -147,6 +218,9 @@ def main():
             (workdir / "spool").mkdir()
             print(f"running {mode} mode (logs in {workdir}) ...", file=sys.stderr, flush=True)
             results[mode] = run_mode(workdir, redis.url, args, monolithic)
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-bench-floor-"))
+        print(f"running the Celery floor baseline (logs in {workdir}) ...", file=sys.stderr, flush=True)
+        floor = run_floor(workdir, redis.url, args)
     print(f"T = {args.gpu_ms:.0f} ms GPU ({args.gpu_wait}), F = {args.finalize_ms:.0f} ms finalize busy-wait, "
           f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
     print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | throughput partitions/s | "
@@ -157,7 +231,19 @@ def main():
         print(f"| {mode} | {duty} | {percentile(r['overheads'], 0.5):.1f} | "
               f"{percentile(r['overheads'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
               f"{len(r['overheads'])} |")
+    floor_p50 = percentile(floor["overheads"], 0.5)
+    print(f"| baseline: Celery floor, 3 bare hops | - | {floor_p50:.1f} | "
+          f"{percentile(floor['overheads'], 0.99):.1f} | - | - | {len(floor['overheads'])} |")
+    print("\nWhere a lone partition's overhead goes (sequential phase, p50 ms):\n")
+    print("| stage | " + " | ".join(results) + " | measured as |")
+    print("|---|" + "---:|" * len(results) + "---|")
+    for name, how in STAGES.items():
+        cells = " | ".join(f"{percentile(r['stages'][name], 0.5):.2f}" for r in results.values())
+        print(f"| {name} | {cells} | {how} |")
     split, mono = results["split"], results["monolithic"]
+    print(f"\nsplit overhead p50 / Celery floor p50: {percentile(split['overheads'], 0.5):.1f} / "
+          f"{floor_p50:.1f} ms = {percentile(split['overheads'], 0.5) / floor_p50:.2f}x; "
+          f"added by the pipeline: {percentile(split['overheads'], 0.5) - floor_p50:.1f} ms")
     print(f"\nsplit / monolithic throughput: {split['throughput'] / mono['throughput']:.2f}x "
           f"(ideal T+F / T = {(args.gpu_ms + args.finalize_ms) / args.gpu_ms:.2f}x)")
     return 0

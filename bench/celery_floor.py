@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""BENCH ONLY: what Celery itself costs for the pipeline's three hops, with nothing in them.
+
+The baseline row of ``bench/pipeline.py``.  Three bare tasks take the same path as a
+partition -- cpu queue -> device queue -> cpu queue -- on workers configured exactly like
+the product's (``cuzk_tasks.celery_app.create_app``, prefork, one process each, the device
+worker with ``DEVICE_WORKER_TUNING``), spending the same T ms of "GPU" and F ms of finalize
+time (the ``busy_wait`` instrument) so the processes go just as cold between hops.  Each
+task publishes the next with one LPUSH of a ``cuzk_tasks.wire`` message, the cheapest
+publish there is; no state store, no prover.  What is left over T + F is Celery's floor
+for a lone partition on this host.
+
+    python bench/celery_floor.py worker cpu|device     (started by bench/pipeline.py)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from cuzk_tasks import wire  # noqa: E402
+from cuzk_tasks.config import load_settings  # noqa: E402
+
+DONE_KEY = "bench:floor:overhead_ms"
+T_SYNTHESIZE, T_PROVE, T_FINALIZE = "bench.floor.synthesize", "bench.floor.prove", "bench.floor.finalize"
+
+
+def work_ms():
+    gpu_ms, finalize_ms = (float(x) for x in os.environ["BENCH_FLOOR_WORK_MS"].split(","))
+    return gpu_ms, finalize_ms
+
+
+def first_message(settings, t0):
+    return wire.task_message(T_SYNTHESIZE, (t0,), queue=settings.cpu_queue, priority=5)
+
+
+def make_app(settings):
+    import redis
+
+    from cuzk_tasks.celery_app import create_app
+    from cuzk_tasks.pipeline import busy_wait
+
+    app = create_app(settings)
+    state = {}
+
+    def push(message):
+        client = state.get("redis")
+        if client is None:
+            client = state["redis"] = redis.Redis.from_url(settings.broker_url)
+        client.lpush(message.list_key, message.payload)
+        return client
+
+    @app.task(name=T_SYNTHESIZE)
+    def synthesize(t0):
+        push(wire.task_message(T_PROVE, (t0,), queue=settings.device_queue(0), priority=5))
+
+    @app.task(name=T_PROVE)
+    def prove(t0):
+        busy_wait(work_ms()[0])
+        push(wire.task_message(T_FINALIZE, (t0,), queue=settings.cpu_queue, priority=5))
+
+    @app.task(name=T_FINALIZE)
+    def finalize(t0):
+        gpu_ms, finalize_ms = work_ms()
+        busy_wait(finalize_ms)
+        overhead_ms = (time.time() - t0) * 1000.0 - gpu_ms - finalize_ms
+        push(wire.QueuedMessage(DONE_KEY, str(overhead_ms)))
+
+    return app
+
+
+def main(argv):
+    from cuzk_tasks.worker import DEVICE_WORKER_TUNING, _run_celery_worker
+
+    if argv[:1] != ["worker"] or argv[1:2] not in (["cpu"], ["device"]):
+        raise SystemExit("usage: celery_floor.py worker cpu|device")
+    settings = load_settings()
+    app = make_app(settings)
+    if argv[1] == "device":
+        return _run_celery_worker(app, settings.device_queue(0), 1, "floor-dev@bench", "WARNING",
+                                  **DEVICE_WORKER_TUNING)
+    return _run_celery_worker(app, settings.cpu_queue, 1, "floor-cpu@bench", "WARNING")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
