@@ -29,7 +29,6 @@ one device plus one finalizer already occupy both cores.
 import argparse
 import os
 import pathlib
-import statistics
 import sys
 import tempfile
 import time

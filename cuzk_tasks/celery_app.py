@@ -15,8 +15,8 @@ from celery import Celery
 from .config import Settings, load_settings
 
 # The Redis transport's priority steps (0 served first, 9 last), their separator in list
-# keys and the lists of a queue: one definition, in wire.py, which builds messages for them.
-from .wire import PRIORITY_SEP, PRIORITY_STEPS, queue_keys  # noqa: F401
+# keys: one definition, in wire.py (with queue_keys), which builds messages for them.
+from .wire import PRIORITY_SEP, PRIORITY_STEPS
 
 TASK_SUBMIT = "cuzk.submit"
 TASK_SYNTHESIZE = "cuzk.synthesize"

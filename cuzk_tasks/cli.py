@@ -181,7 +181,7 @@ def format_snapshot(snap):
 def _cmd_status(args):
     import json as _json
 
-    from .celery_app import queue_keys
+    from .wire import queue_keys
     from .client import Client
 
     settings = _settings(args)

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from cuzk_tasks.celery_app import queue_keys
+from cuzk_tasks.wire import queue_keys
 from cuzk_tasks.state import read_extra
 
 SCHEMA_VERSION = 2
