@@ -15,6 +15,8 @@ one LPUSH per hop, no state store): Celery's own floor for a lone partition on t
 
 Reported per mode:
 * device duty cycle = (partitions proved on the device x T) / (first gpu_start .. last gpu_end);
+* device hand-over p50/p99: gpu_end of one partition .. gpu_start of the next on the same
+  device, saturated phase (what a busy device waits between partitions);
 * orchestration overhead per partition, p50/p99, from a sequential phase (one
   partition in flight at a time, so no queueing): (done - created) - (synth + T + F
   as measured inside the tasks);
@@ -188,12 +190,17 @@ def run_mode(workdir, redis_url, args, monolithic):
         wall = time.time() - t0
         parts = [client.store.get_partition(j, i) for j in jobs for i in range(per_job)]
         duty = {}
+        handovers = []
         for worker in sorted({p["worker"] for p in parts}):
-            mine = [p for p in parts if p["worker"] == worker]
-            start = min(float(p["t_gpu_start"]) for p in mine)
+            mine = sorted((p for p in parts if p["worker"] == worker),
+                          key=lambda p: float(p["t_gpu_start"]))
+            start = float(mine[0]["t_gpu_start"])
             end = max(float(p["t_gpu_end"]) for p in mine)
             duty[worker] = len(mine) * args.gpu_ms / 1000.0 / (end - start)
-        return {"overheads": overheads, "stages": stages, "duty": duty,
+            # the device's gap from one partition's gpu_end to the next one's gpu_start
+            handovers += [(float(b["t_gpu_start"]) - float(a["t_gpu_end"])) * 1000.0
+                          for a, b in zip(mine, mine[1:])]
+        return {"overheads": overheads, "stages": stages, "duty": duty, "handovers": handovers,
                 "throughput": len(parts) / wall, "n": len(parts)}
     finally:
         procs.stop()
@@ -222,17 +229,18 @@ def main():
         floor = run_floor(workdir, redis.url, args)
     print(f"T = {args.gpu_ms:.0f} ms GPU ({args.gpu_wait}), F = {args.finalize_ms:.0f} ms finalize busy-wait, "
           f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
-    print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | throughput partitions/s | "
-          "saturated partitions | sequential partitions |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | device hand-over "
+          "p50 / p99 ms | throughput partitions/s | saturated partitions | sequential partitions |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in results.items():
         duty = ", ".join(f"{d * 100:.1f}%" for d in r["duty"].values())
         print(f"| {mode} | {duty} | {percentile(r['overheads'], 0.5):.1f} | "
-              f"{percentile(r['overheads'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
+              f"{percentile(r['overheads'], 0.99):.1f} | {percentile(r['handovers'], 0.5):.1f} / "
+              f"{percentile(r['handovers'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
               f"{len(r['overheads'])} |")
     floor_p50 = percentile(floor["overheads"], 0.5)
     print(f"| baseline: Celery floor, 3 bare hops | - | {floor_p50:.1f} | "
-          f"{percentile(floor['overheads'], 0.99):.1f} | - | - | {len(floor['overheads'])} |")
+          f"{percentile(floor['overheads'], 0.99):.1f} | - | - | - | {len(floor['overheads'])} |")
     print("\nWhere a lone partition's overhead goes (sequential phase, p50 ms):\n")
     print("| stage | " + " | ".join(results) + " | measured as |")
     print("|---|" + "---:|" * len(results) + "---|")
