@@ -1,10 +1,12 @@
 """GPU compute backend on CuPy (CUDA), behind the same interface as the CPU core.
 
-STATUS: compile-checked only.  The kernels (``cuzk_tasks/native/cuda/*.cu``)
-compile through NVRTC and nvcc in CI, but this backend has not yet run on a
-GPU: the ``gpu``-marked tests and ``bench/gpu_check.py`` are what will
-validate it on a machine with a device.  ``prove_finish`` self-verifies every
-proof, so a wrong kernel result is discarded, never returned.
+STATUS: compile-checked and CPU-emulated, never run on a GPU.  The kernels
+(``cuzk_tasks/native/cuda/*.cu``) compile through NVRTC and nvcc in CI, and CI runs
+this backend's tests with the kernels compiled by g++ under a CUDA emulation
+(``tests/test_gpu_emulated.py``, ``tests/cupy_emu.py``): results match the CPU core.
+It has not yet run on a GPU: the ``gpu``-marked tests and ``bench/gpu_check.py`` are
+what will validate it on a machine with a device.  ``prove_finish`` self-verifies
+every proof, so a wrong kernel result is discarded, never returned.
 
 Design
 ------
@@ -582,6 +584,11 @@ class GpuBackend:
         if inverse:
             self._launch("ntt.cu", "fr_scale", n, (out, np.uint64(n), t["inv_n"]))
         return out
+
+    def asnumpy(self, device_array):
+        """A host (numpy) copy of an array this backend returned (e.g. from compute_h)."""
+        with self._device:
+            return self._cp.asnumpy(device_array)
 
     def fr_ntt(self, values, inverse=False):
         """Same as :func:`cuzk_tasks.groth16.native.fr_ntt`, on the GPU; returns numpy."""
