@@ -65,3 +65,65 @@ def test_a_wrong_kernel_result_is_caught(gpu, monkeypatch):
 
     monkeypatch.setitem(gpu._modules["ntt.cu"], "ntt_stage", off_by_one)
     assert not np.array_equal(gpu.fr_ntt(x), N.fr_ntt(x))
+
+
+@pytest.mark.slow
+def test_device_worker_proves_on_the_gpu_backend(redis_server_url, tmp_path):
+    """A real device worker process with ``--backend gpu`` (CUDA initialised in its pool
+    process), its ``import cupy`` resolving to the emulator (tests/cuda_emu/site): jobs
+    prove, the proofs verify, and the worker publishes its device's memory to the state
+    store as on a GPU host."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.groth16 import verify
+    from processes import stop_process_group, write_circuits_toml
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    fix = root / "tests" / "fixtures" / "mulchain"
+    config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", fix)})
+    tag = uuid.uuid4().hex[:6]
+    env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=redis_server_url,
+               CUZK_PREFIX="emu" + tag, CUZK_HOSTNAME="emuhost" + tag,
+               CUZK_CPU_QUEUE="emu.cpu." + tag, CUZK_SPOOL_DIR=str(tmp_path / "spool"),
+               CUZK_THREADS="1", CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
+               PYTHONPATH=os.pathsep.join([str(root / "tests" / "cuda_emu" / "site"), str(root),
+                                           os.environ.get("PYTHONPATH", "")]))
+    settings = load_settings(env=env)
+    procs = []
+    try:
+        for name, args in (("dev0", ["--device", "0", "--backend", "gpu"]),
+                           ("cpu", ["--cpu", "--concurrency", "1"])):
+            log = open(tmp_path / f"{name}.log", "wb")
+            procs.append(subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args],
+                                          cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+            log.close()
+        client = Client(settings=settings)
+        deadline = time.monotonic() + 90
+        while not client.store.live_device_workers():
+            assert time.monotonic() < deadline, (tmp_path / "dev0.log").read_text()[-3000:]
+            time.sleep(0.1)
+        inputs = json.loads((fix / "input.json").read_text())
+        job = client.submit("mulchain", [{"input": inputs}] * 3)
+        try:
+            result = client.wait(job, timeout=120)
+        except Exception:
+            raise AssertionError((tmp_path / "dev0.log").read_text()[-4000:]) from None
+        vk = json.loads((fix / "verification_key.json").read_text())
+        assert len(result["proofs"]) == 3
+        assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
+        worker = client.store.get_worker(settings.device_worker_id(0))
+        assert worker["gpu_name"] == "cuzk CUDA emulator (CPU)"
+        assert int(worker["gpu_mem_total_mb"]) == cupy_emu.EMULATED_MEMORY >> 20
+        assert "backend gpu ready" in (tmp_path / "dev0.log").read_text()
+    finally:
+        for proc in procs:
+            stop_process_group(proc)
