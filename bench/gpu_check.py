@@ -3,6 +3,11 @@
 
     python bench/gpu_check.py [--budget 330] [--quick] [--skip-tests]
 
+Dry run without a GPU (what tests/test_gpu_emulated.py does, so the one lent-GPU call
+is not spent on a bug in this script): ``PYTHONPATH=tests/cuda_emu/site python
+bench/gpu_check.py --skip-build --max-log 11`` -- the kernels run under the CUDA
+emulation, at sizes up to 2^11.
+
 Meant for a machine WITHOUT network (Python with cupy preinstalled): it only
 installs the repository itself (``pip install --no-build-isolation --no-deps
 -e .`` to compile the native CPU core, falling back to ``setup.py build_ext
@@ -345,6 +350,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes (2^16..2^20)")
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--max-log", type=int, help="largest size 2^N for every section (a dry run "
+                    "under the CUDA emulation; the targets then do not apply)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -376,7 +383,10 @@ def main(argv=None):
                    SECTION_LIMITS["tests"], env)
     top = 20 if args.quick else 22
     sizes = [s for s in (16, 18, 20, 22) if s <= top]
-    for section, sz in (("ntt", list(range(16, top + 1))), ("msm", sizes), ("prove", [16, 20])):
+    plan = [("ntt", list(range(16, top + 1))), ("msm", sizes), ("prove", [16, 20])]
+    if args.max_log:
+        plan = [(name, sorted({min(s, args.max_log) for s in sz})) for name, sz in plan]
+    for section, sz in plan:
         runner.run(section, [py, os.path.abspath(__file__), "--child", section,
                              "--sizes", ",".join(map(str, sz))], SECTION_LIMITS[section], env)
         print_table(runner.report["results"])

@@ -164,6 +164,10 @@ class _Runtime:
     def memGetInfo():
         return EMULATED_MEMORY, EMULATED_MEMORY
 
+    @staticmethod
+    def deviceSynchronize():
+        pass  # launches are synchronous here
+
 
 class _Namespace:
     def __init__(self, **items):

@@ -127,3 +127,29 @@ def test_device_worker_proves_on_the_gpu_backend(redis_server_url, tmp_path):
     finally:
         for proc in procs:
             stop_process_group(proc)
+
+
+@pytest.mark.slow
+def test_gpu_check_script_dry_run(tmp_path):
+    """bench/gpu_check.py, the one call a lent GPU gets, runs end to end under the emulator
+    (small sizes), so that call is not lost to a bug in the script."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, OUT=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(root / "tests" / "cuda_emu" / "site"), str(root),
+                                           os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(root / "bench" / "gpu_check.py"), "--skip-build",
+                           "--skip-tests", "--max-log", "11", "--budget", "240"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert {k: v["status"] for k, v in report["sections"].items()} == \
+        {"ntt": "ok", "msm": "ok", "prove": "ok"}, proc.stdout[-3000:]
+    results = report["results"]
+    assert sorted(r["op"] for r in results) == ["msm", "ntt", "prove"]
+    assert all(r.get("match_cpu") is True and "error" not in r for r in results), results
