@@ -69,5 +69,8 @@ class GpuError(CuzkError):
     """The GPU backend cannot run: CuPy missing, no CUDA device or driver, a
     kernel failed to compile, the device ran out of memory, or a CUDA call failed.
 
-    The message says which, and what to do (``--backend cpu`` always works).
+    The message says which, and what to do (``--backend cpu`` always works).  It is
+    the DEVICE's fault, never the input's: the pipeline retries the partition on
+    another device (``gpu_fault``).  Input problems the GPU backend finds (a witness
+    value >= r, a malformed coefficient, a size it cannot take) are :class:`ProofError`.
     """

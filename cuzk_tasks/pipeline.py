@@ -31,7 +31,7 @@ import uuid
 
 from . import defaults, wire
 from .config import Settings
-from .errors import CuzkError
+from .errors import CuzkError, GpuError
 
 log = logging.getLogger("cuzk_tasks.pipeline")
 
@@ -436,6 +436,7 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
             return None
         return _after_gpu_end(ctx, end, message, result)
     message = None
+    device_fault = None
     try:
         _test_instruments(circuit)
         zkey = ctx.resident.get(circuit)
@@ -449,6 +450,9 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                   "partial": partial.to_json(), "gpu_ms": _ms_since(t0)}
         if finalize_queue:
             message = finalize_message(ctx, result, finalize_queue, priority)
+    except GpuError as exc:  # the device's fault, not the input's: another device retries
+        result = message = None
+        device_fault = exc
     except CuzkError as exc:
         result = message = None
         _fail(ctx, job_id, idx, attempt, exc, token=token)
@@ -459,8 +463,12 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     finally:
         # compare-and-delete on OUR token: never clears a worker that moved on; queues
         # finalize in the same step when the partition advances
-        end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0),
-                            message=ctx.outbox(message))
+        if device_fault is None:
+            end = store.gpu_end(wid, token, job_id, idx, attempt, _ms_since(t0),
+                                message=ctx.outbox(message))
+    if device_fault is not None:
+        return _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
+                                           witness_ref, priority)
     if result is not None and not end.partition_advanced:
         log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
@@ -468,6 +476,25 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     if result is not None:
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
     return returned
+
+
+def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, witness_ref,
+                                priority):
+    """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
+    live device with its next attempt, or fail it after max faults / with no other device."""
+    from .routing import prove_start_message
+
+    if priority is None:
+        priority = ctx.settings.default_priority
+    retry = prove_start_message(ctx, job_id, idx, attempt + 1, circuit, witness_ref, int(priority))
+    fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, str(exc), circuit,
+                                ctx.settings.max_deliveries, message=ctx.outbox(retry))
+    log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
+                ctx.worker_id, exc, fault.outcome,
+                f" to {fault.worker}" if fault.outcome == "rerouted" else "")
+    if fault.outcome == "rerouted" and not ctx.enqueue_in_store:
+        ctx.publish(wire.fill_queue(retry, fault.queue))
+    return None
 
 
 def publish_device_memory(store, worker_id, ttl_s, backend):

@@ -255,8 +255,14 @@ def _cache_dir():
     return d
 
 
+#: Fault injection (TEST ONLY): a launch of the kernel named here raises the CUDA error a
+#: real device fault would (the pipeline's device-fault test sets it for one worker).
+FAIL_KERNEL_ENV = "CUPY_EMU_FAIL_KERNEL"
+
+
 class _Kernel:
-    def __init__(self, fn, params, block_threads):
+    def __init__(self, name, fn, params, block_threads):
+        self.name = name
         self._fn = fn
         self._params = params
         self.block_threads = block_threads
@@ -265,6 +271,9 @@ class _Kernel:
             ctypes.c_void_p if t is None else t for _, _, t in params]
 
     def __call__(self, grid, block, args, shared_mem=0):
+        if os.environ.get(FAIL_KERNEL_ENV) == self.name:
+            raise CUDARuntimeError(f"cudaErrorIllegalAddress: an illegal memory access was "
+                                   f"encountered (injected by {FAIL_KERNEL_ENV} in {self.name})")
         grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
         block = tuple(int(b) for b in block) + (1,) * (3 - len(block))
         if len(args) != len(self._params):
@@ -309,7 +318,7 @@ class RawModule:
             if not lib_path.exists():
                 self._build(source, flags, lib_path)
         self._lib = ctypes.CDLL(str(lib_path))
-        self._kernels = {name: _Kernel(getattr(self._lib, f"cuda_emu_launch_{name}"), params,
+        self._kernels = {name: _Kernel(name, getattr(self._lib, f"cuda_emu_launch_{name}"), params,
                                        barrier[name]) for name, params in kernels.items()}
 
     @staticmethod

@@ -67,66 +67,143 @@ def test_a_wrong_kernel_result_is_caught(gpu, monkeypatch):
     assert not np.array_equal(gpu.fr_ntt(x), N.fr_ntt(x))
 
 
+class _EmulatedCluster:
+    """A CPU worker and device workers with ``--backend gpu`` whose ``import cupy`` is the
+    emulator (tests/cuda_emu/site); ``device_env`` gives per-device extra environment."""
+
+    def __init__(self, redis_url, tmp_path, device_env):
+        import os
+        import pathlib
+        import subprocess
+        import sys
+        import uuid
+
+        from cuzk_tasks.client import Client
+        from cuzk_tasks.config import load_settings
+        from processes import write_circuits_toml
+
+        self.root = pathlib.Path(__file__).resolve().parent.parent
+        self.fix = self.root / "tests" / "fixtures" / "mulchain"
+        self.tmp = tmp_path
+        config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", self.fix)})
+        tag = uuid.uuid4().hex[:6]
+        env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=redis_url,
+                   CUZK_PREFIX="emu" + tag, CUZK_HOSTNAME="emuhost" + tag,
+                   CUZK_CPU_QUEUE="emu.cpu." + tag, CUZK_SPOOL_DIR=str(tmp_path / "spool"),
+                   CUZK_THREADS="1", CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
+                   PYTHONPATH=os.pathsep.join([str(self.root / "tests" / "cuda_emu" / "site"),
+                                               str(self.root), os.environ.get("PYTHONPATH", "")]))
+        env.pop(cupy_emu.FAIL_KERNEL_ENV, None)
+        self.settings = load_settings(env=env)
+        self.procs = {}
+        starts = [(f"dev{d}", ["--device", str(d), "--backend", "gpu"], extra)
+                  for d, extra in enumerate(device_env)] + [("cpu", ["--cpu", "--concurrency", "1"], {})]
+        for name, args, extra in starts:
+            log = open(tmp_path / f"{name}.log", "wb")
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "cuzk_tasks", "worker", *args], cwd=self.root,
+                env=dict(env, **extra), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+        self.client = Client(settings=self.settings)
+
+    def wait_devices(self, n, timeout_s=90):
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while len(self.client.store.live_device_workers()) < n:
+            assert time.monotonic() < deadline, self.logs()
+            time.sleep(0.1)
+
+    def logs(self):
+        return "\n".join(f"----- {name} -----\n" + (self.tmp / f"{name}.log").read_text()[-3000:]
+                         for name in self.procs)
+
+    def submit(self, n):
+        import json
+
+        inputs = json.loads((self.fix / "input.json").read_text())
+        return self.client.submit("mulchain", [{"input": inputs}] * n)
+
+    def verify_all(self, result, n):
+        import json
+
+        from cuzk_tasks.groth16 import verify
+
+        vk = json.loads((self.fix / "verification_key.json").read_text())
+        assert len(result["proofs"]) == n
+        assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
+
+    def stop(self):
+        from processes import stop_process_group
+
+        for proc in self.procs.values():
+            stop_process_group(proc)
+
+
 @pytest.mark.slow
 def test_device_worker_proves_on_the_gpu_backend(redis_server_url, tmp_path):
     """A real device worker process with ``--backend gpu`` (CUDA initialised in its pool
-    process), its ``import cupy`` resolving to the emulator (tests/cuda_emu/site): jobs
-    prove, the proofs verify, and the worker publishes its device's memory to the state
-    store as on a GPU host."""
-    import json
-    import os
-    import pathlib
-    import subprocess
-    import sys
-    import time
-    import uuid
-
-    from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.groth16 import verify
-    from processes import stop_process_group, write_circuits_toml
-
-    root = pathlib.Path(__file__).resolve().parent.parent
-    fix = root / "tests" / "fixtures" / "mulchain"
-    config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", fix)})
-    tag = uuid.uuid4().hex[:6]
-    env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=redis_server_url,
-               CUZK_PREFIX="emu" + tag, CUZK_HOSTNAME="emuhost" + tag,
-               CUZK_CPU_QUEUE="emu.cpu." + tag, CUZK_SPOOL_DIR=str(tmp_path / "spool"),
-               CUZK_THREADS="1", CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
-               PYTHONPATH=os.pathsep.join([str(root / "tests" / "cuda_emu" / "site"), str(root),
-                                           os.environ.get("PYTHONPATH", "")]))
-    settings = load_settings(env=env)
-    procs = []
+    process), its ``import cupy`` resolving to the emulator: jobs prove, the proofs verify,
+    and the worker publishes its device's memory to the state store as on a GPU host."""
+    cluster = _EmulatedCluster(redis_server_url, tmp_path, [{}])
     try:
-        for name, args in (("dev0", ["--device", "0", "--backend", "gpu"]),
-                           ("cpu", ["--cpu", "--concurrency", "1"])):
-            log = open(tmp_path / f"{name}.log", "wb")
-            procs.append(subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args],
-                                          cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-            log.close()
-        client = Client(settings=settings)
-        deadline = time.monotonic() + 90
-        while not client.store.live_device_workers():
-            assert time.monotonic() < deadline, (tmp_path / "dev0.log").read_text()[-3000:]
-            time.sleep(0.1)
-        inputs = json.loads((fix / "input.json").read_text())
-        job = client.submit("mulchain", [{"input": inputs}] * 3)
+        cluster.wait_devices(1)
+        job = cluster.submit(3)
         try:
-            result = client.wait(job, timeout=120)
+            result = cluster.client.wait(job, timeout=120)
         except Exception:
-            raise AssertionError((tmp_path / "dev0.log").read_text()[-4000:]) from None
-        vk = json.loads((fix / "verification_key.json").read_text())
-        assert len(result["proofs"]) == 3
-        assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
-        worker = client.store.get_worker(settings.device_worker_id(0))
+            raise AssertionError(cluster.logs()) from None
+        cluster.verify_all(result, 3)
+        worker = cluster.client.store.get_worker(cluster.settings.device_worker_id(0))
         assert worker["gpu_name"] == "cuzk CUDA emulator (CPU)"
         assert int(worker["gpu_mem_total_mb"]) == cupy_emu.EMULATED_MEMORY >> 20
         assert "backend gpu ready" in (tmp_path / "dev0.log").read_text()
     finally:
-        for proc in procs:
-            stop_process_group(proc)
+        cluster.stop()
+
+
+@pytest.mark.slow
+def test_a_device_fault_moves_the_partition_to_another_device(redis_server_url, tmp_path):
+    """Issue 6: a CUDA error on one device gives a clear error and the partition is retried
+    on another device; the job completes with valid proofs.  With every device faulting, the
+    job fails with that error instead -- never a hung worker or a wrong proof."""
+    fail = {cupy_emu.FAIL_KERNEL_ENV: "msm_digits"}
+    cluster = _EmulatedCluster(redis_server_url, tmp_path, [fail, {}])
+    try:
+        cluster.wait_devices(2)
+        store = cluster.client.store
+        dev0, dev1 = (cluster.settings.device_worker_id(d) for d in (0, 1))
+        job = cluster.submit(4)
+        try:
+            result = cluster.client.wait(job, timeout=120)
+        except Exception:
+            raise AssertionError(cluster.logs()) from None
+        cluster.verify_all(result, 4)
+        parts = store.list_partitions(job)
+        faulted = [p for p in parts if p.get("device_faults")]
+        assert faulted, "no partition was routed to the faulting device"
+        for p in faulted:
+            assert p["avoid"] == dev0 and p["worker"] == dev1 and p["attempt"] == 1
+            assert "illegal memory access" in p["last_device_error"]
+        assert store.get_worker(dev0)["state"] == "idle"
+        assert "device error on" in (tmp_path / "dev0.log").read_text()
+
+        # dev1 goes away: the next fault on dev0 has nowhere to go and fails the job clearly
+        from processes import stop_process_group
+
+        stop_process_group(cluster.procs["dev1"])
+        store.worker_offline(dev1)
+        job = cluster.submit(1)
+        try:
+            cluster.client.wait(job, timeout=60)
+        except Exception as exc:
+            message = str(exc)
+        else:
+            raise AssertionError("the job should have failed")
+        assert "no other live device" in message and "illegal memory access" in message, message
+        assert store.get_worker(dev0)["state"] == "idle"
+    finally:
+        cluster.stop()
 
 
 @pytest.mark.slow

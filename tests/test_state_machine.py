@@ -297,6 +297,20 @@ class BusyFlagMachine(RuleBasedStateMachine):
             s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
         self.ended.append(run)
 
+    @precondition(lambda self: self.in_flight)
+    @rule(pick=st.integers(0, 10**6), max_faults=st.integers(1, 3))
+    def device_fault(self, pick, max_faults):
+        """prove_start hits a device error: gpu_fault clears the worker (compare-and-delete)
+        and moves the partition to another live device (a new message) or fails it."""
+        worker = sorted(self.in_flight)[pick % len(self.in_flight)]
+        run = self.in_flight.pop(worker)
+        fault = self.store.gpu_fault(worker, run.token, run.job, run.idx, run.attempt,
+                                     "cudaErrorIllegalAddress", "c", max_faults)
+        if fault.outcome == "rerouted":
+            assert fault.worker != worker and fault.worker in self.online, fault
+            self.messages.append((fault.worker, run.job, run.idx, run.attempt + 1))
+        self.ended.append(run)
+
     @rule(worker=st.sampled_from(WORKERS), restart=st.booleans())
     def crash(self, worker, restart):
         """The worker process dies (its run with it); maybe it restarts and re-registers."""
@@ -310,16 +324,19 @@ class BusyFlagMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.ended)
     @rule(pick=st.integers(0, 10**6), at=st.sampled_from(["own", "busy", "any"]),
-          worker=st.sampled_from(WORKERS))
-    def stale_end(self, pick, at, worker):
-        """A late or duplicated gpu_end of a run that is over: on its own worker, on a worker
-        that is busy right now, or misdirected to any worker."""
+          worker=st.sampled_from(WORKERS), fault=st.booleans())
+    def stale_end(self, pick, at, worker, fault):
+        """A late or duplicated gpu_end (or gpu_fault) of a run that is over: on its own
+        worker, on a worker that is busy right now, or misdirected to any worker."""
         r = self.ended[pick % len(self.ended)]
         if at == "own" or (at == "busy" and not self.in_flight):
             worker = r.worker
         elif at == "busy":
             worker = sorted(self.in_flight)[pick % len(self.in_flight)]
-        self.store.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+        if fault:
+            self.store.gpu_fault(worker, r.token, r.job, r.idx, r.attempt, "late", "c", 3)
+        else:
+            self.store.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
 
     @precondition(lambda self: self.returned)
     @rule(pick=st.integers(0, 10**6), ok=st.booleans(), pass_token=st.booleans())

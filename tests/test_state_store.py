@@ -294,7 +294,7 @@ def test_synth_end_and_route_push_prove_start_on_the_chosen_queue(store):
     assert store.synth_begin("j1", 0, 0)
     end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
-    w = device(store, "w1")
+    w = device(store, "w1" + store.prefix)  # queue names are not prefixed: unique per test
     queue = f"cuzk.dev.host.{w}"
     routed = store.route("j1", 0, 0, circuit="c", message=late)
     assert routed and (routed.worker, routed.queue) == (w, queue)
@@ -321,6 +321,69 @@ def test_gpu_end_pushes_finalize_only_when_the_partition_advances(store):
     assert end.partition_advanced and store.redis.lrange(fin.list_key, 0, -1) == [fin.payload]
     again = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)   # a duplicate end
     assert not again.partition_advanced and store.redis.llen(fin.list_key) == 1
+
+
+def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store):
+    from cuzk_tasks import wire
+
+    new_job(store, n=2)
+    w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
+    token = to_gpu(store, "j1", 0, w1)
+    retry = wire.task_message_any_queue("cuzk.prove_start", ("j1", 0, 1, "c", "/w"), priority=5)
+    # a stale fault (another token) only touches nothing: the run in flight keeps the worker
+    stale = store.gpu_fault(w1, "other-token", "j1", 0, 0, "late", "c", 3, message=retry)
+    assert (stale.worker_cleared, stale.outcome) == (False, "stale")
+    assert store.get_worker(w1)["state"] == "proving"
+    fault = store.gpu_fault(w1, token, "j1", 0, 0, "CUDA error: illegal address", "c", 3,
+                            message=retry)
+    assert (fault.worker_cleared, fault.outcome, fault.worker) == (True, "rerouted", w2)
+    part = store.get_partition("j1", 0)
+    assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, w2)
+    assert part["avoid"] == w1 and part["device_faults"] == 1
+    assert "illegal address" in part["last_device_error"]
+    assert store.get_worker(w1)["state"] == "idle"
+    q2 = f"cuzk.dev.host.{w2}"
+    assert store.redis.lrange(f"{q2}:5", 0, -1) == [wire.fill_queue(retry, q2).payload]
+    assert store.gpu_start(w1, "j1", 0, 0, 3).reason == "stale"  # the old message, if redelivered
+    assert store.get_job("j1")["state"] == "running"
+    # the retry faults on w2 as well: w1 is avoided, so no device is left -> failed, clearly
+    t2 = store.gpu_start(w2, "j1", 0, 1, 3).token
+    again = store.gpu_fault(w2, t2, "j1", 0, 1, "out of memory", "c", 3, message=retry)
+    assert again.outcome == "failed" and store.get_worker(w2)["state"] == "idle"
+    job = store.get_job("j1")
+    assert job["state"] == "failed"
+    assert "no other live device" in job["error"] and "out of memory" in job["error"]
+    store.redis.delete(f"{q2}:5")
+
+
+def test_gpu_fault_fails_after_max_faults(store):
+    new_job(store, n=1)
+    workers = [device(store, f"w{i}" + store.prefix) for i in range(3)]
+    attempt = 0
+    token = to_gpu(store, "j1", 0, workers[0])
+    for n in (1, 2):
+        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token, "j1", 0, attempt,
+                                f"fault {n}", "c", 2 if n == 2 else 3)
+        if n == 1:
+            assert fault.outcome == "rerouted"
+            attempt += 1
+            token = store.gpu_start(fault.worker, "j1", 0, attempt, 3).token
+    assert fault.outcome == "failed"
+    assert "device error on 2 devices" in store.get_job("j1")["error"]
+
+
+def test_routing_skips_devices_the_partition_faulted_on(store):
+    new_job(store, n=1)
+    w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
+    token = to_gpu(store, "j1", 0, w1)
+    assert store.gpu_fault(w1, token, "j1", 0, 0, "boom", "c", 3).worker == w2
+    # w2 dies; the sweeper's re-dispatch must not send the partition back to w1
+    assert store.redispatch("j1", 0, 1, worker_id=w2)
+    store.worker_offline(w2)
+    routed = store.route("j1", 0, 2, circuit="c")
+    assert not routed and routed.reason == "no_live_device"
+    w3 = device(store, "w3" + store.prefix)
+    assert store.route("j1", 0, 2, circuit="c").worker == w3
 
 
 def test_synth_begin_returns_the_partition_inputs(store):

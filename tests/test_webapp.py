@@ -231,9 +231,15 @@ def test_metrics(store):
         tok = start(store, w, "jm", i)
         store.gpu_end(w, tok, "jm", i, 0, 120.0)
         store.finalize_end("jm", i, 0, 30.0, {}, [])
+    # a device fault on a third partition (no other device: it fails) counts as a GPU fault
+    job(store, "jf", kind="km", n=1)
+    tok = start(store, w, "jf", 0)
+    assert store.gpu_fault(w, tok, "jf", 0, 0, "cudaErrorIllegalAddress", "mulchain").outcome == "failed"
     text = c.get("/metrics").get_data(as_text=True)
     text2 = c.get("/metrics").get_data(as_text=True)  # folding again counts nothing twice
+    assert status(c)["counters"]["gpu_faults"] == {"km": 1}
     for t in (text, text2):
+        assert 'cuzk_gpu_faults_total{kind="km"} 1.0' in t
         assert 'cuzk_proofs_completed_total{kind="km"} 2.0' in t
         assert 'cuzk_partition_phase_seconds_count{phase="gpu"} 2.0' in t
         assert 'cuzk_partition_phase_seconds_bucket{le="0.25",phase="gpu"} 2.0' in t

@@ -33,6 +33,12 @@ class StatusCollector:
         for kind, n in sorted(c["failed"].items()):
             failed.add_metric([kind], n)
         yield failed
+        faults = CounterMetricFamily("cuzk_gpu_faults", "Device errors in prove_start, by proof kind "
+                                     "(each moved its partition to another device, or failed it)",
+                                     labels=["kind"])
+        for kind, n in sorted(c["gpu_faults"].items()):
+            faults.add_metric([kind], n)
+        yield faults
         jobs = CounterMetricFamily("cuzk_jobs_finished", "Jobs finished, by proof kind and outcome",
                                    labels=["kind", "state"])
         for group, state in (("jobs_done", "done"), ("jobs_failed", "failed"),

@@ -70,7 +70,8 @@ def _worker(w: dict, now: float) -> dict:
 
 
 def _counters(raw: dict) -> dict:
-    out = {"completed": {}, "failed": {}, "jobs_done": {}, "jobs_failed": {}, "jobs_cancelled": {}}
+    out = {"completed": {}, "failed": {}, "gpu_faults": {}, "jobs_done": {}, "jobs_failed": {},
+           "jobs_cancelled": {}}
     for name, value in raw.items():
         group, _, kind = name.partition(":")
         if group in out:

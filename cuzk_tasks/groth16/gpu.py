@@ -31,7 +31,10 @@ Design
   worker, anyway).
 * Failures raise :class:`~cuzk_tasks.errors.GpuError`: CuPy missing, no
   device/driver, compile error (with the NVRTC log), out of memory (after one
-  retry with idle circuits evicted), any CUDA error.
+  retry with idle circuits evicted), any CUDA error.  The pipeline retries the
+  partition on another device (``gpu_fault``).  Problems with the input itself
+  (a witness value >= r, a malformed coefficient, a size over the GPU's limits)
+  are :class:`~cuzk_tasks.errors.ProofError`: retrying elsewhere would not help.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import time
 
 import numpy as np
 
-from ..errors import CuzkError, GpuError
+from ..errors import CuzkError, GpuError, ProofError
 from . import points
 from .reference.field import FR, MONT_R
 
@@ -431,11 +434,11 @@ class GpuBackend:
         c = coefs["constraint"].astype(np.uint64)
         s = coefs["signal"]
         if coefs.size and (m.max() > 1 or c.max() >= domain or s.max() >= n_vars):
-            raise GpuError("a zkey coefficient record is out of range (matrix not 0/1, constraint "
+            raise ProofError("a zkey coefficient record is out of range (matrix not 0/1, constraint "
                            ">= domain size or signal >= number of witness values)")
         vals = np.ascontiguousarray(coefs["value"])
         if coefs.size and _limbs_ge_r(vals).any():
-            raise GpuError("a zkey coefficient value is not a canonical field element")
+            raise ProofError("a zkey coefficient value is not a canonical field element")
         key = m * np.uint64(domain) + c
         order = np.argsort(key, kind="stable")
         counts = np.bincount(key.astype(np.int64), minlength=2 * domain)
@@ -463,10 +466,10 @@ class GpuBackend:
         if w.ndim != 2 or w.shape[1] != 4:
             raise ValueError(f"witness: expected shape (n, 4), got {w.shape}")
         if _limbs_ge_r(w).any():
-            raise GpuError("a witness value is not a canonical field element (>= r)")
+            raise ProofError("a witness value is not a canonical field element (>= r)")
         domain = int(zkey.domain_size)
         if domain >= 1 << 32:
-            raise GpuError("domain too large for the GPU backend")
+            raise ProofError("domain too large for the GPU backend")
         row_off, sig, val = self._coef_csr(zkey)
         d_w = cp.asarray(w)
         abc = cp.empty((3, domain, 4), dtype=cp.uint64)
@@ -690,7 +693,7 @@ class GpuBackend:
         if n == 0:
             return np.zeros(12, dtype=np.uint64)
         if n >= 1 << 31:
-            raise GpuError("G1 MSM: more than 2^31 points is not supported on the GPU")
+            raise ProofError("G1 MSM: more than 2^31 points is not supported on the GPU")
         d_bases = cp.ascontiguousarray(d_bases, dtype=cp.uint64)
         d_scalars = cp.ascontiguousarray(d_scalars, dtype=cp.uint64)
         try:

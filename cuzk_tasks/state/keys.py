@@ -37,7 +37,8 @@ class Keys:
 
     def part(self, job_id: str, idx: int) -> str:
         """hash: job, idx, state, attempt, deliveries, redispatches, worker, token, input,
-        input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error."""
+        input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error;
+        after a device fault: avoid (comma-separated workers), device_faults, last_device_error."""
         return f"{self.prefix}:part:{job_id}:{int(idx)}"
 
     def jobs_active(self) -> str:

@@ -28,7 +28,8 @@ from .enums import WorkerRole, WorkerState
 from .keys import Keys, member, parse_member
 
 SCRIPTS = (
-    "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "finalize_end",
+    "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
+    "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "snapshot",
 )
@@ -41,7 +42,7 @@ SNAPSHOT_PART_FIELDS = (
 )
 
 _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
-               "redispatches", "partition", "hb_ttl_ms", "pid"}
+               "redispatches", "partition", "hb_ttl_ms", "pid", "device_faults"}
 _FLOAT_FIELDS = {"since", "last_hb"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at"}
@@ -110,6 +111,18 @@ class GpuEnd:
 
     worker_cleared: bool
     partition_advanced: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuFault:
+    """Outcome of :meth:`StateStore.gpu_fault`.  ``outcome``: ``rerouted`` (to ``worker``,
+    whose queue is ``queue``), ``failed`` (max faults, or no other live device) or ``stale``
+    (the run was not the partition's current one: only the worker was touched)."""
+
+    worker_cleared: bool
+    outcome: str
+    worker: str | None = None
+    queue: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,6 +380,21 @@ class StateStore:
              message.list_key if message else "", message.payload if message else ""])
         return GpuEnd(bool(cleared), bool(advanced))
 
+    def gpu_fault(self, worker_id, token, job_id, idx, attempt, error, circuit,
+                  max_faults: int = defaults.MAX_DELIVERIES, message=None) -> GpuFault:
+        """A run's prove_start failed because of the device (not the input).  Compare-and-delete
+        on the worker as :meth:`gpu_end`; the partition, if this run is its current one, adds the
+        worker to its ``avoid`` list, counts ``device_faults`` and goes to synth_done with
+        attempt + 1, routed in the same step to the best other live device (``message``: the
+        retry's prove_start, built for attempt + 1, pushed there).  At ``max_faults`` faults, or
+        with no other live device, the partition and its job fail with ``error``."""
+        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        cleared, outcome, worker, queue = self._run(
+            "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
+            [job_id, idx, attempt, worker_id, token, str(error), circuit, int(max_faults),
+             *self._late_message_args(message)])
+        return GpuFault(bool(cleared), outcome, worker or None, queue or None)
+
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
         """finalizing (or gpu, if its run ended without gpu_end) -> done; the job -> done for
@@ -580,5 +608,5 @@ def _worker(rec: dict, now: float | None = None) -> dict:
     return d
 
 
-__all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "FinalizeEnd",
-           "member"]
+__all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault",
+           "FinalizeEnd", "member"]

@@ -152,6 +152,15 @@ local function worker_record(w)
           outstanding = redis.call('SCARD', K.routed(w))}
 end
 
+-- {item = true, ...} of a comma-separated field ('' or nil: empty)
+local function csv_set(text)
+  local set = {}
+  if not blank(text) then
+    for item in string.gmatch(text, '[^,]+') do set[item] = true end
+  end
+  return set
+end
+
 -- LPUSH a Celery task message (built by cuzk_tasks/wire.py) onto a broker list; nothing
 -- when `list_key` is blank (the caller publishes it itself: the broker is another Redis).
 local function enqueue(list_key, payload)
@@ -161,12 +170,13 @@ local function enqueue(list_key, payload)
 end
 
 -- The device worker a partition of `circuit` goes to: a live one (heartbeat key present)
--- with role device and a queue; least outstanding (size of its routed set), then one whose
--- resident set holds the circuit, then the smallest id.  Returns {worker, queue} or nil.
-local function choose_device(circuit)
+-- with role device and a queue, not in `avoid` (a set: devices that faulted on this
+-- partition); least outstanding (size of its routed set), then one whose resident set holds
+-- the circuit, then the smallest id.  Returns {worker, queue} or nil.
+local function choose_device(circuit, avoid)
   local best
   for _, w in ipairs(redis.call('SMEMBERS', K.workers())) do
-    if redis.call('EXISTS', K.hb(w)) == 1 then
+    if not (avoid and avoid[w]) and redis.call('EXISTS', K.hb(w)) == 1 then
       local f = redis.call('HMGET', K.worker(w), 'role', 'queue', 'resident')
       if f[1] == 'device' and not blank(f[2]) then
         local outstanding = redis.call('SCARD', K.routed(w))
@@ -198,13 +208,13 @@ local function route_core(job, idx, attempt, worker, circuit, msg_head, msg_tail
   if not js then return {0, 'unknown', '', ''} end
   if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
   local pkey = K.part(job, idx)
-  local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker')
+  local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker', 'avoid')
   if not p[1] then return {0, 'unknown', '', ''} end
   if p[1] ~= 'synth_done' or tonumber(p[2]) ~= tonumber(attempt) then return {0, 'stale', '', ''} end
   if not blank(p[3]) then return {0, 'already_routed', '', ''} end
   local queue
   if blank(worker) then
-    local best = choose_device(circuit)
+    local best = choose_device(circuit, csv_set(p[4]))
     if best == nil then return {0, 'no_live_device', '', ''} end
     worker, queue = best[1], best[2]
   else

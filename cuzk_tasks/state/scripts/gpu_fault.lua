@@ -1,0 +1,55 @@
+-- gpu_fault: a run's prove_start failed because of the DEVICE (GpuError: a CUDA error, out
+-- of memory after eviction, a kernel that does not compile, no usable device) -- not
+-- because of the partition's input.  Two effects, as gpu_end:
+--  * worker: compare-and-delete on this run's token;
+--  * partition, only if this run is its current one (gpu, this attempt, this token): the
+--    faulted worker joins its `avoid` list, `device_faults` += 1, and it goes back to
+--    synth_done with attempt + 1 and is routed to the best OTHER live device with its
+--    prove_start pushed (route_core; the message carries attempt + 1).  After max faults,
+--    or with no other live device, the partition (and so its job) fails with the error.
+-- KEYS[1] partition hash, KEYS[2] worker hash.
+-- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) error, A(7) circuit,
+-- A(8) max faults, A(9) head, A(10) tail, A(11) step of the retry's prove_start ('' = the
+-- caller publishes it).
+-- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
+local job, idx, attempt, worker, token, err = A(1), A(2), A(3), A(4), A(5), A(6)
+local cleared = clear_worker_if(worker, token)
+local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token', 'avoid')
+if not (p[1] == 'gpu' and tonumber(p[2]) == tonumber(attempt) and p[4] == token
+        and not blank(token)) then
+  emit('gpu_fault', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker,
+    'token', token, 'worker_cleared', cleared, 'outcome', 'stale', 'error', err)
+  return {cleared, 'stale', '', ''}
+end
+local avoid = p[5] or ''
+local avoid_set = csv_set(avoid)
+if not avoid_set[worker] then
+  avoid = blank(avoid) and worker or (avoid .. ',' .. worker)
+end
+local faults = redis.call('HINCRBY', KEYS[1], 'device_faults', 1)
+redis.call('HSET', KEYS[1], 'avoid', avoid, 'last_device_error', err)
+local kind = redis.call('HGET', K.job(job), 'kind') or ''
+redis.call('HINCRBY', K.counters(), 'gpu_faults:' .. kind, 1)
+local function fail(reason)
+  fail_core(job, idx, reason, token)
+  emit('gpu_fault', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker,
+    'token', token, 'worker_cleared', cleared, 'outcome', 'failed', 'error', err)
+  return {cleared, 'failed', '', ''}
+end
+if faults >= tonumber(A(8)) then
+  return fail(string.format('device error on %d devices; last on %s: %s', faults, worker, err))
+end
+-- back to synth_done with the next attempt (as redispatch), out of this worker's routed set
+local next_attempt = tonumber(p[2]) + 1
+unindex(job, idx, p[3])
+redis.call('HSET', KEYS[1], 'state', 'synth_done', 'attempt', next_attempt, 'worker', '',
+  'token', '', 't_redispatched', NOW_S)
+redis.call('SADD', K.unrouted(), member(job, idx))
+local r = route_core(job, idx, next_attempt, '', A(7), A(9), A(10), A(11))
+if r[1] ~= 1 then
+  return fail(string.format('device error on %s and no other live device to retry on: %s',
+    worker, err))
+end
+emit('gpu_fault', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker,
+  'token', token, 'worker_cleared', cleared, 'outcome', 'rerouted', 'to_worker', r[3], 'error', err)
+return {cleared, 'rerouted', r[3], r[4]}
