@@ -255,6 +255,10 @@ def _cache_dir():
     return d
 
 
+#: ``reverse``: blocks and threads run in reverse order (see cuda_emu.h); read when a
+#: RawModule is built.
+ORDER_ENV = "CUDA_EMU_ORDER"
+
 #: Fault injection (TEST ONLY): a launch of the kernel named here raises the CUDA error a
 #: real device fault would (the pipeline's device-fault test sets it for one worker).
 FAIL_KERNEL_ENV = "CUPY_EMU_FAIL_KERNEL"
@@ -312,6 +316,8 @@ class RawModule:
         source = code + "\n// ---- cuda_emu launch wrappers ----\n" + "".join(wrappers)
         flags = ["-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-DCUZK_NO_ASM",
                  "-include", str(SHIM), *[f"-I{d}" for d in include_dirs], *defines]
+        if os.environ.get(ORDER_ENV, "forward") == "reverse":
+            flags.append("-DCUZK_EMU_REVERSE=1")
         key = hashlib.sha256("\0".join([source, SHIM.read_text(), *flags, CXX]).encode()).hexdigest()[:20]
         lib_path = _cache_dir() / f"kernels-{key}.so"
         with _LOCK:

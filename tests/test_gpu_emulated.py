@@ -37,9 +37,12 @@ pytestmark = pytest.mark.skipif(not cupy_emu.available(),
                                 reason=f"the emulated kernels need a C++20 compiler ({cupy_emu.CXX})")
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    with cupy_emu.installed_as_cupy(G):
+@pytest.fixture(scope="module", params=["forward", "reverse"])
+def gpu(request):
+    """The emulated backend, its threads run in order and in reverse order: a kernel whose
+    result depends on the order (a race on a real GPU) fails one of the two."""
+    with cupy_emu.installed_as_cupy(G), pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cupy_emu.ORDER_ENV, request.param)
         backend = G.GpuBackend()
     assert backend.device_name == "cuzk CUDA emulator (CPU)"
     yield backend

@@ -37,19 +37,32 @@ inline void syncthreads() {
     tl_barrier->arrive_and_wait();
 }
 
+// CUZK_EMU_REVERSE: blocks and (sequentially run) threads in reverse order.  A kernel whose
+// result depends on the order its threads run in (a race on a GPU) then gives a different
+// answer, and the differential tests catch it: they run in both orders.
+#if defined(CUZK_EMU_REVERSE)
+constexpr bool kReverse = true;
+#else
+constexpr bool kReverse = false;
+#endif
+
+inline unsigned ordered(unsigned i, unsigned n) { return kReverse ? n - 1 - i : i; }
+
 template <class Body>
 void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
             bool block_threads, Body body) {
     const dim3_t grid{gx, gy, gz}, block{bx, by, bz};
     const unsigned nthreads = bx * by * bz;
-    for (unsigned z = 0; z < gz; ++z)
-        for (unsigned y = 0; y < gy; ++y)
-            for (unsigned x = 0; x < gx; ++x) {
-                const dim3_t blk{x, y, z};
+    const unsigned long long nblocks = (unsigned long long)gx * gy * gz;
+    for (unsigned long long b = 0; b < nblocks; ++b) {
+                const unsigned long long bb = kReverse ? nblocks - 1 - b : b;
+                const dim3_t blk{(unsigned)(bb % gx), (unsigned)((bb / gx) % gy),
+                                 (unsigned)(bb / ((unsigned long long)gx * gy))};
                 if (!block_threads) {
                     tl_grid_dim = grid, tl_block_dim = block, tl_block_idx = blk;
                     tl_barrier = nullptr;
-                    for (unsigned t = 0; t < nthreads; ++t) {
+                    for (unsigned i = 0; i < nthreads; ++i) {
+                        const unsigned t = ordered(i, nthreads);
                         tl_thread_idx = dim3_t{t % bx, (t / bx) % by, t / (bx * by)};
                         body();
                     }
@@ -66,7 +79,7 @@ void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, uns
                         body();
                     });
                 for (auto& th : threads) th.join();
-            }
+    }
 }
 
 }  // namespace cuzk_emu
