@@ -81,10 +81,10 @@ def stack(tmp_path_factory):
     })
     procs = {}
 
-    def start(name, argv):
+    def start(name, argv, extra_env=None):
         log = open(base / f"{name}.log", "wb")
-        procs[name] = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+        procs[name] = subprocess.Popen(argv, cwd=ROOT, env=dict(env, **(extra_env or {})),
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def logs():
         return "\n".join(f"----- {n} -----\n" + (base / f"{n}.log").read_text(errors="replace")[-20000:]
@@ -93,7 +93,10 @@ def stack(tmp_path_factory):
     try:
         py = [sys.executable, "-m", "cuzk_tasks"]
         start("dev0", py + ["worker", "--device", "0", "--backend", "cpu"])
-        start("dev1", py + ["worker", "--device", "1", "--backend", "cpu"])
+        # dev1 is a GPU worker whose `import cupy` is the CUDA emulator (tests/cupy_emu.py):
+        # its card must show what a GPU worker publishes (device name, memory)
+        start("dev1", py + ["worker", "--device", "1", "--backend", "gpu"], {"PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "tests" / "cuda_emu" / "site"), env["PYTHONPATH"]])})
         start("cpu", py + ["worker", "--cpu", "--concurrency", "2"])
         start("web", py + ["web"])  # cuzk-tasks web: gunicorn -c webapp/gunicorn.conf.py
         settings = load_settings(env=env)
@@ -208,6 +211,9 @@ def test_status_page_updates_live_without_reload(stack, browser):
           "job in the recently finished list")
     _wait(browser, "return document.querySelector('#failures td.error') !== null", 30,
           "the failed job in recent failures")
+    # the GPU worker's card shows its device and memory (published after each partition)
+    _wait(browser, "return document.body.innerText.includes('cuzk CUDA emulator (CPU)') && "
+                   "document.querySelector('#devices progress') !== null", 20, "the GPU worker's device")
     time.sleep(0.5)
     browser.save_screenshot(str(ARTIFACTS / "status-page-after.png"))
     assert browser.execute_script("return window.__noReload") == "still-here"
