@@ -55,6 +55,30 @@ __device__ __forceinline__ Fr fr_pow_u64(const Fr& a, u64 e) {
 
 // ---------------------------------------------------------------------------
 // NTT building blocks on a shared-memory tile (blockDim.x == tile / 2).
+// The tile of this block: 2^stages elements of transform blockIdx.y, tile blockIdx.x.
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ u64* tile_base(u64* x, u32 log_n, u32 stages) {
+    const u64 n = (u64)1 << log_n;
+    return x + 4 * ((u64)blockIdx.y * n + ((u64)blockIdx.x << stages));
+}
+
+// Each thread loads elements t and t + tile/2 of the tile, then the block syncs.
+__device__ __forceinline__ void tile_load(Fr* sh, const u64* base, u32 stages) {
+    const u32 t = threadIdx.x, half = 1u << (stages - 1);
+    sh[t] = load_fr(base, t);
+    sh[t + half] = load_fr(base, t + half);
+    __syncthreads();
+}
+
+__device__ __forceinline__ void tile_store(u64* base, const Fr* sh, u32 stages) {
+    const u32 t = threadIdx.x, half = 1u << (stages - 1);
+    store_fr(base, t, sh[t]);
+    store_fr(base, t + half, sh[t + half]);
+}
+
+// ---------------------------------------------------------------------------
+// Butterfly stages on the tile.
 // tw: w^k for k < n/2 (Montgomery), w a primitive 2^log_n-th root of unity.
 // ---------------------------------------------------------------------------
 

@@ -82,6 +82,16 @@ __device__ __forceinline__ u32 find_segment(const u32* off, u32 nseg, u32 o) {
 }
 
 // k * p for a small k (plain integer), double-and-add.
+// Task o of a segmented list: segment b = the one whose output range [off_out[b],
+// off_out[b+1]) holds o; its entries [start, stop) are the (o - off_out[b])-th run of at
+// most T entries of [off_in[b], off_in[b+1]).
+__device__ __forceinline__ void task_range(const u32* off_in, const u32* off_out, u32 nseg,
+                                           u32 o, u32 T, u32* start, u32* stop) {
+    const u32 b = find_segment(off_out, nseg, o);
+    *start = off_in[b] + (o - off_out[b]) * T;
+    *stop = *start + T < off_in[b + 1] ? *start + T : off_in[b + 1];
+}
+
 __device__ Xyzz xyzz_mul_small(const Xyzz& p, u32 k) {
     Xyzz acc = Xyzz::infinity();
     for (int bit = 31; bit >= 0; --bit) {
@@ -152,9 +162,8 @@ extern "C" __global__ void msm_accumulate_points(const u64* __restrict__ bases,
                                                  u32 total_out, u32 T, u64* __restrict__ out) {
     const u64 o = global_tid();
     if (o >= total_out) return;
-    const u32 b = find_segment(off_out, nseg, (u32)o);
-    const u32 start = off_in[b] + ((u32)o - off_out[b]) * T;
-    const u32 stop = start + T < off_in[b + 1] ? start + T : off_in[b + 1];
+    u32 start, stop;
+    task_range(off_in, off_out, nseg, (u32)o, T, &start, &stop);
     Xyzz acc = Xyzz::infinity();
     for (u32 p = start; p < stop; ++p) {
         const u32 v = sorted[p];
@@ -175,9 +184,8 @@ extern "C" __global__ void msm_accumulate_partials(const u64* __restrict__ in,
                                                    u32 total_out, u32 T, u64* __restrict__ out) {
     const u64 o = global_tid();
     if (o >= total_out) return;
-    const u32 b = find_segment(off_out, nseg, (u32)o);
-    const u32 start = off_in[b] + ((u32)o - off_out[b]) * T;
-    const u32 stop = start + T < off_in[b + 1] ? start + T : off_in[b + 1];
+    u32 start, stop;
+    task_range(off_in, off_out, nseg, (u32)o, T, &start, &stop);
     Xyzz acc = Xyzz::infinity();
     for (u32 p = start; p < stop; ++p) acc = G1::xyzz_add(acc, load_xyzz(in, p));
     store_xyzz(out, o, acc);

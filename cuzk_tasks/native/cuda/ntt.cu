@@ -29,32 +29,20 @@ extern "C" __global__ void ntt_bitrev_copy(const u64* __restrict__ in, u64* __re
 extern "C" __global__ void ntt_tile_dit(u64* __restrict__ x, u32 log_n, u32 stages,
                                         const u64* __restrict__ tw) {
     __shared__ Fr sh[CUZK_NTT_TILE];
-    const u64 n = (u64)1 << log_n;
-    const u32 tile = 1u << stages;
-    const u32 t = threadIdx.x;
-    u64* base = x + 4 * ((u64)blockIdx.y * n + (u64)blockIdx.x * tile);
-    sh[t] = load_fr(base, t);
-    sh[t + tile / 2] = load_fr(base, t + tile / 2);
-    __syncthreads();
+    u64* base = tile_base(x, log_n, stages);
+    tile_load(sh, base, stages);
     tile_dit(sh, stages, log_n, tw);
-    store_fr(base, t, sh[t]);
-    store_fr(base, t + tile / 2, sh[t + tile / 2]);
+    tile_store(base, sh, stages);
 }
 
 // DIF stages stages..1 on tiles of 2^stages elements, no twist.
 extern "C" __global__ void ntt_tile_dif(u64* __restrict__ x, u32 log_n, u32 stages,
                                         const u64* __restrict__ tw) {
     __shared__ Fr sh[CUZK_NTT_TILE];
-    const u64 n = (u64)1 << log_n;
-    const u32 tile = 1u << stages;
-    const u32 t = threadIdx.x;
-    u64* base = x + 4 * ((u64)blockIdx.y * n + (u64)blockIdx.x * tile);
-    sh[t] = load_fr(base, t);
-    sh[t + tile / 2] = load_fr(base, t + tile / 2);
-    __syncthreads();
+    u64* base = tile_base(x, log_n, stages);
+    tile_load(sh, base, stages);
     tile_dif(sh, stages, log_n, tw);
-    store_fr(base, t, sh[t]);
-    store_fr(base, t + tile / 2, sh[t + tile / 2]);
+    tile_store(base, sh, stages);
 }
 
 // One radix-2 stage s (butterfly span 2^s) over the whole array; n/2 threads

@@ -57,14 +57,11 @@ extern "C" __global__ void qap_coset_dif_tile(u64* __restrict__ x, u32 log_n, u3
                                               const u64* __restrict__ tw_inv,
                                               const u64* __restrict__ shift) {
     __shared__ Fr sh[CUZK_NTT_TILE];
-    const u64 n = (u64)1 << log_n;
     const u32 tile = 1u << stages;
     const u32 t = threadIdx.x;
     const u64 first = (u64)blockIdx.x * tile;
-    u64* base = x + 4 * ((u64)blockIdx.y * n + first);
-    sh[t] = load_fr(base, t);
-    sh[t + tile / 2] = load_fr(base, t + tile / 2);
-    __syncthreads();
+    u64* base = tile_base(x, log_n, stages);
+    tile_load(sh, base, stages);
     tile_dif(sh, stages, log_n, tw_inv);
     for (u32 k = 0; k < 2; ++k) {
         const u32 p = t + k * (tile / 2);
