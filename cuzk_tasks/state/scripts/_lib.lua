@@ -84,6 +84,16 @@ local function unindex(job, idx, worker)
   if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
 end
 
+-- a routed partition goes back to synth_done with attempt `next_attempt`, unrouted: off its
+-- worker's routed set, worker/token cleared from the PARTITION (never from the worker hash)
+local function back_to_unrouted(job, idx, worker, next_attempt)
+  local m = member(job, idx)
+  if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
+  redis.call('HSET', K.part(job, idx), 'state', 'synth_done', 'attempt', next_attempt,
+    'worker', '', 'token', '', 't_redispatched', NOW_S)
+  redis.call('SADD', K.unrouted(), m)
+end
+
 -- a job reaches a terminal state: indexes, counters
 local function finish_job(job, state, err)
   local jkey = K.job(job)

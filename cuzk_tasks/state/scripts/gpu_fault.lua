@@ -39,12 +39,9 @@ end
 if faults >= tonumber(A(8)) then
   return fail(string.format('device error on %d devices; last on %s: %s', faults, worker, err))
 end
--- back to synth_done with the next attempt (as redispatch), out of this worker's routed set
+-- back to synth_done with the next attempt, as redispatch does
 local next_attempt = tonumber(p[2]) + 1
-unindex(job, idx, p[3])
-redis.call('HSET', KEYS[1], 'state', 'synth_done', 'attempt', next_attempt, 'worker', '',
-  'token', '', 't_redispatched', NOW_S)
-redis.call('SADD', K.unrouted(), member(job, idx))
+back_to_unrouted(job, idx, p[3], next_attempt)
 local r = route_core(job, idx, next_attempt, '', A(7), A(9), A(10), A(11))
 if r[1] ~= 1 then
   return fail(string.format('device error on %s and no other live device to retry on: %s',

@@ -4,8 +4,9 @@
 -- the worker it is routed to): of two sweepers only one wins.  A partition that is not
 -- routed (already waiting in unrouted) is rejected: re-dispatching it would change nothing
 -- but the attempt, and a sweeper that read it after another one won must lose.
--- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set; the old routed set is
--- built from the prefix.  A(1) job, A(2) idx, A(3) attempt, A(4) worker or ''.
+-- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set (_lib.lua back_to_unrouted
+-- builds the same keys from the prefix, and the old routed set).
+-- A(1) job, A(2) idx, A(3) attempt, A(4) worker or ''.
 -- Returns {ok 0|1, reason}.
 local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, 'unknown'} end
@@ -17,11 +18,7 @@ if tonumber(p[2]) ~= tonumber(A(3)) or (p[1] ~= 'synth_done' and p[1] ~= 'gpu') 
 end
 if blank(p[3]) then return {0, 'not_routed'} end
 if A(4) ~= '' and p[3] ~= A(4) then return {0, 'stale'} end
-local m = member(A(1), A(2))
-redis.call('SREM', K.routed(p[3]), m)
-redis.call('HSET', KEYS[2], 'state', 'synth_done', 'attempt', tonumber(p[2]) + 1, 'worker', '',
-  'token', '', 't_redispatched', NOW_S)
+back_to_unrouted(A(1), A(2), p[3], tonumber(p[2]) + 1)
 redis.call('HINCRBY', KEYS[2], 'redispatches', 1)
-redis.call('SADD', KEYS[3], m)
 emit('redispatch', 'job', A(1), 'idx', A(2), 'attempt', tonumber(p[2]) + 1, 'from_worker', p[3])
 return {1, 'ok'}
