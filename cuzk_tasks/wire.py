@@ -64,8 +64,17 @@ def queue_keys(queue: str) -> list[str]:
     return [queue_list_key(queue, step) for step in PRIORITY_STEPS]
 
 
+_ORIGIN = {}
+
+
 def _origin() -> str:
-    return f"gen{os.getpid()}@{socket.gethostname()}"
+    """Celery's ``origin`` header, ``gen<pid>@<host>``: built once per process (a forked pool
+    process gets its own), not per message."""
+    pid = os.getpid()
+    origin = _ORIGIN.get(pid)
+    if origin is None:
+        origin = _ORIGIN[pid] = f"gen{pid}@{socket.gethostname()}"
+    return origin
 
 
 def _envelope(task: str, args, kwargs, queue: str, priority: int, argsrepr: str | None,
