@@ -5,6 +5,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+
+
+def start_logged(argv, log_path, env, cwd):
+    """Start ``argv`` in its own process group (stop it with :func:`stop_process_group`),
+    stdout and stderr into ``log_path``."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def worker_argv(*args):
+    """``python -m cuzk_tasks worker ARGS``."""
+    return [sys.executable, "-m", "cuzk_tasks", "worker", *args]
 
 
 def stop_process_group(proc, grace=8.0, sig=signal.SIGTERM):

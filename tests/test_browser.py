@@ -15,14 +15,13 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
 import pytest
-from processes import dump_stacks, stop_process_group, write_circuits_toml
+from processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -82,9 +81,7 @@ def stack(tmp_path_factory):
     procs = {}
 
     def start(name, argv, extra_env=None):
-        log = open(base / f"{name}.log", "wb")
-        procs[name] = subprocess.Popen(argv, cwd=ROOT, env=dict(env, **(extra_env or {})),
-                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        procs[name] = start_logged(argv, base / f"{name}.log", dict(env, **(extra_env or {})), ROOT)
 
     def logs():
         return "\n".join(f"----- {n} -----\n" + (base / f"{n}.log").read_text(errors="replace")[-20000:]

@@ -77,13 +77,11 @@ class _EmulatedCluster:
     def __init__(self, redis_url, tmp_path, device_env):
         import os
         import pathlib
-        import subprocess
-        import sys
         import uuid
 
         from cuzk_tasks.client import Client
         from cuzk_tasks.config import load_settings
-        from processes import write_circuits_toml
+        from processes import start_logged, worker_argv, write_circuits_toml
 
         self.root = pathlib.Path(__file__).resolve().parent.parent
         self.fix = self.root / "tests" / "fixtures" / "mulchain"
@@ -102,11 +100,8 @@ class _EmulatedCluster:
         starts = [(f"dev{d}", ["--device", str(d), "--backend", "gpu"], extra)
                   for d, extra in enumerate(device_env)] + [("cpu", ["--cpu", "--concurrency", "1"], {})]
         for name, args, extra in starts:
-            log = open(tmp_path / f"{name}.log", "wb")
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "cuzk_tasks", "worker", *args], cwd=self.root,
-                env=dict(env, **extra), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            log.close()
+            self.procs[name] = start_logged(worker_argv(*args), tmp_path / f"{name}.log",
+                                            dict(env, **extra), self.root)
         self.client = Client(settings=self.settings)
 
     def wait_devices(self, n, timeout_s=90):
@@ -127,14 +122,21 @@ class _EmulatedCluster:
         inputs = json.loads((self.fix / "input.json").read_text())
         return self.client.submit("mulchain", [{"input": inputs}] * n)
 
-    def verify_all(self, result, n):
+    def prove(self, n):
+        """Submit a job of ``n`` partitions, wait for it and check every proof; its id."""
         import json
 
         from cuzk_tasks.groth16 import verify
 
+        job = self.submit(n)
+        try:
+            result = self.client.wait(job, timeout=120)
+        except Exception:
+            raise AssertionError(self.logs()) from None
         vk = json.loads((self.fix / "verification_key.json").read_text())
         assert len(result["proofs"]) == n
         assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
+        return job
 
     def stop(self):
         from processes import stop_process_group
@@ -151,12 +153,7 @@ def test_device_worker_proves_on_the_gpu_backend(redis_server_url, tmp_path):
     cluster = _EmulatedCluster(redis_server_url, tmp_path, [{}])
     try:
         cluster.wait_devices(1)
-        job = cluster.submit(3)
-        try:
-            result = cluster.client.wait(job, timeout=120)
-        except Exception:
-            raise AssertionError(cluster.logs()) from None
-        cluster.verify_all(result, 3)
+        job = cluster.prove(3)
         worker = cluster.client.store.get_worker(cluster.settings.device_worker_id(0))
         assert worker["gpu_name"] == "cuzk CUDA emulator (CPU)"
         assert int(worker["gpu_mem_total_mb"]) == cupy_emu.EMULATED_MEMORY >> 20
@@ -176,12 +173,7 @@ def test_a_device_fault_moves_the_partition_to_another_device(redis_server_url, 
         cluster.wait_devices(2)
         store = cluster.client.store
         dev0, dev1 = (cluster.settings.device_worker_id(d) for d in (0, 1))
-        job = cluster.submit(4)
-        try:
-            result = cluster.client.wait(job, timeout=120)
-        except Exception:
-            raise AssertionError(cluster.logs()) from None
-        cluster.verify_all(result, 4)
+        job = cluster.prove(4)
         parts = store.list_partitions(job)
         faulted = [p for p in parts if p.get("device_faults")]
         assert faulted, "no partition was routed to the faulting device"

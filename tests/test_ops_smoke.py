@@ -32,7 +32,7 @@ import time
 import urllib.request
 
 import pytest
-from processes import stop_process_group
+from processes import start_logged, stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -144,10 +144,7 @@ class Stack:
         return (self.base / f"{name}.log").read_text(errors="replace")
 
     def start(self, name, argv, env):
-        log = open(self.base / f"{name}.log", "wb")
-        proc = subprocess.Popen(argv, cwd=self.base, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        log.close()
+        proc = start_logged(argv, self.base / f"{name}.log", env, self.base)
         self.procs[name] = proc
         return proc
 

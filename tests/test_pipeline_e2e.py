@@ -20,7 +20,8 @@ import threading
 import time
 
 import pytest
-from processes import dump_stacks, stop_process_group, write_circuits_toml
+from processes import (dump_stacks, start_logged, stop_process_group, worker_argv,
+                       write_circuits_toml)
 
 pytestmark = pytest.mark.slow
 
@@ -62,10 +63,7 @@ class Cluster:
         self.store = self.client.store
 
     def start(self, name, *args):
-        log = open(self.base / f"{name}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args],
-                                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = start_logged(worker_argv(*args), self.base / f"{name}.log", self.env, ROOT)
         self.procs[name] = proc
         return proc
 

@@ -13,8 +13,6 @@ import base64
 import json
 import os
 import pathlib
-import subprocess
-import sys
 import time
 import uuid
 
@@ -117,7 +115,7 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
 
     from cuzk_tasks.client import Client
     from cuzk_tasks.groth16 import verify
-    from processes import stop_process_group, write_circuits_toml
+    from processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
 
     broker_url = redis_server_url
     state_url = redis_server_url.rsplit("/", 1)[0] + "/3"
@@ -136,11 +134,7 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
     try:
         for name, args in (("dev0", ["--device", "0", "--backend", "cpu"]),
                            ("cpu", ["--cpu", "--concurrency", "1"])):
-            log = open(tmp_path / f"{name}.log", "wb")
-            procs.append(subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args],
-                                          cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-            log.close()
+            procs.append(start_logged(worker_argv(*args), tmp_path / f"{name}.log", env, ROOT))
         client = Client(settings=settings)
         assert not client._ctx.enqueue_in_store
         deadline = time.monotonic() + 60
