@@ -16,8 +16,8 @@ Stages (docs/architecture.md, "Pipeline"):
 
 Each next-stage message is built here (``cuzk_tasks.wire``) and pushed by the transition
 that makes it due, in the same Lua step, when the broker is the state store's Redis
-(``Settings.broker_is_state_redis``, the default); otherwise :meth:`Context.publish` sends
-it right after the transition.
+(``Settings.broker_is_state_redis``, the default); otherwise
+:meth:`Context.publish_after` sends it right after the transition.
 """
 
 from __future__ import annotations
@@ -80,11 +80,17 @@ class Context:
         return (self.settings.time_limit_s, self.settings.soft_time_limit_s)
 
     def outbox(self, message):
-        """``message`` when the transition should push it itself, else None."""
+        """``message`` (or a list of them) when the transition should push it itself, else None."""
         return message if self.enqueue_in_store else None
 
-    def publish(self, message: wire.QueuedMessage):
-        """Push a message onto the broker (when the broker is not the state store's Redis)."""
+    def publish_after(self, message, queue=None):
+        """The transition that makes ``message`` due has run: send it to the broker, unless
+        the transition pushed it itself (see :meth:`outbox`).  ``queue`` fills a
+        :class:`~cuzk_tasks.wire.QueueLateMessage` (the worker routing chose)."""
+        if self.enqueue_in_store:
+            return
+        if queue is not None:
+            message = wire.fill_queue(message, queue)
         if self._broker_redis is None:
             import redis
 
@@ -194,7 +200,7 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
                                       time_limits=ctx.time_limits)
                     for i in range(len(parts))]
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
-                                           messages=messages if ctx.enqueue_in_store else ())
+                                           messages=ctx.outbox(messages) or ())
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id
@@ -206,9 +212,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         for i, message in too_big.items():
             _fail(ctx, job_id, i, 0, message)
         return job_id
-    if not ctx.enqueue_in_store:
-        for message in messages:
-            ctx.publish(message)
+    for message in messages:
+        ctx.publish_after(message)
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id
 
@@ -400,8 +405,7 @@ def _after_gpu_end(ctx, end, message, result):
         return None
     if message is None:
         return result
-    if not ctx.enqueue_in_store:
-        ctx.publish(message)
+    ctx.publish_after(message)
     return None
 
 
@@ -492,8 +496,8 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
                 ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
-    if fault.outcome == "rerouted" and not ctx.enqueue_in_store:
-        ctx.publish(wire.fill_queue(retry, fault.queue))
+    if fault.outcome == "rerouted":
+        ctx.publish_after(retry, fault.queue)
     return None
 
 

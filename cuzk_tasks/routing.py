@@ -49,8 +49,7 @@ def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
         else:
             log.info("route %s/%s attempt %s rejected (%s)", job_id, idx, attempt, reason)
         return False
-    if not ctx.enqueue_in_store:
-        ctx.publish(wire.fill_queue(message, routed.queue))
+    ctx.publish_after(message, routed.queue)
     log.info("partition %s/%s attempt %s -> %s", job_id, idx, attempt, routed.worker)
     return True
 
