@@ -1,6 +1,8 @@
 """`cuzk-tasks demo`: the README's "run it" command, as a user runs it."""
 
+import pathlib
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,9 +31,25 @@ def test_demo_proves_and_verifies_everything():
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert out.count("3 proofs, all verify") == 2, out
-    assert "6 proofs in" in out and "stopped workers and redis" in out
+    assert "6 of 6 proofs verified in" in out and "stopped workers and redis" in out
     port = int(re.search(r"redis://127\.0\.0\.1:(\d+)/", out).group(1))
     assert not _port_open(port)
+
+
+def test_demo_counts_only_verified_proofs_and_fails_when_a_job_fails(tmp_path):
+    """The bug a new user met: workers importing a source tree without the compiled core
+    failed every job, yet the demo printed a throughput and exited 0.  Run the demo from a
+    copy of the sources without the core: the jobs fail, and the demo must say so."""
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    for package in ("cuzk_tasks", "webapp"):
+        shutil.copytree(repo / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("_native*", "__pycache__"))
+    result = subprocess.run([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1", "--partitions", "2"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "native core not built" in out, out
+    assert "0 of 2 proofs verified" in out and "FAILED: 1 of 1 jobs" in out, out
 
 
 def test_demo_shuts_everything_down_on_ctrl_c():
