@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 import tomllib
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class Settings:
     state_url: str = ""
     prefix: str = defaults.PREFIX
     hostname: str = ""
+    host_slot: str = defaults.HOST_SLOT
+    worker_retire_s: float = defaults.WORKER_RETIRE_S
     cpu_queue: str = defaults.CPU_QUEUE
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
@@ -135,6 +138,11 @@ class Settings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             bad("heartbeat_ttl_s", f"{self.heartbeat_ttl_s} s must exceed heartbeat_interval_s "
                 f"{self.heartbeat_interval_s} s")
+        if isinstance(self.worker_retire_s, bool) or self.worker_retire_s < 0:
+            bad("worker_retire_s", f"must be >= 0 seconds (0 = never), got {self.worker_retire_s!r}")
+        if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
+            bad("host_slot", "expected a host-name group of letters, digits, '.', '_' or '-' "
+                f"(at most 63), got {self.host_slot!r}")
         if self.finalize_delay_ms < 0:
             bad("test_finalize_delay_ms", "must be >= 0")
         if self.cpu_concurrency is not None and self.cpu_concurrency <= 0:
@@ -163,6 +171,8 @@ _FIELDS = [
     ("state_url", "CUZK_STATE_URL", "state_url", str),
     ("prefix", "CUZK_PREFIX", "prefix", str),
     ("hostname", "CUZK_HOSTNAME", "hostname", str),
+    ("host_slot", "CUZK_HOST_SLOT", "host_slot", str),
+    ("worker_retire_s", "CUZK_WORKER_RETIRE_S", "worker_retire_s", float),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
