@@ -106,6 +106,7 @@ def cluster(e2e_redis, tmp_path_factory):
         "CUZK_MAX_DELIVERIES": str(MAX_DELIVERIES),
         "CUZK_MAX_INLINE_INPUT_BYTES": str(INLINE_LIMIT),
         "CUZK_SPOOL_DIR": str(base / "spool"),
+        "CUZK_ALLOWED_INPUT_ROOTS": str(FIX),  # the tests' input_ref / witness_ref fixtures
         "CUZK_RESULTS_DIR": str(base / "results"),
         "CUZK_THREADS": "1",
         "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
