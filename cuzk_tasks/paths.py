@@ -43,7 +43,8 @@ def confined_path(path, settings, what: str = "") -> str:
     try:
         given = os.fspath(path)
     except TypeError:
-        raise OutsideInputRootsError(f"{prefix}{path!r} {OUTSIDE}: expected a path string") from None
+        raise OutsideInputRootsError(f"{prefix}{path!r} {OUTSIDE}: expected a path string") \
+            from None
     if not isinstance(given, str) or not given:
         raise OutsideInputRootsError(f"{prefix}{given!r} {OUTSIDE}: expected a path string")
     if not os.path.isabs(given):

@@ -175,11 +175,13 @@ def normalize_partitions(partitions):
     return out
 
 
-def ref_path(ctx: Context, idx, field, path) -> str:
-    """The real path of partition ``idx``'s ``field`` (input_ref / witness_ref) when it lies
-    inside this process's input roots (spool dir + allowed_input_roots); otherwise the
-    OutsideInputRootsError that fails the partition.  Call it before opening ``path``."""
-    return confined_path(path, ctx.settings, f"partition {idx}: {field}")
+def ref_path(ctx: Context, field, path) -> str:
+    """The real path of a partition's ``field`` (input_ref / witness_ref) when it lies inside
+    this process's input roots (spool dir + allowed_input_roots); otherwise the
+    OutsideInputRootsError that fails the partition ("input_ref /x is outside the allowed
+    input roots (allowed_input_roots)"; the job's error adds "partition N: ").  Call it
+    before opening ``path``."""
+    return confined_path(path, ctx.settings, field)
 
 
 def _refused_refs(ctx, parts):
@@ -189,7 +191,7 @@ def _refused_refs(ctx, parts):
         for field in ("input_ref", "witness_ref"):
             if p.get(field):
                 try:
-                    ref_path(ctx, i, field, p[field])
+                    ref_path(ctx, field, p[field])
                 except CuzkError as exc:
                     refused[i] = str(exc)
     return refused
@@ -266,7 +268,7 @@ def _load_inputs(ctx, part, idx):
                             f"mapping signal names to values, got {type(data).__name__}")
         return data, f"<job input #{idx}>"
     ref = part.get("input_ref")
-    return witness_mod.load_input_json(ref_path(ctx, idx, "input_ref", ref)), ref
+    return witness_mod.load_input_json(ref_path(ctx, "input_ref", ref)), ref
 
 
 def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
@@ -299,7 +301,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
         if part.get("witness_ref"):
             from .groth16.wtns import read_wtns
 
-            ref = ref_path(ctx, idx, "witness_ref", part["witness_ref"])
+            ref = ref_path(ctx, "witness_ref", part["witness_ref"])
             w = read_wtns(ref, expected_length=zkey.n_vars)
             w.close()
             witness_ref = ref
@@ -469,7 +471,7 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     device_fault = None
     try:
         _test_instruments(circuit)
-        path = ref_path(ctx, idx, "witness_ref", witness_ref)
+        path = ref_path(ctx, "witness_ref", witness_ref)
         zkey = ctx.resident.get(circuit)
         witness = read_wtns(path, expected_length=zkey.n_vars)
         try:
@@ -574,7 +576,7 @@ def finalize(ctx: Context, started):
         _bench_finalize(ctx, started, t0, bench[1] if bench else 0.0)
         return None
     try:
-        path = ref_path(ctx, idx, "witness_ref", started["witness_ref"])
+        path = ref_path(ctx, "witness_ref", started["witness_ref"])
         zkey = ctx.resident.get(started["circuit"])
         witness = read_wtns(path, expected_length=zkey.n_vars)
         try:
