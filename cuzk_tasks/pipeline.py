@@ -212,8 +212,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         size = len(p.get("input", "").encode("utf-8"))
         if size > limit:
             rejected[i] = (f"partition {i}: input is {size} bytes, over the inline limit of "
-                          f"{limit} bytes (max_inline_input_bytes); pass it by reference "
-                          "(input_ref) instead")
+                           f"{limit} bytes (max_inline_input_bytes); pass it by reference "
+                           "(input_ref) instead")
             p["input"] = ""  # never store the oversized payload
     rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex
