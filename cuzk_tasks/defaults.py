@@ -126,6 +126,13 @@ SPOOL_DIR = "/tmp/cuzk-spool"
 """Directory for witnesses between synthesize and prove (env ``CUZK_SPOOL_DIR``); shared storage
 when workers run on several hosts."""
 
+ALLOWED_INPUT_ROOTS = ()
+"""Directories a job's ``input_ref`` / ``witness_ref`` paths may point into, besides SPOOL_DIR
+(always allowed) (env ``CUZK_ALLOWED_INPUT_ROOTS``: absolute directories separated by os.pathsep
+``:`` or commas; toml ``allowed_input_roots``: a list, relative entries against the TOML file's
+directory); empty = only the spool dir.  Paths are resolved (symlinks, ``..``) before the check and
+a path outside fails its partition unopened (cuzk_tasks.paths).  Set it alike on every worker."""
+
 MAX_INLINE_INPUT_BYTES = 1 << 20
 """Largest input.json passed by value, bytes (env ``CUZK_MAX_INLINE_INPUT_BYTES``); larger ones
 fail the job (pass an input_ref path instead)."""
