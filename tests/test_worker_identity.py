@@ -41,6 +41,7 @@ class Stack:
             "CUZK_REDIS_URL": url, "CUZK_PREFIX": "ident",
             "CUZK_HEARTBEAT_INTERVAL_S": "0.25", "CUZK_HEARTBEAT_TTL_S": "1.5",
             "CUZK_WORKER_RETIRE_S": str(RETIRE_S),
+            "CUZK_ALLOWED_INPUT_ROOTS": str(FIX),
             "CUZK_SPOOL_DIR": str(base / "spool"), "CUZK_THREADS": "1",
             "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         })
