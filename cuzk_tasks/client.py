@@ -43,7 +43,9 @@ class Client:
         """Queue a job of one partition per entry; returns its id (idempotent on request_id).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
-        ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``.
+        ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``:
+        absolute paths inside the workers' spool dir or allowed_input_roots (any other path
+        fails its partition unopened, see :mod:`cuzk_tasks.paths`).
         """
         if circuit in self.settings.circuits:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
