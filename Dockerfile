@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1.7
-#
 # cuzk-tasks images.  Two targets:
 #
 #   docker build --target cpu -t cuzk-tasks:cpu .   # slim Python, CPU backend (default target)
@@ -57,9 +55,11 @@ RUN groupadd --system --gid 10001 cuzk \
  && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results
 COPY --from=build-cpu /opt/venv /opt/venv
 # the sample circuit and its registry entry; the circuits-init service copies them into
-# the `circuits` volume (cp -n: never overwrites what an operator put there)
+# the `circuits` volume (cuzk-circuits-init: never overwrites what an operator put there,
+# but registers the sample in an operator's cuzk.toml that lacks it)
 COPY cuzk_tasks/data/mulchain_1k /opt/cuzk/circuits/mulchain_1k
 COPY ops/compose/cuzk.toml /opt/cuzk/circuits/cuzk.toml
+COPY ops/compose/circuits-init.py /usr/local/bin/cuzk-circuits-init
 COPY ops/healthcheck.py /usr/local/bin/cuzk-healthcheck
 WORKDIR /opt/cuzk
 USER cuzk
@@ -114,6 +114,7 @@ RUN groupadd --system --gid 10001 cuzk \
 COPY --from=build-gpu /opt/venv /opt/venv
 COPY cuzk_tasks/data/mulchain_1k /opt/cuzk/circuits/mulchain_1k
 COPY ops/compose/cuzk.toml /opt/cuzk/circuits/cuzk.toml
+COPY ops/compose/circuits-init.py /usr/local/bin/cuzk-circuits-init
 COPY ops/healthcheck.py /usr/local/bin/cuzk-healthcheck
 WORKDIR /opt/cuzk
 USER cuzk

@@ -157,6 +157,33 @@ def slot_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
+    """Before a claim: wait until the held slots below the lowest free one that no live
+    heartbeat renews have lapsed, so a recreated worker takes its predecessor's slot rather
+    than the next one.  A predecessor that could not release its slot at its stop keeps it
+    for up to one heartbeat TTL -- ``docker compose up --force-recreate`` stops Redis before
+    the workers that depend on it.  One and a half heartbeat intervals tell the two apart: a
+    live holder renews its slot within one.  Waits only while some slot is held; returns the
+    indices found stale."""
+    import time
+
+    sleep = time.sleep if sleep is None else sleep
+    group, interval = settings.host_slot, settings.heartbeat_interval_s
+    before = store.held_host_slots(group)
+    if not before:
+        return []
+    sleep(1.5 * interval)
+    after = store.held_host_slots(group)
+    # not renewed: its TTL fell by (nearly) the whole wait; a live one falls by <= interval
+    stale = {n: ms for n, ms in after.items()
+             if n in before and before[n] - ms >= 1.25 * interval * 1000}
+    if stale:
+        log.warning("host slot %s: waiting %.1f s for slot(s) %s of stopped workers to lapse",
+                    group, max(stale.values()) / 1000, sorted(stale))
+        sleep(max(stale.values()) / 1000 + 0.05)
+    return sorted(stale)
+
+
 def claim_host_name(settings: Settings, store):
     """``(settings, slot)``: with ``settings.host_slot`` set, claim the lowest free host name
     ``<group>-<n>`` and return settings that use it (the pool processes read it from
@@ -165,6 +192,7 @@ def claim_host_name(settings: Settings, store):
         return settings, None
     import dataclasses
 
+    await_lapsing_slots(store, settings)
     slot = store.claim_host_slot(settings.host_slot, slot_holder(), settings.heartbeat_ttl_s)
     os.environ["CUZK_HOSTNAME"] = slot.host
     log.warning("host slot %s claimed: host name %s", settings.host_slot, slot.host)

@@ -38,12 +38,25 @@ def _ppid(pid) -> int:
         return 0
 
 
+def _runs_cuzk_tasks(argv) -> bool:
+    """The process itself runs cuzk-tasks: its program is the Python interpreter (the console
+    script's shebang, ``python -m cuzk_tasks``) or the script.  An init process that only
+    carries the command line of its child (docker-init/tini under compose ``init: true``,
+    PID 1: ``docker-init -- cuzk-tasks worker --cpu``) or a shell wrapper is not."""
+    if not argv:
+        return False
+    program = os.path.basename(argv[0])
+    return program.startswith("python") or program == "cuzk-tasks"
+
+
 def _is_worker(argv) -> bool:
-    return "worker" in argv and ("--cpu" in argv or "--device" in argv)
+    return (_runs_cuzk_tasks(argv) and "worker" in argv
+            and ("--cpu" in argv or "--device" in argv))
 
 
 def find_worker_main(pids=None):
-    """(pid, argv) of the main process of a ``cuzk-tasks worker`` (not a pool child)."""
+    """(pid, argv) of the main process of a ``cuzk-tasks worker``: not a pool child (whose
+    parent is the main process) and not an init process in front of it."""
     if pids is None:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     for pid in sorted(pids):

@@ -37,6 +37,10 @@ accesslog = None              # no access log by default (tokens never appear in
 errorlog = "-"
 loglevel = os.environ.get("CUZK_WEB_LOGLEVEL", "info")
 forwarded_allow_ips = os.environ.get("CUZK_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+# gunicorn >= 25 opens a control socket for `gunicornc` under $XDG_RUNTIME_DIR or
+# $HOME/.gunicorn; in the image HOME (/opt/cuzk) is not writable by the service user, so
+# every start logged "Control server error: Permission denied".  Nothing here uses it.
+control_socket_disable = True
 
 
 def post_worker_init(worker):

@@ -519,6 +519,19 @@ class StateStore:
                              "workers (host_slot)")
         return HostSlot(group, index, holder)
 
+    def held_host_slots(self, group, slots=defaults.HOST_SLOTS_MAX) -> dict[int, int]:
+        """``{index: milliseconds left}`` of the held slots of ``group`` below its lowest free
+        one (the slots a claim now would pass over)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for n in range(int(slots)):
+            pipe.pttl(self.keys.host_slot(group, n))
+        held = {}
+        for n, ms in enumerate(pipe.execute()):
+            if ms == -2:  # absent: the lowest free slot
+                break
+            held[n] = int(ms)
+        return held
+
     def retire_workers(self, retire_after_s) -> list[str]:
         """Forget every worker offline for longer than ``retire_after_s`` seconds (> 0) with
         no partition routed to it: it leaves the registry, the status page and /metrics.

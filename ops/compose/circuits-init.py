@@ -7,8 +7,9 @@ Copies every file of SRC (the sample circuit and ops/compose/cuzk.toml, see Dock
 into DEST that DEST does not have yet; an existing file is never overwritten.  When DEST
 already has its own cuzk.toml (an operator's, or a bind-mounted directory) that does not
 register a circuit of SRC's cuzk.toml -- the sample ``demo-submit`` proves -- that
-circuit's table is appended to it, so the demo and the workers agree.  Circuits the file
-already names are left as they are.  Standard library only (runs in the image).
+circuit's table is appended to it, and SRC's ``allowed_input_roots`` line is added when the
+file has none, so the demo and the workers agree.  Circuits and roots the file already
+names are left as they are.  Standard library only (runs in the image).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 import tomllib
 
 CONFIG = "cuzk.toml"
+ROOTS_KEY = "allowed_input_roots"
 
 
 def copy_missing(src: str, dest: str) -> list[str]:
@@ -54,28 +56,75 @@ def circuit_tables(text: str) -> dict[str, str]:
     return out
 
 
+def _top_level_line(text: str, key: str):
+    """The single-line top-level ``key = value`` of ``text`` (before any table), or None."""
+    for line in text.splitlines():
+        if re.match(r"\s*\[", line):
+            return None
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return line.strip()
+    return None
+
+
+def _insert_top_level(text: str, line: str) -> str:
+    """``text`` with ``line`` placed before its first table (top-level keys go there)."""
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, l in enumerate(lines) if re.match(r"\s*\[", l)), len(lines))
+    block = [f"# added by circuits-init: demo-submit's input lies under the sample's root\n",
+             line + "\n", "\n"]
+    return "".join(lines[:at] + block + lines[at:])
+
+
+def _covers(roots, base: str, path: str) -> bool:
+    real = os.path.realpath(path)
+    for root in roots:
+        root = os.path.realpath(os.path.join(base, os.path.expanduser(root)))
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
 def add_missing_circuits(sample_path: str, config_path: str) -> list[str]:
-    """Append to ``config_path`` the circuit tables of ``sample_path`` it does not register;
-    returns their names.  A config that is not valid TOML is left alone (the services report
-    it with the file and the line)."""
+    """Make the operator's ``config_path`` serve the sample of ``sample_path``: append the
+    circuit tables it does not register, and the sample's ``allowed_input_roots`` line when
+    it has none (an operator's own list is never widened: a warning says the demo's input
+    lies outside it).  Returns what was added.  A config that is not valid TOML is left
+    alone (the services report it with the file and the line)."""
     with open(sample_path, encoding="utf-8") as f:
         sample = f.read()
     with open(config_path, encoding="utf-8") as f:
         current = f.read()
     try:
-        have = tomllib.loads(current).get("circuits", {})
+        have = tomllib.loads(current)
     except tomllib.TOMLDecodeError as exc:
         print(f"circuits-init: {config_path}: not valid TOML ({exc}); left unchanged",
               file=sys.stderr)
         return []
-    missing = {n: t for n, t in circuit_tables(sample).items() if n not in have}
+    missing = {n: t for n, t in circuit_tables(sample).items()
+               if n not in have.get("circuits", {})}
+    text, added = current, []
     if missing:
-        with open(config_path, "a", encoding="utf-8") as f:
-            f.write("" if current.endswith("\n") or not current else "\n")
-            for name, table in missing.items():
-                f.write(f"\n# added by circuits-init: the sample circuit (demo-submit)\n")
-                f.write(table.rstrip("\n") + "\n")
-    return list(missing)
+        text += "" if text.endswith("\n") or not text else "\n"
+        for name, table in missing.items():
+            text += "\n# added by circuits-init: the sample circuit (demo-submit)\n"
+            text += table.rstrip("\n") + "\n"
+            added.append(f"[circuits.{name}]")
+    roots_line = _top_level_line(sample, ROOTS_KEY)
+    base = os.path.dirname(os.path.abspath(config_path))
+    if roots_line and ROOTS_KEY not in have:
+        text = _insert_top_level(text, roots_line)
+        added.append(roots_line)
+    elif roots_line and missing:
+        sample_dirs = [os.path.join(base, n) for n in missing]
+        if not all(_covers(have[ROOTS_KEY], base, d) for d in sample_dirs):
+            print(f"circuits-init: {config_path}: {ROOTS_KEY} does not include "
+                  f"{', '.join(sample_dirs)}: demo-submit's input will be refused",
+                  file=sys.stderr)
+    if text != current:
+        tomllib.loads(text)  # never write a file the services cannot read
+        with open(config_path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return added
 
 
 def main(argv=None) -> int:
@@ -87,7 +136,7 @@ def main(argv=None) -> int:
     if CONFIG not in copied and os.path.exists(os.path.join(src, CONFIG)):
         added = add_missing_circuits(os.path.join(src, CONFIG), os.path.join(dest, CONFIG))
     print(f"circuits-init: {dest}: copied {len(copied)} new file(s)"
-          + (f"; registered {', '.join(added)} in {CONFIG}" if added else ""))
+          + (f"; added to {CONFIG}: {'; '.join(added)}" if added else ""))
     for entry in sorted(os.listdir(dest)):
         print(f"  {entry}")
     return 0

@@ -1,0 +1,56 @@
+"""A recreated worker waits for its predecessor's unreleased host slot instead of taking
+the next one (``docker compose up --force-recreate`` stops Redis before the workers, so the
+old worker cannot release its slot at its stop).  State store on fakeredis and a real
+redis-server (tests/conftest.py); real time, since slot TTLs are Redis expiries."""
+
+from __future__ import annotations
+
+import time
+
+from cuzk_tasks.config import load_settings
+from cuzk_tasks.worker import await_lapsing_slots
+
+INTERVAL_S, TTL_S = 0.4, 1.0
+
+
+def _settings():
+    return load_settings(env={"CUZK_HOST_SLOT": "g", "CUZK_HEARTBEAT_INTERVAL_S": str(INTERVAL_S),
+                              "CUZK_HEARTBEAT_TTL_S": str(TTL_S)})
+
+
+def test_no_held_slot_means_no_wait(store):
+    slept = []
+    assert await_lapsing_slots(store, _settings(), sleep=slept.append) == []
+    assert slept == [] and store.held_host_slots("g") == {}
+
+
+def test_waits_for_the_stale_slot_and_not_for_the_live_one(store):
+    live = store.claim_host_slot("g", "live:1", TTL_S)
+    dead = store.claim_host_slot("g", "dead:2", TTL_S)
+    assert (live.index, dead.index) == (0, 1)
+    held = store.held_host_slots("g")
+    assert sorted(held) == [0, 1] and all(0 < ms <= TTL_S * 1000 for ms in held.values())
+
+    def sleep(seconds):  # the live holder renews its slot while the new worker waits
+        time.sleep(seconds / 2)
+        store.claim_host_slot("g", "live:1", TTL_S)
+        time.sleep(seconds / 2)
+
+    t0 = time.monotonic()
+    assert await_lapsing_slots(store, _settings(), sleep=sleep) == [1]
+    assert time.monotonic() - t0 < 1.5 * INTERVAL_S + TTL_S + 0.5
+    # the dead holder's slot has lapsed: the new worker gets its predecessor's host name
+    assert store.claim_host_slot("g", "new:3", TTL_S).index == 1
+    assert sorted(store.held_host_slots("g")) == [0, 1]
+
+
+def test_only_live_holders_claim_the_next_slot(store):
+    store.claim_host_slot("g", "live:1", TTL_S)
+
+    def sleep(seconds):
+        time.sleep(seconds / 2)
+        store.claim_host_slot("g", "live:1", TTL_S)
+        time.sleep(seconds / 2)
+
+    assert await_lapsing_slots(store, _settings(), sleep=sleep) == []
+    assert store.claim_host_slot("g", "new:3", TTL_S).index == 1
