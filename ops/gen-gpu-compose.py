@@ -50,6 +50,7 @@ SERVICE = """\
       CUZK_REDIS_URL: "redis://:${{REDIS_PASSWORD:-cuzk-change-me}}@${{REDIS_HOST:-redis}}:${{REDIS_PORT:-6379}}/0"
       CUZK_PREFIX: "${{CUZK_PREFIX:-cuzk}}"
       CUZK_CONFIG: /srv/circuits/cuzk.toml
+      CUZK_WORKER_RETIRE_S: "${{CUZK_WORKER_RETIRE_S:-}}"
       CUZK_SPOOL_DIR: /srv/spool
       CUZK_RESULTS_DIR: /srv/results
       CUZK_HOSTNAME: "${{CUZK_HOSTNAME:-gpuhost}}"

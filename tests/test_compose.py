@@ -336,12 +336,15 @@ def test_circuits_init_seeds_what_the_config_needs():
     volume that holds CUZK_CONFIG; and the sample config registers the submitted circuit."""
     services = compose_services()
     init = services["circuits-init"]
-    assert "/opt/cuzk/circuits/." in " ".join(init["entrypoint"])
+    assert init["entrypoint"] == ["python", "/usr/local/bin/cuzk-circuits-init",
+                                  "/opt/cuzk/circuits", "/srv/circuits"]
     assert init["restart"] == "no"
     copies = _dockerfile_copies()
     for stage in ("cpu", "gpu"):
         dests = {dest for _, dest in copies[stage]}
         assert "/opt/cuzk/circuits/mulchain_1k" in dests and "/opt/cuzk/circuits/cuzk.toml" in dests
+        assert ("ops/compose/circuits-init.py", "/usr/local/bin/cuzk-circuits-init") \
+            in copies[stage]
     submit = services["demo-submit"]["command"]
     assert submit[1] == "mulchain_1k"
     for ref in submit[2:]:
@@ -830,3 +833,160 @@ def test_every_compose_variable_is_documented():
     documented = set(re.findall(r"^#?([A-Z_]+)=", (OPS / "compose.env.example").read_text(), re.M))
     missing = sorted(used - escaped - documented)
     assert not missing, f"document these in ops/compose.env.example: {missing}"
+
+
+# ---------------------------------------------------------------------------------------
+# compose defects found on a real engine (tests/test_docker_stack.py runs them for real)
+# ---------------------------------------------------------------------------------------
+
+def _load_ops_script(name, filename):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_healthcheck_finds_the_worker_under_docker_init():
+    """With compose `init: true` PID 1 is docker-init carrying the worker's command line;
+    the check must pick the worker's main process (not PID 1, not a pool child)."""
+    hc = _load_ops_script("cuzk_healthcheck_init", OPS / "healthcheck.py")
+    argv = {1: ["/sbin/docker-init", "--", "cuzk-tasks", "worker", "--cpu"],
+            7: ["/opt/venv/bin/python", "/opt/venv/bin/cuzk-tasks", "worker", "--cpu"],
+            9: ["/opt/venv/bin/python", "/opt/venv/bin/cuzk-tasks", "worker", "--cpu"],
+            12: ["tini", "--", "cuzk-tasks", "worker", "--device", "0"]}
+    parent = {1: 0, 7: 1, 9: 7, 12: 0}
+    orig = hc._cmdline, hc._ppid
+    hc._cmdline, hc._ppid = (lambda pid: argv.get(pid, [])), (lambda pid: parent.get(pid, 0))
+    try:
+        assert hc.find_worker_main([1, 7, 9]) == (7, argv[7])
+        assert hc.find_worker_main([1, 12]) == (None, [])  # inits alone are no worker
+    finally:
+        hc._cmdline, hc._ppid = orig
+    assert not hc._is_worker(argv[1]) and hc._is_worker(argv[7])
+    assert hc._is_worker(["/usr/bin/python3", "-m", "cuzk_tasks", "worker", "--device", "0"])
+
+
+def test_gunicorn_opens_no_control_socket():
+    """gunicorn >= 25 opens a control socket under $HOME/.gunicorn, which the image's user
+    cannot create (/opt/cuzk is root's): the config turns it off, and gunicorn reads it."""
+    pytest.importorskip("gunicorn")
+    from gunicorn.config import Config
+
+    path = ROOT / "webapp" / "gunicorn.conf.py"
+    namespace = {"__file__": str(path), "__name__": "__config__"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    assert namespace["control_socket_disable"] is True
+    cfg = Config()
+    if "control_socket_disable" in cfg.settings:  # gunicorn >= 25.1
+        cfg.set("control_socket_disable", namespace["control_socket_disable"])
+        assert cfg.control_socket_disable is True
+
+
+def test_env_file_is_neither_committed_nor_in_the_build_context():
+    ignored = [l.strip() for l in (ROOT / ".gitignore").read_text().splitlines()]
+    assert ".env" in ignored
+    assert dockerignore_excludes(".env") and dockerignore_excludes("ops/.env")
+    if shutil.which("git") and (ROOT / ".git").exists():
+        proc = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT, timeout=30)
+        assert proc.returncode == 0, ".env is not git-ignored"
+
+
+def test_dockerfile_has_no_syntax_directive():
+    """`# syntax=` makes BuildKit fetch a frontend image from a registry: offline it fails."""
+    for line in DOCKERFILE.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        assert not re.match(r"#\s*syntax\s*=", line, re.I), line
+
+
+def test_demo_submission_is_idempotent_and_does_not_break_up_wait():
+    services = compose_services()
+    args = _parser().parse_args(services["demo-submit"]["command"])
+    assert args.request_id, "demo-submit needs a fixed --request-id: every `up` would add a job"
+    assert not args.wait, "demo-submit only queues: `web` waits for it to exit"
+    # `up --wait` accepts a one-shot's exit only when some service depends on its completion
+    for one_shot in ("circuits-init", "demo-submit"):
+        adopters = [n for n, s in services.items()
+                    if (s.get("depends_on") or {}).get(one_shot, {}).get("condition")
+                    == "service_completed_successfully" and s.get("restart") != "no"]
+        assert adopters, f"{one_shot}: no long-running service depends on its completion"
+    assert services["web"]["depends_on"]["demo-submit"]["required"] is False
+
+
+def test_base_images_are_overridable():
+    """CI builds on local stand-ins: the cpu build gets PYTHON_IMAGE, redis REDIS_IMAGE."""
+    doc = merged_compose(COMPOSE, env={"REDIS_IMAGE": "local/redis:x"})
+    assert doc["services"]["redis"]["image"] == "local/redis:x"
+    assert merged_compose(COMPOSE)["services"]["redis"]["image"] == "redis:7.2.5-bookworm"
+    stages = dockerfile_stages()
+    assert stages["cpu"][0] == ("FROM", "python:3.11.11-slim-bookworm")  # the ARG default
+    assert "ARG PYTHON_IMAGE" in DOCKERFILE.read_text()
+    for name in ("web", "worker-cpu", "worker-prover-cpu"):
+        assert "PYTHON_IMAGE" in doc["services"][name]["build"]["args"], name
+
+
+def test_prover_replicas_take_host_slots():
+    services = compose_services()
+    env = service_env(services["worker-prover-cpu"])
+    assert env["CUZK_HOST_SLOT"] == "prover-cpu"
+    assert "CUZK_HOST_SLOT" not in service_env(services["worker-cpu"])
+
+
+def _circuits_init():
+    return _load_ops_script("cuzk_circuits_init", OPS / "compose" / "circuits-init.py")
+
+
+def _image_circuits(tmp_path):
+    src = tmp_path / "image"
+    shutil.copytree(ROOT / "cuzk_tasks" / "data" / "mulchain_1k", src / "mulchain_1k")
+    shutil.copy(OPS / "compose" / "cuzk.toml", src / "cuzk.toml")
+    return src
+
+
+def test_circuits_init_fresh_volume_gets_the_sample(tmp_path):
+    from cuzk_tasks.config import load_settings
+
+    init = _circuits_init()
+    src, dest = _image_circuits(tmp_path), tmp_path / "vol"
+    dest.mkdir()
+    assert init.main([str(src), str(dest)]) == 0
+    assert (dest / "cuzk.toml").read_text() == (src / "cuzk.toml").read_text()
+    settings = load_settings(path=dest / "cuzk.toml", env={})
+    assert "mulchain_1k" in settings.circuits
+    # a second run copies nothing and changes nothing
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert init.main([str(src), str(dest)]) == 0
+    assert before == {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+
+
+def test_circuits_init_keeps_an_operator_config_but_adds_the_sample(tmp_path):
+    """The old `cp -Rn` kept an operator's cuzk.toml as it was, so demo-submit's circuit was
+    unknown there; now the sample's table (and input root) is added, nothing overwritten."""
+    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.paths import confined_path
+
+    init = _circuits_init()
+    src, dest = _image_circuits(tmp_path), tmp_path / "vol"
+    (dest / "mine").mkdir(parents=True)
+    (dest / "mine" / "c.zkey").write_bytes(b"operator's")
+    mine = '# my circuits\n[circuits.mine]\nkind = "mine"\nzkey = "mine/c.zkey"\n'
+    (dest / "cuzk.toml").write_text(mine)
+    init.main([str(src), str(dest)])
+    text = (dest / "cuzk.toml").read_text()
+    assert text.startswith("# my circuits") or "[circuits.mine]" in text
+    settings = load_settings(path=dest / "cuzk.toml", env={"CUZK_SPOOL_DIR": str(tmp_path)})
+    assert set(settings.circuits) == {"mine", "mulchain_1k"}
+    assert settings.circuits["mine"].zkey == str(dest / "mine" / "c.zkey")
+    assert (dest / "mine" / "c.zkey").read_bytes() == b"operator's"
+    assert (dest / "mulchain_1k" / "circuit.zkey").exists()
+    confined_path(str(dest / "mulchain_1k" / "input.json"), settings)  # the demo's input
+    # an operator's own input roots are never widened; a broken file is never touched
+    (dest / "cuzk.toml").write_text('allowed_input_roots = ["/data"]\n' + mine)
+    init.main([str(src), str(dest)])
+    settings = load_settings(path=dest / "cuzk.toml", env={})
+    assert settings.allowed_input_roots == ("/data",) and "mulchain_1k" in settings.circuits
+    (dest / "cuzk.toml").write_text("[circuits.mine\n")
+    init.main([str(src), str(dest)])
+    assert (dest / "cuzk.toml").read_text() == "[circuits.mine\n"

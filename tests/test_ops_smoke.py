@@ -108,6 +108,8 @@ class Stack:
         }
         for path in self.paths.values():
             path.mkdir(parents=True, exist_ok=True)
+        # the image's COPY of ops/compose/circuits-init.py (circuits-init's entrypoint)
+        self.paths["/usr/local/bin/cuzk-circuits-init"] = ROOT / "ops" / "compose" / "circuits-init.py"
         for source, target, _ in mounts(self.services["redis"]):
             if source.startswith("./"):
                 self.paths[target] = ROOT / source
@@ -201,9 +203,11 @@ def stack(tmp_path_factory):
     st = Stack(tmp_path_factory.mktemp("compose"))
     try:
         st.start_redis()
-        # circuits-init: its entrypoint, as a shell command on the mapped paths
+        # circuits-init: its entrypoint on the mapped paths (the image's python is ours)
         init = st.services["circuits-init"]
-        rc = subprocess.run([st.map(a) for a in init["entrypoint"]], capture_output=True,
+        argv = [st.map(a) for a in init["entrypoint"]]
+        argv[0] = sys.executable if argv[0] == "python" else argv[0]
+        rc = subprocess.run(argv, capture_output=True,
                             text=True, timeout=30)
         assert rc.returncode == 0, rc.stderr
         st.start_service("web", CUZK_WEB_BIND=f"127.0.0.1:{st.web_port}")
