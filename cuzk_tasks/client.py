@@ -39,19 +39,23 @@ class Client:
     def store(self):
         return self._ctx.store
 
-    def submit(self, circuit, partitions, priority=None, request_id=None) -> str:
+    def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None) -> str:
         """Queue a job of one partition per entry; returns its id (idempotent on request_id).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
         ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``.
+        ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
+        when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
         """
         if circuit in self.settings.circuits:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
-                                       request_id=request_id)
+                                       request_id=request_id, on_done=on_done)
         parts = pipeline.normalize_partitions(partitions)
-        reply = self.app.send_task("cuzk.submit", kwargs={
-            "circuit": circuit, "partitions": parts, "priority": priority,
-            "request_id": request_id}, queue=self.settings.cpu_queue)
+        kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
+                  "request_id": request_id}
+        if on_done is not None:
+            kwargs["on_done"] = pipeline.check_on_done(on_done)
+        reply = self.app.send_task("cuzk.submit", kwargs=kwargs, queue=self.settings.cpu_queue)
         try:
             return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
         except Exception as exc:
