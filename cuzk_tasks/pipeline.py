@@ -12,7 +12,8 @@ Stages (docs/architecture.md, "Pipeline"):
                    also routes the partition and queues its prove_start on the chosen device
 * ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally,
                    which queues finalize (cpu queue) when the partition advanced
-* ``finalize``     prove_finish (self-verifies); finalize_end; the one job_complete stores the result
+* ``finalize``     prove_finish (self-verifies); finalize_end, whose job_complete step also stores
+                   the result and sends the job's on_done callback
 
 Each next-stage message is built here (``cuzk_tasks.wire``) and pushed by the transition
 that makes it due, in the same Lua step, when the broker is the state store's Redis
