@@ -60,6 +60,7 @@ def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic, gp
     config.write_text(
         f'redis_url = "{redis_url}"\nprefix = "bench{int(monolithic)}"\n'
         f'spool_dir = "{workdir / "spool"}"\n'
+        f'allowed_input_roots = ["{FIXTURE}"]\n'  # witness_partition() names a fixture file
         "heartbeat_interval_s = 1.0\nheartbeat_ttl_s = 5.0\n\n"
         f'[circuits.mulchain]\nkind = "bench-busywait"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
         f'wasm = "{FIXTURE / "circuit.wasm"}"\n')

@@ -126,7 +126,11 @@ def _cmd_submit(args):
 
     from .client import Client
 
-    parts = [{"input_ref": p} for p in args.inputs] + [{"witness_ref": w} for w in args.witness]
+    from .paths import absolute_refs
+
+    # absolute here: a worker would resolve a relative path against its own directory
+    parts = absolute_refs([{"input_ref": p} for p in args.inputs]
+                          + [{"witness_ref": w} for w in args.witness])
     if not parts:
         raise CuzkError("give at least one input.json or --witness .wtns")
     if bool(args.on_done_task) != bool(args.on_done_queue):
@@ -272,7 +276,8 @@ def build_parser():
 
     p = sub.add_parser("submit", help="submit a job: one partition per input.json / --witness")
     p.add_argument("circuit", help="circuit name from the registry ([circuits.NAME])")
-    p.add_argument("inputs", nargs="*", help="input.json files (shared storage paths)")
+    p.add_argument("inputs", nargs="*", help="input.json files on storage the workers share, "
+                   "inside their allowed_input_roots (relative paths are made absolute)")
     p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
     p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
     p.add_argument("--request-id", default=None, help="idempotency key")

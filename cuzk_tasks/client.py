@@ -43,7 +43,9 @@ class Client:
         """Queue a job of one partition per entry; returns its id (idempotent on request_id).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
-        ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``.
+        ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``:
+        absolute paths inside the workers' spool dir or allowed_input_roots (any other path
+        fails its partition unopened, see :mod:`cuzk_tasks.paths`).
         ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
         when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
         """

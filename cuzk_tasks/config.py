@@ -9,6 +9,7 @@ TOML layout::
     redis_url = "redis://localhost:6379/0"
     prefix = "cuzk"
     heartbeat_ttl_s = 15
+    allowed_input_roots = ["/srv/inputs"]   # where input_ref / witness_ref may point
 
     [circuits.porep]
     kind = "porep-c2"
@@ -16,13 +17,14 @@ TOML layout::
     wasm = "/srv/params/porep.wasm"
     priority = 5
 
-Relative circuit paths are resolved against the TOML file's directory.
+Relative paths (circuits, allowed_input_roots) are resolved against the TOML file's directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 import tomllib
 from dataclasses import dataclass, field
@@ -54,6 +56,8 @@ class Settings:
     state_url: str = ""
     prefix: str = defaults.PREFIX
     hostname: str = ""
+    host_slot: str = defaults.HOST_SLOT
+    worker_retire_s: float = defaults.WORKER_RETIRE_S
     cpu_queue: str = defaults.CPU_QUEUE
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
@@ -65,6 +69,8 @@ class Settings:
     result_ttl_s: int = defaults.RESULT_TTL_S
     results_dir: str | None = defaults.RESULTS_DIR
     spool_dir: str = defaults.SPOOL_DIR
+    #: directories (besides spool_dir) that submitted input_ref / witness_ref paths may name
+    allowed_input_roots: tuple = defaults.ALLOWED_INPUT_ROOTS
     max_inline_input_bytes: int = defaults.MAX_INLINE_INPUT_BYTES
     zkey_budget_mb: float = defaults.ZKEY_BUDGET_MB
     cpu_concurrency: int | None = defaults.CPU_CONCURRENCY
@@ -80,6 +86,10 @@ class Settings:
         for name, value in fill.items():
             if not getattr(self, name):
                 object.__setattr__(self, name, value)
+        if isinstance(self.allowed_input_roots, (str, os.PathLike)):
+            object.__setattr__(self, "allowed_input_roots", (self.allowed_input_roots,))
+        object.__setattr__(self, "allowed_input_roots",
+                           tuple(os.fspath(r) for r in self.allowed_input_roots))
         self.validate()
 
     # --- derived -----------------------------------------------------------
@@ -135,8 +145,16 @@ class Settings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             bad("heartbeat_ttl_s", f"{self.heartbeat_ttl_s} s must exceed heartbeat_interval_s "
                 f"{self.heartbeat_interval_s} s")
+        if isinstance(self.worker_retire_s, bool) or self.worker_retire_s < 0:
+            bad("worker_retire_s", f"must be >= 0 seconds (0 = never), got {self.worker_retire_s!r}")
+        if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
+            bad("host_slot", "expected a host-name group of letters, digits, '.', '_' or '-' "
+                f"(at most 63), got {self.host_slot!r}")
         if self.finalize_delay_ms < 0:
             bad("test_finalize_delay_ms", "must be >= 0")
+        for root in self.allowed_input_roots:
+            if not root or not os.path.isabs(root):
+                bad("allowed_input_roots", f"expected absolute directory paths, got {root!r}")
         if self.cpu_concurrency is not None and self.cpu_concurrency <= 0:
             bad("cpu_concurrency", "must be a positive integer")
         if not 0 <= self.default_priority <= 9:
@@ -163,6 +181,8 @@ _FIELDS = [
     ("state_url", "CUZK_STATE_URL", "state_url", str),
     ("prefix", "CUZK_PREFIX", "prefix", str),
     ("hostname", "CUZK_HOSTNAME", "hostname", str),
+    ("host_slot", "CUZK_HOST_SLOT", "host_slot", str),
+    ("worker_retire_s", "CUZK_WORKER_RETIRE_S", "worker_retire_s", float),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
@@ -174,6 +194,7 @@ _FIELDS = [
     ("result_ttl_s", "CUZK_RESULT_TTL_S", "result_ttl_s", int),
     ("results_dir", "CUZK_RESULTS_DIR", "results_dir", str),
     ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
+    ("allowed_input_roots", "CUZK_ALLOWED_INPUT_ROOTS", "allowed_input_roots", tuple),
     ("max_inline_input_bytes", "CUZK_MAX_INLINE_INPUT_BYTES", "max_inline_input_bytes", int),
     ("zkey_budget_mb", "CUZK_ZKEY_BUDGET_MB", "zkey_budget_mb", float),
     ("cpu_concurrency", "CUZK_CPU_CONCURRENCY", "cpu_concurrency", int),
@@ -184,6 +205,13 @@ _TOML_KEYS = {toml_key for _, _, toml_key, _ in _FIELDS} | {"circuits"}
 
 
 def _convert(value, typ, where, key):
+    if typ is tuple:  # a list of directories: a TOML array, or "a:b" / "a,b" in the environment
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.replace(",", os.pathsep).split(os.pathsep)
+                         if p.strip())
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise ConfigError(f"{where}: {key}: expected a list of directory paths, got {value!r}")
+        return tuple(value)
     if typ is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: {key}: expected a string, got {value!r}")
@@ -228,13 +256,16 @@ def _circuits(table, path, base):
             raise ConfigError(f"{where}: {field_name}.priority: expected an integer 0..9, "
                               f"got {priority!r}")
 
-        def resolve(p):
-            p = os.path.expanduser(p)
-            return p if os.path.isabs(p) or base is None else os.path.join(base, p)
-
-        out[name] = CircuitSpec(name=name, zkey=resolve(zkey),
-                                wasm=resolve(wasm) if wasm else None, kind=kind, priority=priority)
+        out[name] = CircuitSpec(name=name, zkey=_resolve(zkey, base),
+                                wasm=_resolve(wasm, base) if wasm else None, kind=kind,
+                                priority=priority)
     return out
+
+
+def _resolve(p, base):
+    """A path of the TOML file: ``~`` expanded, relative ones against the file's directory."""
+    p = os.path.expanduser(p)
+    return p if os.path.isabs(p) or base is None else os.path.join(base, p)
 
 
 def load_settings(path=None, env=None) -> Settings:
@@ -260,8 +291,11 @@ def load_settings(path=None, env=None) -> Settings:
         for attr, _env, key, typ in _FIELDS:
             if key in data:
                 values[attr] = _convert(data[key], typ, path, key)
-        circuits = _circuits(data.get("circuits", {}), path,
-                             os.path.dirname(os.path.abspath(path)))
+        base = os.path.dirname(os.path.abspath(path))
+        circuits = _circuits(data.get("circuits", {}), path, base)
+        if "allowed_input_roots" in values:
+            values["allowed_input_roots"] = tuple(_resolve(p, base)
+                                                  for p in values["allowed_input_roots"])
     for attr, env_name, _key, typ in _FIELDS:
         raw = env.get(env_name)
         if raw is not None and raw.strip() != "":

@@ -94,6 +94,25 @@ HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15.0
 """Seconds a heartbeat lives; a worker without one is offline (env ``CUZK_HEARTBEAT_TTL_S``)."""
 
+WORKER_RETIRE_S = 3600.0
+"""Seconds a worker may stay offline (no heartbeat) before the sweeper retires it: its
+registry entry and hash are deleted, so it leaves the status page, ``/metrics`` and the
+alerts (env ``CUZK_WORKER_RETIRE_S``; 0 = never).  A worker with partitions still routed to
+it is kept until they are re-dispatched.  Long enough that a crashed device worker's
+offline alert fires (2 min) and is seen; a container recreated by an upgrade leaves no
+ghost behind for longer than this."""
+
+HOST_SLOT = ""
+"""Host-name group for workers without a stable host name of their own (env
+``CUZK_HOST_SLOT``; empty = off, the host name is ``hostname``).  A worker started with it
+claims the lowest free slot ``<group>-<n>`` (n from 0) and uses that as its host name, so
+its worker id and device queue (``<group>-<n>:dev0``, ``cuzk.dev.<group>-<n>.0``) survive a
+container's recreation, and replicas get distinct ones.  A slot is held while its worker's
+heartbeat lives and released at a clean stop."""
+
+HOST_SLOTS_MAX = 256
+"""Slots ``<group>-0`` .. ``<group>-255`` a host-slot group can hand out."""
+
 MAX_DELIVERIES = 3
 """Deliveries of one partition's prove_start before it is failed as a poison pill (env ``CUZK_MAX_DELIVERIES``)."""
 
@@ -106,6 +125,13 @@ RESULTS_DIR = None
 SPOOL_DIR = "/tmp/cuzk-spool"
 """Directory for witnesses between synthesize and prove (env ``CUZK_SPOOL_DIR``); shared storage
 when workers run on several hosts."""
+
+ALLOWED_INPUT_ROOTS = ()
+"""Directories a job's ``input_ref`` / ``witness_ref`` paths may point into, besides SPOOL_DIR
+(always allowed) (env ``CUZK_ALLOWED_INPUT_ROOTS``: absolute directories separated by os.pathsep
+``:`` or commas; toml ``allowed_input_roots``: a list, relative entries against the TOML file's
+directory); empty = only the spool dir.  Paths are resolved (symlinks, ``..``) before the check and
+a path outside fails its partition unopened (cuzk_tasks.paths).  Set it alike on every worker."""
 
 MAX_INLINE_INPUT_BYTES = 1 << 20
 """Largest input.json passed by value, bytes (env ``CUZK_MAX_INLINE_INPUT_BYTES``); larger ones

@@ -33,6 +33,7 @@ import uuid
 from . import defaults, wire
 from .config import Settings
 from .errors import CuzkError, GpuError
+from .paths import confined_path
 
 log = logging.getLogger("cuzk_tasks.pipeline")
 
@@ -139,7 +140,8 @@ def normalize_partitions(partitions):
     """Accept ``[{"input": dict|str} | {"input_ref": path} | {"witness_ref": path}, ...]``.
 
     A bare dict (an input object) or a string path ending in .wtns / .json is
-    also accepted per partition.  Inputs by value are stored as JSON text.
+    also accepted per partition.  Inputs by value are stored as JSON text; paths as
+    given (:func:`submit_job` and every worker check them with :func:`ref_path`).
     """
     if isinstance(partitions, (dict, str)) or partitions is None:
         raise CuzkError("partitions must be a non-empty list")
@@ -163,11 +165,37 @@ def normalize_partitions(partitions):
             value = p["input"]
             entry["input"] = value if isinstance(value, str) else json.dumps(value)
         else:
-            entry[given[0]] = os.fspath(p[given[0]])
+            try:
+                entry[given[0]] = os.fspath(p[given[0]])
+            except TypeError:
+                raise CuzkError(f"partition {i}: {given[0]}: expected a path string, got "
+                                f"{type(p[given[0]]).__name__}") from None
         out.append(entry)
     if not out:
         raise CuzkError("a job needs at least one partition")
     return out
+
+
+def ref_path(ctx: Context, field, path) -> str:
+    """The real path of a partition's ``field`` (input_ref / witness_ref) when it lies inside
+    this process's input roots (spool dir + allowed_input_roots); otherwise the
+    OutsideInputRootsError that fails the partition ("input_ref /x is outside the allowed
+    input roots (allowed_input_roots)"; the job's error adds "partition N: ").  Call it
+    before opening ``path``."""
+    return confined_path(path, ctx.settings, field)
+
+
+def _refused_refs(ctx, parts):
+    """``{idx: message}`` of the partitions whose path lies outside the input roots."""
+    refused = {}
+    for i, p in enumerate(parts):
+        for field in ("input_ref", "witness_ref"):
+            if p.get(field):
+                try:
+                    ref_path(ctx, field, p[field])
+                except CuzkError as exc:
+                    refused[i] = str(exc)
+    return refused
 
 
 def check_on_done(on_done):
@@ -216,18 +244,19 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if not 0 <= priority <= 9:
         raise CuzkError(f"priority must be 0..9, got {priority}")
     limit = ctx.settings.max_inline_input_bytes
-    too_big = {}
+    rejected = {}  # partition -> the message it fails with
     for i, p in enumerate(parts):
         size = len(p.get("input", "").encode("utf-8"))
         if size > limit:
-            too_big[i] = (f"partition {i}: input is {size} bytes, over the inline limit of "
-                          f"{limit} bytes (max_inline_input_bytes); pass it by reference "
-                          "(input_ref) instead")
+            rejected[i] = (f"partition {i}: input is {size} bytes, over the inline limit of "
+                           f"{limit} bytes (max_inline_input_bytes); pass it by reference "
+                           "(input_ref) instead")
             p["input"] = ""  # never store the oversized payload
+    rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex
     kind = spec.kind if spec else "unknown"
     messages = []
-    if spec is not None and not too_big:
+    if spec is not None and not rejected:
         from .celery_app import TASK_SYNTHESIZE
 
         # circuit and priority ride in the message: synthesize needs no job read
@@ -246,8 +275,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
         _fail(ctx, job_id, 0, 0, f"unknown circuit {circuit!r} (known circuits: {known})")
         return job_id
-    if too_big:
-        for i, message in too_big.items():
+    if rejected:
+        for i, message in rejected.items():
             _fail(ctx, job_id, i, 0, message)
         return job_id
     for message in messages:
@@ -277,7 +306,7 @@ def _load_inputs(ctx, part, idx):
                             f"mapping signal names to values, got {type(data).__name__}")
         return data, f"<job input #{idx}>"
     ref = part.get("input_ref")
-    return witness_mod.load_input_json(ref), ref
+    return witness_mod.load_input_json(ref_path(ctx, "input_ref", ref)), ref
 
 
 def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
@@ -310,7 +339,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
         if part.get("witness_ref"):
             from .groth16.wtns import read_wtns
 
-            ref = part["witness_ref"]
+            ref = ref_path(ctx, "witness_ref", part["witness_ref"])
             w = read_wtns(ref, expected_length=zkey.n_vars)
             w.close()
             witness_ref = ref
@@ -327,9 +356,8 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
             if values.shape[0] != zkey.n_vars:
                 raise CuzkError(f"partition {idx}: witness has {values.shape[0]} values, the zkey "
                                 f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
-            spool = os.path.join(ctx.settings.spool_dir, job_id)
-            os.makedirs(spool, exist_ok=True)
-            witness_ref = os.path.join(spool, f"{idx}.wtns")
+            witness_ref = _spooled_witness(ctx, job_id, idx)
+            os.makedirs(os.path.dirname(witness_ref), exist_ok=True)
             tmp = f"{witness_ref}.tmp{os.getpid()}"
             with open(tmp, "wb") as f:
                 f.write(wtns_bytes(values, calc.prime))
@@ -481,8 +509,9 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     device_fault = None
     try:
         _test_instruments(circuit)
+        path = ref_path(ctx, "witness_ref", witness_ref)
         zkey = ctx.resident.get(circuit)
-        witness = read_wtns(witness_ref, expected_length=zkey.n_vars)
+        witness = read_wtns(path, expected_length=zkey.n_vars)
         try:
             partial = groth16_prove_start(zkey, witness, backend=ctx.backend)
         finally:
@@ -585,8 +614,9 @@ def finalize(ctx: Context, started):
         _bench_finalize(ctx, started, t0, bench[1] if bench else 0.0)
         return None
     try:
+        path = ref_path(ctx, "witness_ref", started["witness_ref"])
         zkey = ctx.resident.get(started["circuit"])
-        witness = read_wtns(started["witness_ref"], expected_length=zkey.n_vars)
+        witness = read_wtns(path, expected_length=zkey.n_vars)
         try:
             proof, public = prove_finish(PartialProof.from_json(started["partial"]), zkey, witness)
         finally:
@@ -608,7 +638,7 @@ def finalize(ctx: Context, started):
     if not end.ok:
         log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
         return None
-    _remove_spooled(ctx, started["witness_ref"])
+    _remove_spooled(ctx, job_id, idx, path)
     if end.job_complete:
         # finalize_end stored the result (and sent on_done) in its own step
         if ctx.settings.results_dir:
@@ -619,14 +649,20 @@ def finalize(ctx: Context, started):
     return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
 
 
-def _remove_spooled(ctx, witness_ref):
-    spool = os.path.abspath(ctx.settings.spool_dir)
-    path = os.path.abspath(witness_ref)
-    if path.startswith(spool + os.sep):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+def _spooled_witness(ctx, job_id, idx):
+    """Where synthesize writes partition ``idx``'s witness."""
+    return os.path.join(ctx.settings.spool_dir, job_id, f"{idx}.wtns")
+
+
+def _remove_spooled(ctx, job_id, idx, path):
+    """Delete the witness at real path ``path`` if it is the one synthesize wrote for this
+    partition; never a file a submitter named (even one inside the spool dir)."""
+    if path != os.path.realpath(_spooled_witness(ctx, job_id, idx)):
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _remove_spool_dir(ctx, job_id):

@@ -12,7 +12,8 @@ live device the partition stays in the ``unrouted`` set.
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
 called once from tests): partitions routed to a worker whose heartbeat expired
 are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
-unrouted partitions are routed when a device is live.
+unrouted partitions are routed when a device is live; workers offline for longer than
+``worker_retire_s`` (and with nothing routed to them) are retired from the registry.
 """
 
 from __future__ import annotations
@@ -105,7 +106,13 @@ class Sweeper(PeriodicThread):
                                circuit=job["circuit"], witness_ref=part.get("witness_ref"),
                                priority=int(priority)):
                 routed += 1
-        return {"redispatched": redispatched, "routed": routed}
+        retired = []
+        if self.ctx.settings.worker_retire_s > 0:
+            retired = store.retire_workers(self.ctx.settings.worker_retire_s)
+            for worker_id in retired:
+                log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
+                            worker_id, self.ctx.settings.worker_retire_s)
+        return {"redispatched": redispatched, "routed": routed, "retired": len(retired)}
 
     def step(self):
         self.run_once()

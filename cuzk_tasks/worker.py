@@ -35,13 +35,15 @@ class Heartbeat(PeriodicThread):
 
     thread_name = "cuzk-heartbeat"
 
-    def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None):
+    def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
+                 slot=None):
         super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
         self.settings = settings
         self.extra = extra or {}
         self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
+        self.slot = slot  # the host slot this worker's name came from (kept alive by beats)
 
     def beat(self):
         extra = dict(self.extra)
@@ -50,7 +52,8 @@ class Heartbeat(PeriodicThread):
                 extra.update(self.extra_fn() or {})
             except Exception:  # a flaky probe never stops the heartbeat
                 log.debug("heartbeat extra probe failed", exc_info=True)
-        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra)
+        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
+                             slot=self.slot)
 
     step = beat
 
@@ -146,11 +149,36 @@ def _init_child(app):
                      getattr(backend, "name", backend), os.getpid())
 
 
+def slot_holder() -> str:
+    """Who holds a host slot: this process on this (container) host.  ops/healthcheck.py
+    finds the slot of a worker's main process by the same text."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claim_host_name(settings: Settings, store):
+    """``(settings, slot)``: with ``settings.host_slot`` set, claim the lowest free host name
+    ``<group>-<n>`` and return settings that use it (the pool processes read it from
+    ``CUZK_HOSTNAME``), else ``(settings, None)``."""
+    if not settings.host_slot:
+        return settings, None
+    import dataclasses
+
+    slot = store.claim_host_slot(settings.host_slot, slot_holder(), settings.heartbeat_ttl_s)
+    os.environ["CUZK_HOSTNAME"] = slot.host
+    log.warning("host slot %s claimed: host name %s", settings.host_slot, slot.host)
+    return dataclasses.replace(settings, hostname=slot.host), slot
+
+
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     from .celery_app import create_app
     from .state import StateStore, WorkerRole
 
+    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                result_ttl_s=settings.result_ttl_s)
+    settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.device_worker_id(device)
     queue = settings.device_queue(device)
@@ -161,14 +189,12 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     dump_stacks_on(STACK_DUMP_SIGNAL)
-    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
-                          extra_fn=probe)
+                          extra_fn=probe, slot=slot)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
@@ -177,7 +203,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                                       **DEVICE_WORKER_TUNING)
     finally:
         heartbeat.stop()
-        store.worker_offline(worker_id)
+        store.worker_offline(worker_id, slot=slot)
     if exitcode:
         raise SystemExit(exitcode)
 
@@ -189,6 +215,9 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     from .routing import Sweeper
     from .state import StateStore, WorkerRole
 
+    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                result_ttl_s=settings.result_ttl_s)
+    settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.cpu_worker_id()
     os.environ["CUZK_WORKER_ID"] = worker_id
@@ -196,12 +225,10 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     os.environ.setdefault("CUZK_WORKER_BACKEND", "cpu")
     concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
     dump_stacks_on(STACK_DUMP_SIGNAL)
-    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()})
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
@@ -216,6 +243,6 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
         if sweep:
             sweep.stop()
         heartbeat.stop()
-        store.worker_offline(worker_id)
+        store.worker_offline(worker_id, slot=slot)
     if exitcode:
         raise SystemExit(exitcode)

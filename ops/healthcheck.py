@@ -84,7 +84,25 @@ def worker_id_for(settings, argv, pid) -> str:
     return settings.cpu_worker_id(pid=pid)
 
 
+def slot_host(client, keys, settings, pid):
+    """The host name the worker ``pid`` claimed from its host-slot group (settings.host_slot),
+    found by its holder text (cuzk_tasks.worker.slot_holder), or None."""
+    import socket
+
+    from cuzk_tasks import defaults
+
+    holder = f"{socket.gethostname()}:{pid}"
+    group = settings.host_slot
+    held = client.mget([keys.host_slot(group, n) for n in range(defaults.HOST_SLOTS_MAX)])
+    for n, value in enumerate(held):
+        if value is not None and value.decode(errors="replace") == holder:
+            return f"{group}-{n}"
+    return None
+
+
 def check_worker(pid=None, argv=None) -> tuple[bool, str]:
+    import dataclasses
+
     from cuzk_tasks.config import load_settings
     from cuzk_tasks.state.keys import Keys
 
@@ -95,12 +113,18 @@ def check_worker(pid=None, argv=None) -> tuple[bool, str]:
     elif argv is None:
         argv = _cmdline(pid)
     settings = load_settings()
-    worker_id = worker_id_for(settings, argv, pid)
+    keys = Keys(settings.prefix)
     try:
         import redis
 
         client = redis.Redis.from_url(settings.state_url, socket_timeout=3, socket_connect_timeout=3)
-        alive = bool(client.exists(Keys(settings.prefix).hb(worker_id)))
+        if settings.host_slot:
+            host = slot_host(client, keys, settings, pid)
+            if host is None:
+                return False, f"worker pid {pid}: holds no slot of host_slot {settings.host_slot!r}"
+            settings = dataclasses.replace(settings, hostname=host)
+        worker_id = worker_id_for(settings, argv, pid)
+        alive = bool(client.exists(keys.hb(worker_id)))
     except Exception as exc:  # never echo the URL: it carries the password
         return False, f"redis: {exc.__class__.__name__}: {exc}"
     return alive, f"worker {worker_id}: heartbeat {'present' if alive else 'MISSING'}"

@@ -624,9 +624,10 @@ def test_constraints_pin_every_dependency():
     pins = {}
     for name in ("constraints.txt", "constraints-gpu.txt"):
         for line in (OPS / name).read_text().splitlines():
-            line = line.split("#")[0].strip()
+            line = line.split("#")[0].split(";")[0].strip()  # ";": an environment marker
             if line:
                 pkg, _, ver = line.partition("==")
+                pkg, ver = pkg.strip(), ver.strip()
                 assert ver, f"{name}: {line} is not an exact pin"
                 pins[re.sub(r"[-_.]+", "-", pkg).lower()] = ver
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -1,5 +1,6 @@
 """`cuzk-tasks demo`: the README's "run it" command, as a user runs it."""
 
+import os
 import re
 import signal
 import socket
@@ -29,9 +30,23 @@ def test_demo_proves_and_verifies_everything():
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert out.count("3 proofs, all verify") == 2, out
-    assert "6 proofs in" in out and "stopped workers and redis" in out
+    assert "6 of 6 proofs verified in" in out and "stopped workers and redis" in out
     port = int(re.search(r"redis://127\.0\.0\.1:(\d+)/", out).group(1))
     assert not _port_open(port)
+
+
+def test_demo_counts_only_verified_proofs_and_fails_when_a_job_fails():
+    """A new user's demo once failed every job (its workers had no compiled core), yet it
+    printed a throughput and exited 0.  Make every job fail for real -- the workers' spool
+    dir (CUZK_SPOOL_DIR wins over the demo's config) cannot be created -- and the demo must
+    count no proof and exit 1."""
+    env = dict(os.environ, CUZK_SPOOL_DIR="/dev/null/spool")
+    result = subprocess.run([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1", "--partitions", "2"],
+                            env=env, capture_output=True, text=True, timeout=240)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "failed: partition" in out and "/dev/null/spool" in out, out
+    assert "0 of 2 proofs verified" in out and "FAILED: 1 of 1 jobs" in out, out
 
 
 def test_demo_shuts_everything_down_on_ctrl_c():

@@ -89,7 +89,7 @@ def service(tmp_path_factory):
                CUZK_PREFIX="cuzk", CUZK_CPU_QUEUE="cuzk.cpu", CUZK_HOSTNAME="ondonehost",
                CUZK_SPOOL_DIR=str(base / "spool"), CUZK_THREADS="1",
                CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
-               CUZK_TEST_PROVE_DELAY_MS="slow_test=5000",
+               CUZK_TEST_PROVE_DELAY_MS="slow_test=5000", CUZK_ALLOWED_INPUT_ROOTS=str(FIX),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     side = base / "side_app.py"
     side.write_text(SIDE_APP)

@@ -403,9 +403,12 @@ def test_cpu_image_build_steps_run_on_the_build_context(tmp_path):
     assert any("pip install" in r for r in ran)
     venv_bin = mapping["/opt/venv"] / "bin"
     freeze = subprocess.run([str(venv_bin / "pip"), "freeze"], capture_output=True, text=True).stdout
-    pins = {l.split("==")[0].lower().replace("_", "-"): l.split("==")[1]
-            for l in (ROOT / "ops/constraints.txt").read_text().splitlines()
-            if "==" in l and not l.startswith("#")}
+    pins = {}
+    for line in (ROOT / "ops/constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].split(";")[0].strip()  # ";": an environment marker
+        if "==" in line:
+            name, ver = (part.strip() for part in line.split("=="))
+            pins[name.lower().replace("_", "-")] = ver
     for line in freeze.splitlines():
         if "==" in line:
             name, ver = line.split("==")

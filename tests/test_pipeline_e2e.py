@@ -106,6 +106,7 @@ def cluster(e2e_redis, tmp_path_factory):
         "CUZK_MAX_DELIVERIES": str(MAX_DELIVERIES),
         "CUZK_MAX_INLINE_INPUT_BYTES": str(INLINE_LIMIT),
         "CUZK_SPOOL_DIR": str(base / "spool"),
+        "CUZK_ALLOWED_INPUT_ROOTS": str(FIX),  # the tests' input_ref / witness_ref fixtures
         "CUZK_RESULTS_DIR": str(base / "results"),
         "CUZK_THREADS": "1",
         "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
@@ -286,6 +287,59 @@ def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
 
     assert c.store.redis.get(Keys(c.settings.prefix).request("pickled")) is None
     assert c.procs["cpu"].poll() is None
+
+
+def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
+    """A submitter cannot make a worker read a file outside allowed_input_roots (issue 10):
+    the job fails with the exact message, nothing from the file shows, the workers go on."""
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.errors import JobError
+    from cuzk_tasks.paths import OUTSIDE
+
+    c = cluster
+    outside = c.base / "outside"
+    outside.mkdir()
+    secret = outside / "secret.json"
+    secret.write_text(json.dumps({"api_token": "s3cr3t"}))
+    fifo = outside / "fifo.wtns"  # a worker that opened it would block: the job never fails
+    os.mkfifo(fifo)
+    (c.base / "spool").mkdir(exist_ok=True)
+    link = c.base / "spool" / "link.json"  # inside the (always allowed) spool, pointing out
+    link.symlink_to(secret)
+
+    def failure(client, job_id):
+        with pytest.raises(JobError) as info:
+            client.wait(job_id, timeout=30)
+        assert info.value.state == "failed", c.logs()
+        return str(info.value)
+
+    try:
+        # the submitter's check (its settings are the cluster's)
+        job = c.client.submit("mulchain", [{"input_ref": "/etc/passwd"}])
+        assert failure(c.client, job) == (f"job {job} failed: partition 0: input_ref /etc/passwd "
+                                          f"{OUTSIDE}")
+        # a submitter with other roots gets past its own check: the workers' check refuses
+        loose = Client(settings=c.settings.replace(allowed_input_roots=("/",)))
+        refs = [("input_ref", "/etc/passwd"), ("input_ref", secret), ("input_ref", link),
+                ("input_ref", f"{FIX}/../../../etc/passwd"), ("witness_ref", "/etc/passwd"),
+                ("witness_ref", fifo)]
+        jobs = [(field, ref, loose.submit("mulchain", [{field: str(ref)}])) for field, ref in refs]
+        for field, ref, job in jobs:
+            message = failure(loose, job)
+            assert message == f"job {job} failed: partition 0: {field} {ref} {OUTSIDE}", c.logs()
+            for leaked in ("api_token", "s3cr3t", "root:x", "found"):
+                assert leaked not in message
+        assert all(c.store.get_partition(job, 0)["t_synth_start"] for _, _, job in jobs)
+        # a following good job (refs inside the roots) still proves
+        good = c.client.submit("mulchain", [{"input_ref": str(FIX / "mulchain" / "input.json")},
+                                            {"witness_ref": str(FIX / "mulchain" / "witness.wtns")}])
+        _assert_valid(c.client.wait(good, timeout=60), "mulchain", 2)
+        assert all(proc.poll() is None for proc in c.procs.values())
+    finally:
+        try:  # unblock a reader, had one opened the FIFO
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
 
 
 def test_poison_pill_is_retried_at_most_n_times(cluster):

@@ -415,7 +415,19 @@ def test_wtns_other_prime(tmp_path):
     with pytest.raises(FormatError) as ei:
         read_wtns(p)
     assert_format_error(ei, p, "prime")
-    assert f"witness is for prime {Q}, expected bn128 scalar field r" in str(ei.value)
+    assert "witness is for the bn128 base field q, expected bn128 scalar field r" in str(ei.value)
+
+
+def test_wtns_unknown_prime_is_not_echoed(tmp_path):
+    p = copy(tmp_path, "mulchain", WT)
+    _, _, off, _ = sec(p.read_bytes(), 1)
+    other = 2**255 - 19
+    patch(p, off + 4, other.to_bytes(32, "little"))
+    with pytest.raises(FormatError) as ei:
+        read_wtns(p)
+    assert_format_error(ei, p, "prime")
+    assert "witness is for another prime field, expected" in str(ei.value)
+    assert str(other) not in str(ei.value)
 
 
 def test_wtns_wrong_length(tmp_path):

@@ -128,13 +128,13 @@ def test_lua_key_functions_match_keys_py(store):
     body = prelude + """
 return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request('R'),
         K.result('J'), K.workers(), K.worker('W'), K.hb('W'), K.routed('W'), K.unrouted(),
-        K.counters(), K.completions(), K.failures(), K.events()}
+        K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4)}
 """
     got = store.redis.eval(body, 0, *store._common)
     assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
                    keys.request("R"), keys.result("J"), keys.workers(), keys.worker("W"),
                    keys.hb("W"), keys.routed("W"), keys.unrouted(), keys.counters(),
-                   keys.completions(), keys.failures(), keys.events()]
+                   keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4)]
 
 
 def test_every_key_is_under_the_prefix_and_named_by_keys(store):
@@ -848,3 +848,60 @@ def test_events_stream_is_capped(store_factory):
         new_job(store, n=1, job_id=f"j{i}")
     # MAXLEN ~ trims whole stream nodes (100 entries by default): well under 300
     assert store.redis.xlen(store.keys.events()) <= 10 + 100
+
+
+# --- worker retirement and host slots ---------------------------------------------------
+
+
+def test_retire_workers_forgets_only_long_offline_workers_without_routed_work(store):
+    for w in ("gone", "busy-gone", "alive", "stopped"):
+        device(store, w, ttl_s=30)
+    new_job(store, n=1)
+    to_routed(store, "j1", 0, "busy-gone")
+    store.worker_offline("stopped")  # a clean stop: no heartbeat from now on
+    store.worker_offline("busy-gone")
+    store.heartbeat("gone", 0.05)  # a crash: its heartbeat just expires
+    time.sleep(0.3)
+    assert store.retire_workers(60) == []  # nobody has been offline that long
+    assert store.retire_workers(0.2) == ["gone", "stopped"]
+    ids = [w["worker_id"] for w in store.all_workers()]
+    assert ids == ["alive", "busy-gone"]  # routed work keeps a dead worker registered
+    assert store.get_worker("gone") is None
+    assert not store.redis.exists(store.keys.worker("gone"), store.keys.routed("gone"))
+    kinds = [fields["type"] for _, fields in store.events("0", count=1000)]
+    assert kinds.count("worker_retired") == 2
+    with pytest.raises(StateError, match="retire_after_s"):
+        store.retire_workers(0)
+
+
+def test_host_slots_are_distinct_while_held_and_reused_after_a_clean_stop(store):
+    a = store.claim_host_slot("prover", "hostA:7", 5)
+    b = store.claim_host_slot("prover", "hostB:7", 5)
+    assert (a.host, b.host) == ("prover-0", "prover-1")
+    assert store.claim_host_slot("prover", "hostA:7", 5) == a  # asking twice is idempotent
+    store.register_worker(f"{a.host}:dev0", "device", a.host, device=0, queue="q0")
+    store.heartbeat(f"{a.host}:dev0", 5, slot=a)
+    # a clean stop releases the slot: the recreated container gets the same host name back
+    store.worker_offline(f"{a.host}:dev0", slot=a)
+    again = store.claim_host_slot("prover", "hostC:7", 5)
+    assert again.host == "prover-0" and again.holder == "hostC:7"
+    # a stale stop (the old holder, after the slot changed hands) releases nothing
+    store.worker_offline(f"{a.host}:dev0", slot=a)
+    assert store.claim_host_slot("prover", "hostD:7", 5).host == "prover-2"
+    # other groups are independent; a full group is a clear error
+    assert store.claim_host_slot("other", "hostA:7", 5, slots=1).host == "other-0"
+    with pytest.raises(StateError, match="all 1 slots are held"):
+        store.claim_host_slot("other", "hostB:7", 5, slots=1)
+
+
+def test_host_slot_lives_with_the_heartbeat_and_lapses_with_it(store):
+    slot = store.claim_host_slot("p", "h:1", 0.2)
+    for _ in range(3):  # heartbeats keep it past its first TTL
+        time.sleep(0.1)
+        store.heartbeat("p-0:dev0", 0.2, slot=slot)
+    assert store.claim_host_slot("p", "h:2", 0.2).host == "p-1"
+    time.sleep(0.35)  # holder killed: no more beats, no clean stop
+    assert store.claim_host_slot("p", "h:3", 5).host == "p-0"
+    # the old holder's late heartbeat must not take the slot back
+    store.heartbeat("p-0:dev0", 5, slot=slot)
+    assert store.redis.get(store.keys.host_slot("p", 0)) == "h:3"

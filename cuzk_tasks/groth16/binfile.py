@@ -84,10 +84,10 @@ class BinFile:
             raise FormatError(self.path, "magic",
                               f"file is {self.file_size} bytes, too short for a "
                               f"{magic.decode()} file")
-        if hdr[:4] != magic:
+        if hdr[:4] != magic:  # never echo the bytes found: the file may be anyone's
             raise FormatError(self.path, "magic",
-                              f"expected {magic!r}, found {hdr[:4]!r} "
-                              f"(not a {magic.decode()} file)")
+                              f"not a .{magic.decode()} file (bad magic: the first 4 bytes "
+                              f"are not {magic.decode()!r})")
         if len(hdr) < _FILE_HEADER.size:
             raise FormatError(self.path, "header",
                               "file truncated inside the file header")

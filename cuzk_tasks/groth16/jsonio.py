@@ -260,12 +260,21 @@ def vkey_from_json(obj, path=None) -> VerificationKey:
     )
 
 
+def json_error(exc: json.JSONDecodeError) -> str:
+    """What is wrong and where, without the document's characters that the pure-Python
+    decoder quotes at the end of its message (``Invalid \\escape: 'x'``)."""
+    what = re.sub(r":? ('[^']*'|\"[^\"]*\")( at)?$", "", exc.msg).removesuffix(" at")
+    return f"{what} at line {exc.lineno} column {exc.colno} (char {exc.pos})"
+
+
 def load_json(path, what="JSON"):
-    """Read a JSON file; FormatError (naming the file) if it is not valid JSON."""
+    """Read a JSON file; FormatError (naming the file) if it is not valid JSON.
+    The message never quotes the file's contents."""
     try:
         with open(path, "r", encoding="utf-8") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
-        raise FormatError(path, what, f"not valid JSON ({exc})") from None
+        raise FormatError(path, what, f"not valid JSON ({json_error(exc)})") from None
     except UnicodeDecodeError as exc:
-        raise FormatError(path, what, f"not UTF-8 text ({exc})") from None
+        raise FormatError(path, what, f"not UTF-8 text (invalid byte at offset {exc.start})") \
+            from None

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import FormatError, WitnessError
+from .jsonio import json_error
 from .wtns import wtns_bytes
 
 try:  # imported lazily so the readers work without wasmtime installed
@@ -174,12 +175,13 @@ def load_input_json(path) -> dict:
             text = f.read()
     except FileNotFoundError:
         raise FormatError(path, "file", "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise FormatError(path, "json", f"not UTF-8 text: {exc}") from None
+    except UnicodeDecodeError as exc:  # its message would quote the bad byte
+        raise FormatError(path, "json", f"not UTF-8 text (invalid byte at offset {exc.start})") \
+            from None
     try:
         data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
-        raise FormatError(path, "json", f"invalid JSON: {exc}") from None
+        raise FormatError(path, "json", f"invalid JSON: {json_error(exc)}") from None
     if not isinstance(data, dict):
         raise FormatError(path, "json",
                           f"expected an object mapping signal names to values, "

@@ -17,12 +17,13 @@ from typing import Optional
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
+from .binfile import BN254_Q, BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
 from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)
 from .zkey import limbs_ge
 
 WTNS_MAGIC = b"wtns"
 N8 = 32
+_KNOWN_PRIMES = {BN254_Q: "the bn128 base field q", BN254_R: "the bn128 scalar field r"}
 
 
 @dataclass
@@ -59,9 +60,10 @@ def read_wtns(path, expected_prime: int | None = None,
         prime = int.from_bytes(hdr[4:4 + n8], "little")
         n_witness = struct.unpack_from("<I", hdr, 4 + n8)[0]
         want_prime = BN254_R if expected_prime is None else expected_prime
-        if prime != want_prime:
+        if prime != want_prime:  # named only when well known: never echo the file's bytes
+            found = _KNOWN_PRIMES.get(prime, "another prime field")
             raise FormatError(p, "prime",
-                              f"witness is for prime {prime}, expected "
+                              f"witness is for {found}, expected "
                               + ("bn128 scalar field r" if want_prime == BN254_R
                                  else f"prime {want_prime}")
                               + f" = {want_prime}")

@@ -71,6 +71,11 @@ class Keys:
         """string with TTL: the worker's last heartbeat time; absent = offline."""
         return f"{self.prefix}:hb:{worker_id}"
 
+    def host_slot(self, group: str, index: int) -> str:
+        """string with TTL: the holder (``<container host>:<pid>``) of host name
+        ``<group>-<index>`` (settings.host_slot); refreshed by its worker's heartbeat."""
+        return f"{self.prefix}:slot:{group}:{int(index)}"
+
     def routed(self, worker_id: str) -> str:
         """set: ``job:idx`` routed to that device worker and not yet through gpu_end."""
         return f"{self.prefix}:routed:{worker_id}"

@@ -31,7 +31,7 @@ SCRIPTS = (
     "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
-    "worker_offline", "workers", "snapshot",
+    "worker_offline", "workers", "snapshot", "claim_host_slot", "retire_workers",
 )
 
 # partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
@@ -46,6 +46,21 @@ _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt
 _FLOAT_FIELDS = {"since", "last_hb"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at"}
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSlot:
+    """A host name ``<group>-<index>`` held by ``holder`` (:meth:`StateStore.claim_host_slot`);
+    pass it to :meth:`StateStore.heartbeat` (keeps it) and :meth:`StateStore.worker_offline`
+    (releases it)."""
+
+    group: str
+    index: int
+    holder: str
+
+    @property
+    def host(self) -> str:
+        return f"{self.group}-{self.index}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,28 +517,56 @@ class StateStore:
         self._run("register_worker", [self.keys.workers(), self.keys.worker(worker_id)],
                   [worker_id, role.value, host, device, queue, gpu_name])
 
-    def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None) -> bool:
+    def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None,
+                  slot: HostSlot | None = None) -> bool:
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
-        (``resident``: circuit names held, None = unchanged; ``extra``: more fields).  Never
-        touches the worker's state or token.  Returns True if the worker came (back) online."""
+        (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
+        the worker's host slot, whose claim lives as long as the heartbeat).  Never touches
+        the worker's state or token.  Returns True if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         args = [worker_id, ttl_ms, "1" if resident is not None else "0",
-                json.dumps(list(resident)) if resident is not None else ""]
+                json.dumps(list(resident)) if resident is not None else "",
+                slot.holder if slot else ""]
         for k, v in (extra or {}).items():
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
             args += [k, v]
-        return bool(self._run("heartbeat", [self.keys.hb(worker_id), self.keys.worker(worker_id),
-                                            self.keys.workers()], args))
+        keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
+        if slot is not None:
+            keys.append(self.keys.host_slot(slot.group, slot.index))
+        return bool(self._run("heartbeat", keys, args))
+
+    def claim_host_slot(self, group, holder, ttl_s, slots=defaults.HOST_SLOTS_MAX) -> HostSlot:
+        """The lowest free host name ``<group>-<n>`` (settings.host_slot), claimed for
+        ``holder`` for ``ttl_s`` seconds; the holder's heartbeats keep it (``slot=``).
+        Raises StateError when all ``slots`` are held."""
+        ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
+        index = int(self._run("claim_host_slot", [], [group, holder, ttl_ms, int(slots)]))
+        if index < 0:
+            raise StateError(f"host slot group {group!r}: all {slots} slots are held by live "
+                             "workers (host_slot)")
+        return HostSlot(group, index, holder)
+
+    def retire_workers(self, retire_after_s) -> list[str]:
+        """Forget every worker offline for longer than ``retire_after_s`` seconds (> 0) with
+        no partition routed to it: it leaves the registry, the status page and /metrics.
+        Returns the ids retired."""
+        if isinstance(retire_after_s, bool) or not float(retire_after_s) > 0:
+            raise StateError(f"retire_after_s must be > 0 seconds, got {retire_after_s!r}")
+        return sorted(self._run("retire_workers", [self.keys.workers()], [float(retire_after_s)]))
 
     def set_resident(self, worker_id, names) -> None:
         self.redis.hset(self.keys.worker(_check_worker_id(worker_id)), "resident",
                         json.dumps(list(names)))
 
-    def worker_offline(self, worker_id) -> bool:
-        """Delete the heartbeat key (what expiry does); the stored state stays."""
-        return bool(self._run("worker_offline", [self.keys.hb(worker_id)], [worker_id]))
+    def worker_offline(self, worker_id, slot: HostSlot | None = None) -> bool:
+        """Delete the heartbeat key (what expiry does); the stored state stays.  ``slot``:
+        release the worker's host slot too (if it still holds it)."""
+        keys = [self.keys.hb(worker_id)]
+        if slot is not None:
+            keys.append(self.keys.host_slot(slot.group, slot.index))
+        return bool(self._run("worker_offline", keys, [worker_id, slot.holder if slot else ""]))
 
     def get_worker(self, worker_id) -> dict | None:
         """The worker hash, decoded, with ``state`` derived (offline without a heartbeat),

@@ -25,6 +25,7 @@ function K.result(j) return P .. ':result:' .. j end
 function K.workers() return P .. ':workers' end
 function K.worker(w) return P .. ':worker:' .. w end
 function K.hb(w) return P .. ':hb:' .. w end
+function K.host_slot(g, i) return P .. ':slot:' .. g .. ':' .. i end
 function K.routed(w) return P .. ':routed:' .. w end
 function K.unrouted() return P .. ':unrouted' end
 function K.counters() return P .. ':counters' end

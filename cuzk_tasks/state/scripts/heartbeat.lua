@@ -1,14 +1,21 @@
 -- heartbeat: SET the heartbeat key with a TTL; update heartbeat fields of the worker hash.
 -- Never touches state/job/partition/token.  Emits worker_online when the key was absent.
--- KEYS[1] heartbeat key, KEYS[2] worker hash, KEYS[3] workers set.
+-- KEYS[1] heartbeat key, KEYS[2] worker hash, KEYS[3] workers set, KEYS[4] (optional) the
+-- worker's host-slot key (claim_host_slot.lua): its TTL renewed while this holder has it.
 -- A(1) worker, A(2) ttl ms, A(3) '1' to set resident, A(4) resident JSON list,
--- A(5..) extra field/value pairs.  Returns 1 when the worker came (back) online, else 0.
+-- A(5) host-slot holder ('' without a slot), A(6..) extra field/value pairs.
+-- Returns 1 when the worker came (back) online, else 0.
 local was = redis.call('EXISTS', KEYS[1])
 redis.call('SET', KEYS[1], NOW_S, 'PX', A(2))
 redis.call('SADD', KEYS[3], A(1))
 redis.call('HSET', KEYS[2], 'last_hb', NOW_S, 'hb_ttl_ms', A(2))
 if A(3) == '1' then redis.call('HSET', KEYS[2], 'resident', A(4)) end
-local i = 5
+if KEYS[4] then
+  local holder = redis.call('GET', KEYS[4])
+  -- never take over a slot another process claimed after this one's key lapsed
+  if not holder or holder == A(5) then redis.call('SET', KEYS[4], A(5), 'PX', A(2)) end
+end
+local i = 6
 while A(i) ~= nil do
   redis.call('HSET', KEYS[2], A(i), A(i + 1))
   i = i + 2
