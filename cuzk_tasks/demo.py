@@ -175,6 +175,11 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         _say(f"workers are up (logs in {workdir})")
         _wait_web(procs, web_url)
         _say(f"status page: {web_url}")
+        # what a client needs (README, "Run the service and submit jobs"): Client(URL).submit(NAME, ...)
+        from webapp.config import redact_url  # a password given with --redis is not printed
+
+        _say(f"redis: {redact_url(redis_url)}")
+        _say(f"circuits: {', '.join(sorted(settings.circuits))}")
 
         job_ids, started = [], time.monotonic()
         for j in range(jobs):
@@ -222,7 +227,8 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
             _say(f"FAILED: {failed_jobs} of {jobs} jobs did not produce valid proofs "
                  f"(logs in {workdir})")
         if keep_running:
-            _say("stack is up; Ctrl-C to stop")
+            _say(f"stack is up: submit to {redact_url(redis_url)} with cuzk_tasks.client.Client "
+                 "(README); Ctrl-C to stop")
             while True:
                 procs.check_alive()
                 time.sleep(1)
