@@ -8,7 +8,7 @@
 * Every ``cuzk-tasks`` subcommand appears in README.md or docs/, and in architecture.md's
   command list.
 * Every event type a Lua transition emits is in docs/api.md's SSE type list.
-* The runbook's systemd steps create the spool and results directories of
+* The runbook's systemd steps create the spool, results and input directories of
   ops/systemd/cuzk.env.example and install every file its circuit registry names.
 
 Each check is a function returning what is missing; the ``*_would_fail`` tests remove
@@ -313,8 +313,12 @@ def _installs(block):
 def systemd_steps_problems(runbook_text) -> list[str]:
     env = _env_example()
     dirs, files = _installs(_systemd_block(runbook_text))
-    problems = [f"{var}={env[var]} is not created (install -d)"
-                for var in ("CUZK_SPOOL_DIR", "CUZK_RESULTS_DIR") if env.get(var) not in dirs]
+    wanted = [("CUZK_SPOOL_DIR", env.get("CUZK_SPOOL_DIR")),
+              ("CUZK_RESULTS_DIR", env.get("CUZK_RESULTS_DIR"))]
+    wanted += [("CUZK_ALLOWED_INPUT_ROOTS", root)
+               for root in env.get("CUZK_ALLOWED_INPUT_ROOTS", "").split(":") if root]
+    problems = [f"{var}={path} is not created (install -d)" for var, path in wanted
+                if path not in dirs]
     config = env["CUZK_CONFIG"]
     if config not in files:
         return problems + [f"CUZK_CONFIG={config} is not installed"]
