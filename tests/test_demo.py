@@ -53,18 +53,20 @@ def test_demo_counts_only_verified_proofs_and_fails_when_a_job_fails():
     assert "0 of 2 proofs verified" in out and "FAILED: 1 of 1 jobs" in out, out
 
 
-def test_demo_shuts_everything_down_on_ctrl_c():
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_demo_shuts_everything_down_on_ctrl_c_or_kill(sig, code):
     proc, lines, _url, _circuits = start_kept_demo(partitions=2)
     try:
         assert any("Ctrl-C to stop" in line for line in lines), "".join(lines)
         port = int(re.search(r"redis://127\.0\.0\.1:(\d+)/", "".join(lines)).group(1))
         assert _port_open(port)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, "".join(lines) + rest
+    assert proc.returncode == code, "".join(lines) + rest
     assert "shutting down" in rest
     assert not _port_open(port)
 
