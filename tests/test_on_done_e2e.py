@@ -1,8 +1,10 @@
 """on_done and the by-name reads, from a service that never imports this package.
 
 Real processes: a redis-server, a device worker (CPU backend) and a CPU worker of ours, and
-a SECOND Celery app -- a script written here, run with ``python -I`` (no PYTHONPATH, no
-user site, not our tree) in a clean environment, that checks ``import cuzk_tasks`` fails --
+a SECOND Celery app -- a script written here, run with ``python -I -S`` (no PYTHONPATH, no
+user site, no site-packages and so no editable-install hook, not our tree) in a clean
+environment, on a site directory holding every third-party package of this interpreter but
+not this one (:func:`_side_site`), that checks ``import cuzk_tasks`` fails --
 which sends ``cuzk.submit`` by name with ``on_done`` pointing at its own task on its own
 queue, runs a worker of its own for that queue, records what its task receives, and asks
 ``cuzk.status`` / ``cuzk.result`` by name.
@@ -16,6 +18,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 
 import pytest
@@ -31,7 +34,10 @@ if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
 SIDE_APP = r'''
-import json, sys
+import sys
+
+sys.path.append(sys.argv.pop(1))  # the side site (-I ignores PYTHONPATH)
+import json
 
 try:
     import cuzk_tasks  # noqa: F401
@@ -62,6 +68,28 @@ elif mode == "call":  # [[task, kwargs], ...] -> their replies, in order, on std
                for name, kwargs in calls]
     print(json.dumps(replies))
 ''' % {"task": CB_TASK, "queue": CB_QUEUE}
+
+
+def _side_site(base):
+    """A site directory with every package installed for this interpreter except this one:
+    not its files, not an editable install's finder, no ``.pth`` hook at all.  The side app
+    runs on the same celery/kombu/redis and has no way to import cuzk_tasks."""
+    site = base / "side-site"
+    site.mkdir(exist_ok=True)
+    ours = ("cuzk_tasks", "cuzk-tasks", "webapp", "__editable__")
+    paths = sysconfig.get_paths()
+    for directory in dict.fromkeys([paths["purelib"], paths["platlib"]]):
+        for entry in os.listdir(directory):
+            if entry.startswith(ours) or entry.endswith(".pth") or (site / entry).exists():
+                continue
+            (site / entry).symlink_to(os.path.join(directory, entry))
+    return site
+
+
+def _side_python(base, program, *args):
+    """argv of the side interpreter, ``python -I -S PROGRAM SIDE_SITE ARGS``: ``program`` is
+    ``[script]`` or ``["-c", code]``; it finds the side site in ``sys.argv[1]``."""
+    return [sys.executable, "-I", "-S", *program, str(_side_site(base)), *args]
 
 
 def _clean_env(tmp_path):
@@ -100,8 +128,8 @@ def service(tmp_path_factory):
                                      base / "dev0.log", env, ROOT)
         procs["cpu"] = start_logged(worker_argv("--cpu", "--concurrency", "1"),
                                     base / "cpu.log", env, ROOT)
-        procs["svc"] = start_logged([sys.executable, "-I", str(side), "worker", server.url,
-                                     str(received)], base / "svc.log", _clean_env(base), base)
+        procs["svc"] = start_logged(_side_python(base, [str(side)], "worker", server.url,
+                                                 str(received)), base / "svc.log", _clean_env(base), base)
         client = Client(settings=load_settings(env=env))
         deadline = time.monotonic() + 60
         while not client.store.live_device_workers():
@@ -112,8 +140,8 @@ def service(tmp_path_factory):
 
         def call(*calls):
             """Run the side app's caller (its own isolated process); its replies."""
-            done = subprocess.run([sys.executable, "-I", str(side), "call", server.url,
-                                   json.dumps([list(c) for c in calls])], cwd=base,
+            done = subprocess.run(_side_python(base, [str(side)], "call", server.url,
+                                               json.dumps([list(c) for c in calls])), cwd=base,
                                   env=_clean_env(base), capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr[-3000:] + logs()
             return json.loads(done.stdout.strip().splitlines()[-1])
@@ -135,9 +163,11 @@ def service(tmp_path_factory):
 
 
 def test_the_side_app_cannot_import_this_package(service, tmp_path):
-    done = subprocess.run([sys.executable, "-I", "-c", "import cuzk_tasks"], cwd=tmp_path,
+    probe = "import sys; sys.path.append(sys.argv[1]); import celery, kombu, redis; import cuzk_tasks"
+    done = subprocess.run(_side_python(tmp_path, ["-c", probe]), cwd=tmp_path,
                           env=_clean_env(tmp_path), capture_output=True, text=True)
-    assert done.returncode != 0 and "No module named 'cuzk_tasks'" in done.stderr
+    # celery and friends import (the isolation is not vacuous); this package does not
+    assert done.returncode != 0 and "No module named 'cuzk_tasks'" in done.stderr, done.stderr
 
 
 def test_done_failed_cancelled_each_call_back_once_and_read_by_name(service):
