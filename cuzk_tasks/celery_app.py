@@ -22,6 +22,8 @@ TASK_SUBMIT = "cuzk.submit"
 TASK_SYNTHESIZE = "cuzk.synthesize"
 TASK_PROVE_START = "cuzk.prove_start"
 TASK_FINALIZE = "cuzk.finalize"
+TASK_STATUS = "cuzk.status"
+TASK_RESULT = "cuzk.result"
 
 
 def broker_transport_options(settings: Settings) -> dict:
@@ -62,6 +64,8 @@ def create_app(settings: Settings | None = None) -> Celery:
             TASK_SUBMIT: {"queue": settings.cpu_queue},
             TASK_SYNTHESIZE: {"queue": settings.cpu_queue},
             TASK_FINALIZE: {"queue": settings.cpu_queue},
+            TASK_STATUS: {"queue": settings.cpu_queue},
+            TASK_RESULT: {"queue": settings.cpu_queue},
             # TASK_PROVE_START has no static route: routing.py sends it to one device queue
         },
         task_ignore_result=True,  # progress and results live in the state store

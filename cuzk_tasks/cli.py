@@ -133,8 +133,13 @@ def _cmd_submit(args):
                           + [{"witness_ref": w} for w in args.witness])
     if not parts:
         raise CuzkError("give at least one input.json or --witness .wtns")
+    if bool(args.on_done_task) != bool(args.on_done_queue):
+        raise CuzkError("give --on-done-task and --on-done-queue together")
+    on_done = ({"task": args.on_done_task, "queue": args.on_done_queue}
+               if args.on_done_task else None)
     client = Client(settings=_settings(args))
-    job_id = client.submit(args.circuit, parts, priority=args.priority, request_id=args.request_id)
+    job_id = client.submit(args.circuit, parts, priority=args.priority, request_id=args.request_id,
+                           on_done=on_done)
     print(job_id)
     if not args.wait:
         return EXIT_OK
@@ -276,6 +281,9 @@ def build_parser():
     p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
     p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
     p.add_argument("--request-id", default=None, help="idempotency key")
+    p.add_argument("--on-done-task", default=None,
+                   help="Celery task sent once when the job ends (kwargs job_id, state, proofs|error)")
+    p.add_argument("--on-done-queue", default=None, help="the queue --on-done-task is sent to")
     p.add_argument("--wait", action="store_true", help="wait, with a progress bar on stderr")
     p.add_argument("--timeout", type=float, default=None, help="seconds to --wait")
     p.add_argument("-o", "--output", help="write the result JSON here (with --wait)")

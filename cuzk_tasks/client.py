@@ -8,8 +8,10 @@
     result = client.wait(job, timeout=60)      # {"proofs": [{"proof":..., "public":...}, ...]}
 
 The client writes the job into the state store itself when its settings know
-the circuit; otherwise it sends the by-name ``cuzk.submit`` task and a worker
-(whose registry is authoritative) creates the job.
+the circuit (``Client()`` with ``$CUZK_CONFIG``, or ``Client(settings=...)``);
+otherwise it sends the by-name ``cuzk.submit`` task and a CPU worker (whose
+registry is authoritative) creates the job -- or, when no CPU worker is online,
+``submit`` fails at once instead of waiting for a reply that cannot come.
 """
 
 from __future__ import annotations
@@ -39,26 +41,52 @@ class Client:
     def store(self):
         return self._ctx.store
 
-    def submit(self, circuit, partitions, priority=None, request_id=None) -> str:
+    def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None) -> str:
         """Queue a job of one partition per entry; returns its id (idempotent on request_id).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
         ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``:
         absolute paths inside the workers' spool dir or allowed_input_roots (any other path
         fails its partition unopened, see :mod:`cuzk_tasks.paths`).
+        ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
+        when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
         """
         if circuit in self.settings.circuits:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
-                                       request_id=request_id)
+                                       request_id=request_id, on_done=on_done)
         parts = pipeline.normalize_partitions(partitions)
-        reply = self.app.send_task("cuzk.submit", kwargs={
-            "circuit": circuit, "partitions": parts, "priority": priority,
-            "request_id": request_id}, queue=self.settings.cpu_queue)
+        kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
+                  "request_id": request_id}
+        if on_done is not None:
+            kwargs["on_done"] = pipeline.check_on_done(on_done)
+        self._require_cpu_worker(circuit)
+        reply = self.app.send_task("cuzk.submit", kwargs=kwargs, queue=self.settings.cpu_queue)
         try:
             return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
         except Exception as exc:
+            try:
+                reply.forget()  # stop listening for it (the backend would hold it for good)
+            except Exception:  # noqa: BLE001 - Redis may be what failed; the error below says so
+                pass
             raise CuzkError(f"submit of circuit {circuit!r}: no reply from a cpu worker in "
                             f"{SUBMIT_REPLY_TIMEOUT_S:.0f} s ({type(exc).__name__}: {exc})") from None
+
+    def _require_cpu_worker(self, circuit):
+        """Only a CPU worker answers ``cuzk.submit``: without one online, say so now."""
+        from .state import WorkerRole
+
+        queue = self.settings.cpu_queue
+        if any(w.get("role") == WorkerRole.CPU.value and w.get("online") and w.get("queue") == queue
+               for w in self.store.all_workers()):
+            return
+        known = ", ".join(sorted(self.settings.circuits)) or "none"
+        raise CuzkError(
+            f"submit of circuit {circuit!r}: this client's settings ({self.settings.source}) "
+            f"have no [circuits.{circuit}] entry (known: {known}), so a cpu worker must create "
+            f"the job, and no cpu worker of queue {queue!r} is online (state store prefix "
+            f"{self.settings.prefix!r}): start `cuzk-tasks worker --cpu`, or give the client "
+            "the circuit registry (Client() with $CUZK_CONFIG, or "
+            "Client(settings=load_settings('cuzk.toml')))")
 
     def status(self, job_id) -> dict:
         job = self.store.get_job(job_id)

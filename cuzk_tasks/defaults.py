@@ -23,6 +23,19 @@ MSM_WINDOW = None
 """Pippenger window in bits (env ``CUZK_MSM_WINDOW``, 2..22), read by the native core for tuning
 only; None = chosen from the MSM size."""
 
+GPU_BASES_BUDGET_MB = None
+"""Device memory for resident zkey bases and coefficients per GPU backend, MiB (env
+``CUZK_GPU_BASES_BUDGET_MB``); None = 60 % of the device's total memory.  Idle circuits are
+evicted least recently used first beyond it."""
+
+GPU_SCRATCH_KEEP_MB = 2048
+"""Free blocks CuPy's memory pool may keep after an MSM before they are released to the driver,
+MiB (env ``CUZK_GPU_SCRATCH_KEEP_MB``)."""
+
+GPU_MSM_WINDOW = None
+"""GPU Pippenger window in bits (env ``CUZK_GPU_MSM_WINDOW``, used when 2..20, tuning only); None =
+``n.bit_length() - 5`` (floor(log2 n) - 4) clamped to [4, 16] for an MSM of n points."""
+
 
 def env_str(name, default):
     value = os.environ.get(name, "").strip()
@@ -53,6 +66,11 @@ def thread_count():
 # --- service: Celery + Redis (cuzk_tasks.config) -----------------------------
 # Every setting below can be given in the TOML file named by CUZK_CONFIG (key in
 # brackets) or by the environment variable named; the environment wins.
+
+CONFIG = None
+"""TOML settings file (env ``CUZK_CONFIG``, or ``--config``): the settings below plus the circuit
+registry (``[circuits.NAME]`` kind/zkey/wasm/priority); None = environment and defaults only, no
+circuits."""
 
 REDIS_URL = "redis://localhost:6379/0"
 """Redis URL (env ``CUZK_REDIS_URL``, toml ``redis_url``); broker, result backend and state default to it."""
@@ -145,12 +163,17 @@ CPU_CONCURRENCY = None
 """Processes of a ``worker --cpu`` (env ``CUZK_CPU_CONCURRENCY``); None = os.cpu_count()."""
 
 DEFAULT_PRIORITY = 5
-"""Job priority when neither the request nor the circuit gives one: 0 (first) .. 9 (last)."""
+"""Job priority when neither the request nor the circuit gives one: 0 (first) .. 9 (last) (env
+``CUZK_DEFAULT_PRIORITY``, toml ``default_priority``)."""
 
 FINALIZE_DELAY_MS = 0
 """TEST/BENCH ONLY (env ``CUZK_TEST_FINALIZE_DELAY_MS``, toml ``test_finalize_delay_ms``): sleep this
 many ms in finalize before storing the proof, to make finalizers overlap the next prove_start.
 Never set it in production."""
+
+WORKER_PROCESS_ENV = ("CUZK_WORKER_ID", "CUZK_WORKER_ROLE", "CUZK_WORKER_BACKEND", "CUZK_DEVICE")
+"""INTERNAL, no default: ``cuzk-tasks worker`` sets these for its pool processes (worker id, role
+``device``/``cpu``, compute backend, device ordinal).  Never set them yourself."""
 
 TEST_PROVE_DELAY_ENV = "CUZK_TEST_PROVE_DELAY_MS"
 """TEST ONLY: name of the env var that makes prove_start sleep after gpu_start: ``"250"`` (ms, every
@@ -202,6 +225,13 @@ WEB_THREADS = 128
 
 WEB_TIMEOUT_S = 30
 """gunicorn worker timeout, seconds (env ``CUZK_WEB_TIMEOUT_S``); live streams are not limited by it."""
+
+WEB_LOGLEVEL = "info"
+"""gunicorn log level (env ``CUZK_WEB_LOGLEVEL``): debug, info, warning, error, critical."""
+
+WEB_FORWARDED_ALLOW_IPS = "127.0.0.1"
+"""Proxies whose X-Forwarded-* headers gunicorn trusts (env ``CUZK_WEB_FORWARDED_ALLOW_IPS``):
+comma-separated addresses, or ``*``."""
 
 WEB_TOKEN = None
 """Bearer token required by every page but /healthz (env ``CUZK_WEB_TOKEN``); None = no token.

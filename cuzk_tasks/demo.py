@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from .errors import CuzkError
@@ -124,6 +125,14 @@ def _wait_web(procs, url, timeout_s=30.0):
     raise CuzkError(f"the status page did not come up within {timeout_s:.0f} s")
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (a plain ``kill``): shut down exactly as on Ctrl-C."""
+
+
+def _raise_terminated(_signum, _frame):
+    raise _Terminated()
+
+
 def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s=300.0):
     """Run the demo; returns 0 when every job completed with valid proofs."""
     from .client import Client
@@ -136,6 +145,9 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
     procs = ProcessGroup(workdir)
     redis = None
     interrupted = False
+    on_term = None
+    if threading.current_thread() is threading.main_thread():
+        on_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if redis_url is None:
             from .local_redis import LocalRedis
@@ -175,6 +187,11 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         _say(f"workers are up (logs in {workdir})")
         _wait_web(procs, web_url)
         _say(f"status page: {web_url}")
+        # what a client needs (README, "Run the service and submit jobs"): Client(URL).submit(NAME, ...)
+        from webapp.config import redact_url  # a password given with --redis is not printed
+
+        _say(f"redis: {redact_url(redis_url)}")
+        _say(f"circuits: {', '.join(sorted(settings.circuits))}")
 
         job_ids, started = [], time.monotonic()
         for j in range(jobs):
@@ -222,16 +239,20 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
             _say(f"FAILED: {failed_jobs} of {jobs} jobs did not produce valid proofs "
                  f"(logs in {workdir})")
         if keep_running:
-            _say("stack is up; Ctrl-C to stop")
+            _say(f"stack is up: submit to {redact_url(redis_url)} with cuzk_tasks.client.Client "
+                 "(README); Ctrl-C to stop")
             while True:
                 procs.check_alive()
                 time.sleep(1)
         return 0 if ok else 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         interrupted = True
-        _say("Ctrl-C: shutting down")
-        return 130
+        terminated = isinstance(exc, _Terminated)
+        _say(f"{'SIGTERM' if terminated else 'Ctrl-C'}: shutting down")
+        return 143 if terminated else 130
     finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
         procs.stop()
         if redis is not None:
             redis.stop()

@@ -12,7 +12,8 @@ Stages (docs/architecture.md, "Pipeline"):
                    also routes the partition and queues its prove_start on the chosen device
 * ``prove_start``  gpu_start -> token; groth16 prove_start; gpu_end(token) in a finally,
                    which queues finalize (cpu queue) when the partition advanced
-* ``finalize``     prove_finish (self-verifies); finalize_end; the one job_complete stores the result
+* ``finalize``     prove_finish (self-verifies); finalize_end, whose job_complete step also stores
+                   the result and sends the job's on_done callback
 
 Each next-stage message is built here (``cuzk_tasks.wire``) and pushed by the transition
 that makes it due, in the same Lua step, when the broker is the state store's Redis
@@ -197,8 +198,44 @@ def _refused_refs(ctx, parts):
     return refused
 
 
-def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None):
-    """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id)."""
+def check_on_done(on_done):
+    """``on_done={"task": NAME, "queue": QUEUE}`` (or None) checked; CuzkError otherwise."""
+    if on_done is None:
+        return None
+    if not isinstance(on_done, dict) or set(on_done) != {"task", "queue"}:
+        raise CuzkError(f"on_done: expected an object with exactly the keys task and queue, got "
+                        f"{on_done!r:.200}")
+    task = on_done["task"]
+    if not isinstance(task, str) or not task.strip() or any(c.isspace() for c in task):
+        raise CuzkError(f"on_done.task: expected a task name (a non-empty string without "
+                        f"spaces), got {task!r:.200}")
+    try:
+        wire.check_queue_name(on_done["queue"])
+    except CuzkError as exc:
+        raise CuzkError(f"on_done.queue: {exc}") from None
+    return {"task": task, "queue": on_done["queue"]}
+
+
+def on_done_message(ctx: Context, job_id, on_done) -> wire.KwargsLateMessage:
+    """The job's on_done task without its kwargs (the step ending the job writes them):
+    priority 0, so it lands on the list named by the queue, which any Redis consumer reads."""
+    kwargsrepr = f"{{'job_id': {job_id!r}, 'state': ..., 'proofs' | 'error': ...}}"
+    return wire.task_message_late_kwargs(on_done["task"], queue=on_done["queue"], priority=0,
+                                         kwargsrepr=kwargsrepr)
+
+
+def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None,
+               on_done=None):
+    """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
+
+    ``on_done={"task": NAME, "queue": QUEUE}``: when the job ends, the task NAME is sent once
+    to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` or ``error`` (pushed by the
+    transition that ends the job, so it needs the broker to be the state store's Redis)."""
+    on_done = check_on_done(on_done)
+    if on_done is not None and not ctx.enqueue_in_store:
+        raise CuzkError("on_done needs the broker and the state store in the same Redis database "
+                        "(the step that ends a job pushes the callback): broker_url is "
+                        "not state_url")
     parts = normalize_partitions(partitions)
     spec = ctx.settings.circuits.get(circuit)
     if priority is None:
@@ -228,8 +265,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
                                       queue=ctx.settings.cpu_queue, priority=priority,
                                       time_limits=ctx.time_limits)
                     for i in range(len(parts))]
+    late = (on_done, on_done_message(ctx, job_id, on_done)) if on_done else None
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
-                                           messages=ctx.outbox(messages) or ())
+                                           messages=ctx.outbox(messages) or (), on_done=late)
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id
@@ -602,10 +640,10 @@ def finalize(ctx: Context, started):
         return None
     _remove_spooled(ctx, job_id, idx, path)
     if end.job_complete:
-        result = store.collect_result(job_id)
-        store.store_result(job_id, result)
+        # finalize_end stored the result (and sent on_done) in its own step
         if ctx.settings.results_dir:
-            _write_result_file(ctx.settings.results_dir, job_id, result)
+            _write_result_file(ctx.settings.results_dir, job_id,
+                               store.get_result(job_id) or store.collect_result(job_id))
         _remove_spool_dir(ctx, job_id)
         log.info("job %s done", job_id)
     return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
@@ -641,3 +679,31 @@ def _write_result_file(results_dir, job_id, result):
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     os.replace(tmp, path)
+
+
+# --- by-name reads (cuzk.status, cuzk.result) ------------------------------------------
+
+def job_status(ctx: Context, job_id) -> dict:
+    """The job and its partitions' states (no inputs or proofs); for an unknown job
+    ``{"job_id", "state": "unknown", "error"}``."""
+    status = ctx.store.job_status(job_id)
+    if status is None:
+        return {"job_id": job_id, "state": "unknown", "error": f"no such job {job_id!r}"}
+    return {"job_id": job_id, **status}
+
+
+def job_result(ctx: Context, job_id) -> dict:
+    """Always ``{"job_id", "state", ...}``: done -> the stored result (with ``proofs``, as
+    the on_done callback carries them); failed/cancelled -> ``error``; pending/running ->
+    ``n_done``, ``n_partitions`` (no ``proofs`` yet); unknown -> ``error``."""
+    job = ctx.store.get_job(job_id)
+    if job is None:
+        return {"job_id": job_id, "state": "unknown", "error": f"no such job {job_id!r}"}
+    state = job.get("state")
+    if state == "done":
+        # past the result TTL the partitions still hold the proofs
+        return ctx.store.get_result(job_id) or ctx.store.collect_result(job_id)
+    if state in ("failed", "cancelled"):
+        return {"job_id": job_id, "state": state, "error": job.get("error") or ""}
+    return {"job_id": job_id, "state": state, "n_done": job.get("n_done") or 0,
+            "n_partitions": job.get("n_partitions")}

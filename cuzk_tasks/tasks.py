@@ -2,7 +2,10 @@
 
 Names are stable (services without this package call them by name):
 
-* ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id -> job id
+* ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id,
+                        on_done ({"task", "queue"}: sent once when the job ends) -> job id
+* ``cuzk.status``       (cpu queue) kwargs job_id -> the job and its partitions' states (JSON)
+* ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job read]
 * ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
                         [, finalize_queue, priority: then its gpu_end queues finalize there and it
@@ -16,10 +19,20 @@ from . import pipeline
 
 
 @shared_task(name="cuzk.submit", bind=True, ignore_result=False)
-def submit(self, circuit, partitions, priority=None, request_id=None):
+def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None):
     """Create a job by name; returns its id (idempotent on request_id)."""
     return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
-                               priority=priority, request_id=request_id)
+                               priority=priority, request_id=request_id, on_done=on_done)
+
+
+@shared_task(name="cuzk.status", bind=True, ignore_result=False)
+def status(self, job_id):
+    return pipeline.job_status(pipeline.context(self.app), job_id)
+
+
+@shared_task(name="cuzk.result", bind=True, ignore_result=False)
+def result(self, job_id):
+    return pipeline.job_result(pipeline.context(self.app), job_id)
 
 
 @shared_task(name="cuzk.synthesize", bind=True)

@@ -38,6 +38,11 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 # Stands for the queue in a message whose queue a Lua script picks (see QueueLateMessage).
 _QUEUE_SLOT = "\x00cuzk-queue-slot\x00"
 
+# Stands for the base64 body in a message whose kwargs a Lua script writes (KwargsLateMessage),
+# and for the kwargs object inside that body.
+_BODY_SLOT = "\x00cuzk-body-slot\x00"
+_KWARGS_SLOT = "\x00cuzk-kwargs-slot\x00"
+
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
@@ -64,6 +69,11 @@ def queue_keys(queue: str) -> list[str]:
     return [queue_list_key(queue, step) for step in PRIORITY_STEPS]
 
 
+def _body_text(args, kwargs) -> str:
+    """Celery protocol 2's body: ``[args, kwargs, embed]`` as JSON."""
+    return json.dumps([list(args), dict(kwargs or {}), _EMBED])
+
+
 _ORIGIN = {}
 
 
@@ -78,11 +88,13 @@ def _origin() -> str:
 
 
 def _envelope(task: str, args, kwargs, queue: str, priority: int, argsrepr: str | None,
-              kwargsrepr: str | None, time_limits) -> dict:
+              kwargsrepr: str | None, time_limits, body: str | None = None) -> dict:
+    """``body``: the envelope's ``body`` text as is (a slot); None: encode args and kwargs."""
     task_id = str(uuid.uuid4())
-    body = json.dumps([list(args), dict(kwargs or {}), _EMBED]).encode("utf-8")
+    if body is None:
+        body = base64.b64encode(_body_text(args, kwargs).encode("utf-8")).decode("ascii")
     return {
-        "body": base64.b64encode(body).decode("ascii"),
+        "body": body,
         "content-encoding": "utf-8",
         "content-type": "application/json",
         "headers": {
@@ -133,15 +145,20 @@ def task_message(task: str, args=(), kwargs=None, *, queue: str, priority: int,
     return QueuedMessage(queue_list_key(queue, priority), json.dumps(envelope))
 
 
+def _split_once(text: str, slot: str) -> tuple[str, str]:
+    head, sep, tail = text.partition(json.dumps(slot))
+    if not sep or json.dumps(slot) in tail:
+        raise AssertionError("a slot must appear exactly once in the envelope")
+    return head, tail
+
+
 def task_message_any_queue(task: str, args=(), kwargs=None, *, priority: int,
                            argsrepr: str | None = None, kwargsrepr: str | None = None,
                            time_limits=(None, None)) -> QueueLateMessage:
     """As :func:`task_message`, for a queue picked later (by the ``route`` transition)."""
     text = json.dumps(_envelope(task, args, kwargs, _QUEUE_SLOT, priority, argsrepr, kwargsrepr,
                                 time_limits))
-    head, sep, tail = text.partition(json.dumps(_QUEUE_SLOT))
-    if not sep or json.dumps(_QUEUE_SLOT) in tail:
-        raise AssertionError("queue slot must appear exactly once in the envelope")
+    head, tail = _split_once(text, _QUEUE_SLOT)
     return QueueLateMessage(head, tail, priority_step(priority))
 
 
@@ -151,3 +168,42 @@ def fill_queue(message: QueueLateMessage, queue: str) -> QueuedMessage:
     check_queue_name(queue)
     return QueuedMessage(queue_list_key(queue, message.step),
                          message.head + json.dumps(queue) + message.tail)
+
+
+@dataclasses.dataclass(frozen=True)
+class KwargsLateMessage:
+    """A message whose kwargs a Lua script writes when it sends it (a job's ``on_done``
+    callback, whose kwargs hold the job's outcome).  The script builds
+    ``body = body_head .. <kwargs as a JSON object> .. body_tail`` and pushes
+    ``head .. '"' .. base64(body) .. '"' .. tail`` onto ``list_key``."""
+
+    list_key: str
+    head: str
+    tail: str
+    body_head: str
+    body_tail: str
+
+    def to_json(self) -> str:
+        """The five parts as a JSON array, as the state store keeps them for its script."""
+        return json.dumps([self.list_key, self.head, self.tail, self.body_head, self.body_tail])
+
+
+def task_message_late_kwargs(task: str, *, queue: str, priority: int = 0,
+                             kwargsrepr: str | None = None,
+                             time_limits=(None, None)) -> KwargsLateMessage:
+    """As :func:`task_message` with no args, for kwargs a Lua script fills in later
+    (:func:`fill_kwargs` does the same in Python)."""
+    check_queue_name(queue)
+    # as _body_text((), kwargs) writes it, the kwargs object a slot
+    body_head, body_tail = _split_once(json.dumps([[], _KWARGS_SLOT, _EMBED]), _KWARGS_SLOT)
+    text = json.dumps(_envelope(task, (), {}, queue, priority, "()", kwargsrepr, time_limits,
+                                body=_BODY_SLOT))
+    head, tail = _split_once(text, _BODY_SLOT)
+    return KwargsLateMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail)
+
+
+def fill_kwargs(message: KwargsLateMessage, kwargs_json: str) -> QueuedMessage:
+    """What the Lua side does with a :class:`KwargsLateMessage` (used by tests)."""
+    body = message.body_head + kwargs_json + message.body_tail
+    encoded = base64.b64encode(body.encode("utf-8")).decode("ascii")
+    return QueuedMessage(message.list_key, message.head + json.dumps(encoded) + message.tail)

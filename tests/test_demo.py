@@ -1,6 +1,10 @@
-"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it."""
+"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it; and the README's
+client snippet, run against the stack `demo --keep-running` leaves up."""
 
+import ast
+import json
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -49,27 +53,111 @@ def test_demo_counts_only_verified_proofs_and_fails_when_a_job_fails():
     assert "0 of 2 proofs verified" in out and "FAILED: 1 of 1 jobs" in out, out
 
 
-def test_demo_shuts_everything_down_on_ctrl_c():
-    proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1", "--partitions", "2",
-                             "--keep-running"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_demo_shuts_everything_down_on_ctrl_c_or_kill(sig, code):
+    proc, lines, _url, _circuits = start_kept_demo(partitions=2)
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Ctrl-C to stop" in line:
-                break
         assert any("Ctrl-C to stop" in line for line in lines), "".join(lines)
         port = int(re.search(r"redis://127\.0\.0\.1:(\d+)/", "".join(lines)).group(1))
         assert _port_open(port)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, "".join(lines) + rest
+    assert proc.returncode == code, "".join(lines) + rest
     assert "shutting down" in rest
     assert not _port_open(port)
+
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def readme_client_snippet():
+    """The README's ``from cuzk_tasks.client import Client`` code block, as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+              if "from cuzk_tasks.client import Client" in b]
+    assert len(blocks) == 1, "README.md: expected one client snippet"
+    return blocks[0]
+
+
+def adapt_snippet(code, redis_url):
+    """The snippet with its ``Client("redis://...")`` URL replaced by ``redis_url``; also
+    returns the circuit name it submits (the first argument of ``.submit``) and its
+    ``request_id``."""
+    tree = ast.parse(code)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    client = [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "Client"]
+    submit = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "submit"]
+    assert len(client) == 1 and len(submit) == 1, "README client snippet: one Client(...), one .submit(...)"
+    url = client[0].args[0]
+    assert isinstance(url, ast.Constant) and url.value.startswith("redis://")
+    lines = code.splitlines(keepends=True)
+    line = lines[url.lineno - 1]
+    lines[url.lineno - 1] = line[:url.col_offset] + repr(redis_url) + line[url.end_col_offset:]
+    request_id = next(k.value.value for k in submit[0].keywords if k.arg == "request_id")
+    return "".join(lines), submit[0].args[0].value, request_id
+
+
+def start_kept_demo(partitions=1):
+    """`demo --keep-running` (one job); returns (process, output lines so far, redis URL,
+    circuit names) once the stack is up."""
+    proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1",
+                             "--partitions", str(partitions), "--keep-running"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "Ctrl-C to stop" in line:
+            break
+    out = "".join(lines)
+    url = re.search(r"^\[demo\] redis: (\S+)$", out, flags=re.M)
+    circuits = re.search(r"^\[demo\] circuits: (.+)$", out, flags=re.M)
+    return proc, lines, url and url.group(1), circuits and circuits.group(1).split(", ")
+
+
+def stop_demo(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # the demo stops its workers and redis itself
+        try:
+            return proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return ""
+
+
+def test_readme_client_snippet_runs_against_the_demo(tmp_path):
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.demo import DEMO_CIRCUIT_DIR
+    from cuzk_tasks.groth16.verifier import verify
+
+    proc, lines, url, circuits = start_kept_demo()
+    try:
+        assert any("Ctrl-C to stop" in line for line in lines), "".join(lines)
+        assert url and circuits, "the demo must print its Redis URL and circuits:\n" + "".join(lines)
+        code, circuit, request_id = adapt_snippet(readme_client_snippet(), url)
+        assert circuit in circuits, f"README snippet submits {circuit!r}; the demo serves {circuits}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_")}  # a fresh shell
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.count("'pi_a'") >= 2, run.stdout  # one line per partition
+
+        # the job it made is done and its proofs verify (read with the client, by the URL)
+        client = Client(url, settings=load_settings(env={}))
+        job_id = client.store.redis.get(client.store.keys.request(request_id))
+        assert client.status(job_id)["state"] == "done"
+        result = client.result(job_id)
+        vkey = json.loads((DEMO_CIRCUIT_DIR / "verification_key.json").read_text())
+        assert len(result["proofs"]) == 2
+        assert all(verify(vkey, p["public"], p["proof"]) for p in result["proofs"])
+    finally:
+        rest = stop_demo(proc)
+    assert proc.returncode == 130, "".join(lines) + rest

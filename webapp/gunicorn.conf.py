@@ -35,8 +35,9 @@ wsgi_app = "webapp:create_app()"
 proc_name = "cuzk-web"
 accesslog = None              # no access log by default (tokens never appear in URLs anyway)
 errorlog = "-"
-loglevel = os.environ.get("CUZK_WEB_LOGLEVEL", "info")
-forwarded_allow_ips = os.environ.get("CUZK_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+loglevel = os.environ.get("CUZK_WEB_LOGLEVEL", "").strip() or defaults.WEB_LOGLEVEL
+forwarded_allow_ips = (os.environ.get("CUZK_WEB_FORWARDED_ALLOW_IPS", "").strip()
+                       or defaults.WEB_FORWARDED_ALLOW_IPS)
 # gunicorn >= 25 opens a control socket for `gunicornc` under $XDG_RUNTIME_DIR or
 # $HOME/.gunicorn; in the image HOME (/opt/cuzk) is not writable by the service user, so
 # every start logged "Control server error: Permission denied".  Nothing here uses it.

@@ -50,6 +50,7 @@ import time
 
 import numpy as np
 
+from .. import defaults
 from ..errors import CuzkError, GpuError, ProofError
 from . import points
 from .reference.field import FR, MONT_R
@@ -307,7 +308,7 @@ class GpuBackend:
             "CUZK_GPU_BASES_BUDGET_MB")
         budget_bytes = int(float(budget) * (1 << 20)) if budget else int(0.6 * self.total_memory)
         keep = scratch_keep_mb if scratch_keep_mb is not None else os.environ.get(
-            "CUZK_GPU_SCRATCH_KEEP_MB", 2048)
+            "CUZK_GPU_SCRATCH_KEEP_MB") or defaults.GPU_SCRATCH_KEEP_MB
         self._scratch_keep = int(float(keep) * (1 << 20))
         self._resident = ResidentSet(budget_bytes)
         self._domains = {}

@@ -32,7 +32,8 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
-        submitted_at, started_at, finished_at, error."""
+        submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
+        {"task", "queue"}) and, once sent, on_done_sent_at."""
         return f"{self.prefix}:job:{job_id}"
 
     def part(self, job_id: str, idx: int) -> str:
@@ -98,6 +99,12 @@ class Keys:
     def events(self) -> str:
         """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
         return f"{self.prefix}:events"
+
+    def on_done(self, job_id: str) -> str:
+        """string: the job's on_done Celery message without its kwargs (JSON array, see
+        ``cuzk_tasks.wire.KwargsLateMessage``), kept from create_job until the job ends and
+        deleted in the step that sends it; absent for a job without on_done."""
+        return f"{self.prefix}:on_done:{job_id}"
 
     # --- appended for the web status page (webapp/, cuzk_tasks/state/read_extra.py) ---
 

@@ -258,7 +258,7 @@ class StateStore:
     # --- jobs ----------------------------------------------------------------------
 
     def create_job(self, job_id, circuit, kind, priority, request_id, partitions,
-                   messages=()) -> tuple[str, bool]:
+                   messages=(), on_done=None) -> tuple[str, bool]:
         """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
 
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
@@ -266,6 +266,10 @@ class StateStore:
         or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
         ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks),
         pushed in the same step only when the job is created.
+        ``on_done``: ``(spec, message)`` -- ``spec`` the dict ``{"task", "queue"}`` recorded on
+        the job, ``message`` a :class:`cuzk_tasks.wire.KwargsLateMessage` that the step ending
+        the job (done, failed, cancelled) pushes once, with kwargs ``job_id``, ``state`` and
+        ``proofs`` (done: the stored result's list) or ``error``.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
         if not partitions:
@@ -284,6 +288,9 @@ class StateStore:
         args.append(len(messages))
         for message in messages:
             args += [message.list_key, message.payload]
+        if on_done is not None:
+            spec, late = on_done
+            args += [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late.to_json()]
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         got, created = self._run("create_job", [self.keys.job(job_id), request_key], args)
         return got, bool(created)
@@ -413,7 +420,9 @@ class StateStore:
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
         """finalizing (or gpu, if its run ended without gpu_end) -> done; the job -> done for
-        exactly one caller (``job_complete``).
+        exactly one caller (``job_complete``), and in that same step its result
+        (:meth:`collect_result`'s form) is stored with ``result_ttl_s`` and its on_done
+        callback, if any, pushed.
 
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
         the token gpu_start gave the run whose partial this is: always safe) or, when None,
@@ -425,7 +434,7 @@ class StateStore:
             public_json = json.dumps(public_json)
         ok, complete, reason = self._run(
             "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token])
+            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s])
         return FinalizeEnd(bool(ok), bool(complete), reason)
 
     def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
@@ -473,6 +482,26 @@ class StateStore:
                            "public": json.loads(part["public"]) if part.get("public") else None})
         return {"job_id": job_id, "circuit": job.get("circuit"), "kind": job.get("kind"),
                 "state": job.get("state"), "proofs": proofs}
+
+    def job_status(self, job_id) -> dict | None:
+        """A job and its partitions' states, without inputs and proofs, JSON-able:
+        the job hash (``on_done`` decoded) plus ``"partitions"`` (SNAPSHOT_PART_FIELDS each);
+        None for an unknown job.  The partitions are read in one transaction with the job."""
+        n = self.redis.hget(self.keys.job(job_id), "n_partitions")
+        if n is None:
+            return None
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.job(job_id))
+        for i in range(int(n or 0)):
+            pipe.hmget(self.keys.part(job_id, i), list(SNAPSHOT_PART_FIELDS))
+        fields, *parts = pipe.execute()
+        if not fields:
+            return None
+        job = _decode(fields)
+        if job.get("on_done"):
+            job["on_done"] = json.loads(job["on_done"])
+        job["partitions"] = [_decode(dict(zip(SNAPSHOT_PART_FIELDS, vals))) for vals in parts]
+        return job
 
     # --- workers ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ function K.counters() return P .. ':counters' end
 function K.completions() return P .. ':completions' end
 function K.failures() return P .. ':failures' end
 function K.events() return P .. ':events' end
+function K.on_done(j) return P .. ':on_done:' .. j end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -95,8 +96,81 @@ local function back_to_unrouted(job, idx, worker, next_attempt)
   redis.call('SADD', K.unrouted(), m)
 end
 
--- a job reaches a terminal state: indexes, counters
-local function finish_job(job, state, err)
+-- base64 (RFC 4648, with padding) of a byte string: the body encoding kombu's Redis
+-- transport uses (Redis's Lua has no base64 of its own)
+local B64 = {}
+for i = 1, 64 do
+  B64[i - 1] = string.sub('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', i, i)
+end
+local function base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = string.byte(s, i, i + 2)
+    local v = a * 65536 + (b or 0) * 256 + (c or 0)
+    out[#out + 1] = B64[math.floor(v / 262144)] .. B64[math.floor(v / 4096) % 64]
+      .. (b and B64[math.floor(v / 64) % 64] or '=') .. (c and B64[v % 64] or '=')
+  end
+  return table.concat(out)
+end
+
+-- a JSON string, or null for a blank value
+local function json_str(v)
+  if blank(v) then return 'null' end
+  return cjson.encode(v)
+end
+
+-- A finished job's result as StateStore.collect_result returns it -- {"job_id", "circuit",
+-- "kind", "state", "proofs": [{"idx", "proof", "public"}, ...]} in partition order -- SET
+-- under K.result(job) (with a TTL of `ttl_s` seconds when > 0).  The partitions' proof and
+-- public fields are JSON text already: copied in, not re-encoded.  Returns the proofs list
+-- as JSON text.
+local function store_result(job, state, ttl_s)
+  local j = redis.call('HMGET', K.job(job), 'circuit', 'kind', 'n_partitions')
+  local items = {}
+  for i = 0, tonumber(j[3] or '0') - 1 do
+    local p = redis.call('HMGET', K.part(job, i), 'proof', 'public')
+    items[#items + 1] = '{"idx": ' .. i .. ', "proof": ' .. (blank(p[1]) and 'null' or p[1])
+      .. ', "public": ' .. (blank(p[2]) and 'null' or p[2]) .. '}'
+  end
+  local proofs = '[' .. table.concat(items, ', ') .. ']'
+  local result = '{"job_id": ' .. cjson.encode(job) .. ', "circuit": ' .. json_str(j[1])
+    .. ', "kind": ' .. json_str(j[2]) .. ', "state": ' .. cjson.encode(state)
+    .. ', "proofs": ' .. proofs .. '}'
+  if tonumber(ttl_s) and tonumber(ttl_s) > 0 then
+    redis.call('SET', K.result(job), result, 'EX', math.floor(tonumber(ttl_s)))
+  else
+    redis.call('SET', K.result(job), result)
+  end
+  return proofs
+end
+
+-- The job's on_done callback, if it has one: create_job kept the message under
+-- K.on_done(job) as the JSON array [list key, head, tail, body head, body tail]
+-- (wire.KwargsLateMessage).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
+-- JSON text, when given) or "error"}.  Sent at most once: the kept message is deleted in
+-- the step that pushes it.  Returns 1 when sent.
+local function send_on_done(job, state, err, proofs)
+  local key = K.on_done(job)
+  local kept = redis.call('GET', key)
+  if not kept then return 0 end
+  redis.call('DEL', key)
+  local m = cjson.decode(kept)
+  local kwargs = '{"job_id": ' .. cjson.encode(job) .. ', "state": ' .. cjson.encode(state)
+  if proofs then
+    kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
+  else
+    kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'
+  end
+  redis.call('LPUSH', m[1], m[2] .. '"' .. base64(m[4] .. kwargs .. m[5]) .. '"' .. m[3])
+  redis.call('HSET', K.job(job), 'on_done_sent_at', NOW_S)
+  emit('on_done', 'job', job, 'state', state, 'list', m[1])
+  return 1
+end
+
+-- a job reaches a terminal state: indexes, counters, its on_done callback.  THE one end of
+-- a job (done, failed, cancelled; a future deadline too): callers check the job is live.
+-- `proofs`: for a done job, the proofs list as JSON text (store_result).
+local function finish_job(job, state, err, proofs)
   local jkey = K.job(job)
   redis.call('HSET', jkey, 'state', state, 'finished_at', NOW_S)
   if not blank(err) then redis.call('HSET', jkey, 'error', err) end
@@ -108,6 +182,7 @@ local function finish_job(job, state, err)
   local kind = redis.call('HGET', jkey, 'kind') or ''
   redis.call('HINCRBY', K.counters(), 'jobs_' .. state .. ':' .. kind, 1)
   emit('job_' .. state, 'job', job, 'error', err)
+  send_on_done(job, state, err, proofs)
 end
 
 -- every live partition of a job except `except_idx` -> `state` (workers untouched:

@@ -3,7 +3,9 @@
 -- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
 -- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref; then the
 -- number of messages and per message 2 args: broker list key, payload (wire.py), pushed
--- only when the job is created -- the job and its first tasks appear together.
+-- only when the job is created -- the job and its first tasks appear together; then the
+-- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.KwargsLateMessage
+-- as JSON, kept under K.on_done(job) until the job ends: send_on_done).
 -- Partition keys are built from the prefix.  Returns {job_id, created 0|1}.
 local job, circuit, kind, prio, req, n = A(1), A(2), A(3), A(4), A(5), tonumber(A(6))
 if req ~= '' then
@@ -25,6 +27,11 @@ if req ~= '' then redis.call('SET', KEYS[2], job) end
 local mbase = 6 + 3 * n
 for m = 1, tonumber(A(mbase + 1) or '0') do
   enqueue(A(mbase + 2 * m), A(mbase + 2 * m + 1))
+end
+local ondone = mbase + 2 * tonumber(A(mbase + 1) or '0') + 2
+if not blank(A(ondone)) then
+  redis.call('HSET', KEYS[1], 'on_done', A(ondone))
+  redis.call('SET', K.on_done(job), A(ondone + 1))
 end
 redis.call('ZADD', K.jobs_active(), NOW_S, job)
 emit('job_created', 'job', job, 'circuit', circuit, 'kind', kind, 'n_partitions', n)

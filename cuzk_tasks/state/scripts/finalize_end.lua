@@ -1,10 +1,12 @@
 -- finalize_end: partition finalizing (or gpu, when its run ended without gpu_end) -> done;
--- job n_done += 1; the job -> done for exactly one caller ever.
+-- job n_done += 1; the job -> done for exactly one caller ever, in the same step its
+-- result is stored (K.result, TTL A(8) s) and its on_done callback pushed.
 -- Then compare-and-delete on the partition's recorded worker with A(7) (the finished run's
 -- token) or, when A(7) is '', the partition's recorded token -- only if the partition was in
 -- finalizing (in gpu a redelivered run of it may still be in flight on that worker).
 -- KEYS[1] job hash, KEYS[2] partition hash.
--- A(1) job, A(2) idx, A(3) attempt, A(4) finalize_ms, A(5) proof JSON, A(6) public JSON, A(7) token.
+-- A(1) job, A(2) idx, A(3) attempt, A(4) finalize_ms, A(5) proof JSON, A(6) public JSON, A(7) token,
+-- A(8) result TTL (s).
 -- Returns {ok 0|1, job_complete 0|1, reason}.
 local job, idx, attempt = A(1), A(2), A(3)
 local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
@@ -29,7 +31,7 @@ redis.call('ZREMRANGEBYSCORE', K.completions(), '-inf', '(' .. tostring(NOW - CO
 emit('partition_done', 'job', job, 'idx', idx, 'attempt', attempt, 'finalize_ms', A(4))
 local complete = 0
 if n_done == tonumber(j[3]) then
-  finish_job(job, 'done', '')
+  finish_job(job, 'done', '', store_result(job, 'done', A(8)))
   complete = 1
 end
 return {1, complete, 'ok'}
