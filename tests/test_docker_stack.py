@@ -156,9 +156,32 @@ class Stack:
         return self.get_json(f"/api/jobs/{job_id}")
 
     def wait_done(self, job_id, timeout=240):
-        doc = self.wait_for(lambda: (d := self.job(job_id))["job"]["state"] in
-                            ("done", "failed", "cancelled") and d, f"job {job_id}", timeout)
-        assert doc["job"]["state"] == "done", doc["job"]
+        seen = {}
+
+        def finished():
+            seen["doc"] = doc = self.job(job_id)
+            return doc["job"]["state"] in ("done", "failed", "cancelled") and doc
+
+        def stuck():
+            doc = seen.get("doc") or {"job": {}, "partitions": []}
+            parts = [(p["idx"], p["state"], p["worker"], p["attempt"]) for p in doc["partitions"]
+                     if p["state"] != "done"]
+            restarts = {_service(c): c["RestartCount"] for c in self.containers()}
+            return f"job {job_id} {doc['job']}; not done (idx, state, worker, attempt): " \
+                   f"{parts[:10]}; container restarts: {restarts}"
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if finished():
+                    break
+            except (OSError, urllib.error.URLError, ValueError):  # web restarting
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail(f"timed out after {timeout} s: {stuck()}\n{self.diagnostics()}")
+        doc = seen["doc"]
+        assert doc["job"]["state"] == "done", stuck()
         return doc
 
     def submit(self, n, request_id):
