@@ -315,7 +315,7 @@ def test_job_completes_across_a_redis_restart(stack):
     stack.wait_for(lambda: int(stack.job(job_id)["job"]["n_done"] or 0) >= 1, "first partition", 120)
     assert int(stack.job(job_id)["job"]["n_done"]) < n, "job finished before the restart: grow n"
     stack.compose("restart", "--timeout", "20", "redis", what="restart redis")
-    doc = stack.wait_done(job_id, timeout=240)
+    doc = stack.wait_done(job_id, timeout=120)  # ~5 s without the restart
     assert doc["job"]["n_done"] == n and not doc["job"]["n_failed"], doc["job"]
     proofs = json.loads(stack.get(f"/api/jobs/{job_id}/result")[1])["proofs"]
     vk = json.loads(VK.read_text())
