@@ -40,6 +40,11 @@ def create_app(settings: Settings | None = None) -> Celery:
     app = Celery("cuzk_tasks", broker=settings.broker_url, backend=settings.result_backend,
                  set_as_current=False)
     transport = broker_transport_options(settings)
+    if settings.broker_url.startswith("redis://"):
+        # kombu's Redis transport with its reconnect fix (cuzk_tasks/broker.py)
+        from .broker import TRANSPORT
+
+        app.conf.broker_transport = TRANSPORT
     app.conf.update(
         # JSON only: a pickle message is refused by the worker (no code execution from Redis)
         task_serializer="json",
@@ -57,7 +62,9 @@ def create_app(settings: Settings | None = None) -> Celery:
         broker_transport_options=transport,
         result_backend_transport_options={"visibility_timeout": transport["visibility_timeout"]},
         broker_connection_retry_on_startup=True,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # a running task outlives a broker outage: cancelling it would strand its partition
+        # (Redis redelivers only after the visibility timeout; docs/architecture.md)
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         task_default_queue=settings.cpu_queue,
         task_default_priority=settings.default_priority,
         task_routes={

@@ -58,6 +58,7 @@ class Settings:
     hostname: str = ""
     host_slot: str = defaults.HOST_SLOT
     worker_retire_s: float = defaults.WORKER_RETIRE_S
+    redis_outage_s: float = defaults.REDIS_OUTAGE_S
     cpu_queue: str = defaults.CPU_QUEUE
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
@@ -145,6 +146,8 @@ class Settings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             bad("heartbeat_ttl_s", f"{self.heartbeat_ttl_s} s must exceed heartbeat_interval_s "
                 f"{self.heartbeat_interval_s} s")
+        if isinstance(self.redis_outage_s, bool) or self.redis_outage_s < 0:
+            bad("redis_outage_s", f"must be >= 0 seconds (0 = no retry), got {self.redis_outage_s!r}")
         if isinstance(self.worker_retire_s, bool) or self.worker_retire_s < 0:
             bad("worker_retire_s", f"must be >= 0 seconds (0 = never), got {self.worker_retire_s!r}")
         if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
@@ -183,6 +186,7 @@ _FIELDS = [
     ("hostname", "CUZK_HOSTNAME", "hostname", str),
     ("host_slot", "CUZK_HOST_SLOT", "host_slot", str),
     ("worker_retire_s", "CUZK_WORKER_RETIRE_S", "worker_retire_s", float),
+    ("redis_outage_s", "CUZK_REDIS_OUTAGE_S", "redis_outage_s", float),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),

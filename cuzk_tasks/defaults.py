@@ -112,6 +112,13 @@ HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15.0
 """Seconds a heartbeat lives; a worker without one is offline (env ``CUZK_HEARTBEAT_TTL_S``)."""
 
+REDIS_OUTAGE_S = 60.0
+"""Seconds a state-store transition keeps retrying while Redis is unreachable, restarting or
+loading its data set (env ``CUZK_REDIS_OUTAGE_S``; 0 = no retry), with backoff from 50 ms
+to 2 s.  Retrying is safe because every transition checks the state and attempt it expects: a
+transition that ran but whose reply was lost is rejected as stale on the retry, and the
+next stage's message was already queued by the first run.  One warning per outage."""
+
 WORKER_RETIRE_S = 3600.0
 """Seconds a worker may stay offline (no heartbeat) before the sweeper retires it: its
 registry entry and hash are deleted, so it leaves the status page, ``/metrics`` and the

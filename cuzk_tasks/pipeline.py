@@ -65,7 +65,8 @@ class Context:
             from .state import StateStore
 
             self._store = StateStore.from_url(self.settings.state_url, prefix=self.settings.prefix,
-                                              result_ttl_s=self.settings.result_ttl_s)
+                                              result_ttl_s=self.settings.result_ttl_s,
+                                              outage_s=self.settings.redis_outage_s)
         return self._store
 
     @property

@@ -205,7 +205,8 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     from .state import StateStore, WorkerRole
 
     store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s)
+                                result_ttl_s=settings.result_ttl_s,
+                                outage_s=settings.redis_outage_s)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.device_worker_id(device)
@@ -244,7 +245,8 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     from .state import StateStore, WorkerRole
 
     store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s)
+                                result_ttl_s=settings.result_ttl_s,
+                                outage_s=settings.redis_outage_s)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.cpu_worker_id()

@@ -10,6 +10,9 @@ that matter most:
   makes the worker idle again, so an end that arrives late (a finalizer of an
   earlier partition, a duplicate) never clears a worker that has moved on.
 * Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
+* With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) Redis
+  is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
+  a transition that already ran a rejected no-op.
 
 The client must decode responses (``decode_responses=True``); use
 :meth:`StateStore.from_url` to get one.  This module never imports Celery.
@@ -20,6 +23,9 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
+import logging
+import threading
+import time
 import uuid
 
 from .. import defaults
@@ -46,6 +52,60 @@ _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt
 _FLOAT_FIELDS = {"since", "last_hb"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at"}
+
+
+log = logging.getLogger("cuzk_tasks.state")
+
+
+class OutageRetry:
+    """Calls a Redis operation again, with backoff (50 ms doubling to 2 s), while Redis is
+    unreachable or loading, for up to ``budget_s`` seconds from the first failure; then the
+    last error is raised.  One warning when an outage starts and one line when Redis is back,
+    however many threads wait on it."""
+
+    def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0):
+        import redis
+
+        self.budget_s = float(budget_s)
+        self.first_delay_s = first_delay_s
+        self.max_delay_s = max_delay_s
+        # BusyLoadingError (Redis loading its AOF after a restart) is a ConnectionError
+        self.errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self._lock = threading.Lock()
+        self._outage_since = None
+
+    def call(self, fn, *args, **kwargs):
+        deadline, delay = None, self.first_delay_s
+        while True:
+            try:
+                result = fn(*args, **kwargs)
+            except self.errors as exc:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.budget_s
+                    self._outage_began(exc)
+                if now >= deadline:
+                    raise
+                time.sleep(min(delay, deadline - now))
+                delay = min(2 * delay, self.max_delay_s)
+                continue
+            if deadline is not None:
+                self._outage_ended()
+            return result
+
+    def _outage_began(self, exc):
+        with self._lock:
+            if self._outage_since is not None:
+                return
+            self._outage_since = time.monotonic()
+        log.warning("Redis unreachable (%s: %s): retrying state transitions for up to %.0f s",
+                    exc.__class__.__name__, exc, self.budget_s)
+
+    def _outage_ended(self):
+        with self._lock:
+            since, self._outage_since = self._outage_since, None
+        if since is not None:
+            log.warning("Redis is back after %.1f s", time.monotonic() - since)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +291,8 @@ class StateStore:
                  events_maxlen: int = defaults.EVENTS_MAXLEN,
                  failures_kept: int = defaults.FAILURES_KEPT,
                  recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
-                 completions_kept_s: int = defaults.COMPLETIONS_KEPT_S):
+                 completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
+                 outage_s: float = 0.0):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -244,6 +305,8 @@ class StateStore:
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
                         str(int(failures_kept)), str(int(completions_kept_s))]
         self._scripts = {name: redis_client.register_script(_script_text(name)) for name in SCRIPTS}
+        # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
+        self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
 
     @classmethod
     def from_url(cls, url: str, prefix: str = defaults.PREFIX, **kwargs) -> "StateStore":
@@ -253,7 +316,10 @@ class StateStore:
         return cls(redis.Redis.from_url(url, decode_responses=True), prefix=prefix, **kwargs)
 
     def _run(self, name, keys, args):
-        return self._scripts[name](keys=list(keys), args=self._common + [_arg(a) for a in args])
+        script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]
+        if self._outage is None:
+            return script(keys=keys, args=argv)
+        return self._outage.call(script, keys=keys, args=argv)
 
     # --- jobs ----------------------------------------------------------------------
 
