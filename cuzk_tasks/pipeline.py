@@ -258,14 +258,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     kind = spec.kind if spec else "unknown"
     messages = []
     if spec is not None and not rejected:
-        from .celery_app import TASK_SYNTHESIZE
+        from .routing import synthesize_message
 
-        # circuit and priority ride in the message: synthesize needs no job read
-        messages = [wire.task_message(TASK_SYNTHESIZE, (job_id, i),
-                                      {"circuit": circuit, "priority": priority},
-                                      queue=ctx.settings.cpu_queue, priority=priority,
-                                      time_limits=ctx.time_limits)
-                    for i in range(len(parts))]
+        messages = [synthesize_message(ctx, job_id, i, circuit, priority) for i in range(len(parts))]
     late = (on_done, on_done_message(ctx, job_id, on_done)) if on_done else None
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
                                            messages=ctx.outbox(messages) or (), on_done=late)

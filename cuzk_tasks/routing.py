@@ -12,7 +12,8 @@ live device the partition stays in the ``unrouted`` set.
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
 called once from tests): partitions routed to a worker whose heartbeat expired
 are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
-unrouted partitions are routed when a device is live; workers offline for longer than
+unrouted partitions are routed when a device is live; partitions whose stage message was
+lost (:meth:`Sweeper.recover_lost_messages`) are re-driven; workers offline for longer than
 ``worker_retire_s`` (and with nothing routed to them) are retired from the registry.
 """
 
@@ -24,6 +25,16 @@ from . import wire
 from .periodic import PeriodicThread
 
 log = logging.getLogger("cuzk_tasks.routing")
+
+
+def synthesize_message(ctx, job_id, idx, circuit, priority):
+    """A partition's synthesize task (cpu queue); circuit and priority ride in the message,
+    so synthesize needs no job read."""
+    from .celery_app import TASK_SYNTHESIZE
+
+    return wire.task_message(TASK_SYNTHESIZE, (job_id, idx), {"circuit": circuit, "priority": priority},
+                             queue=ctx.settings.cpu_queue, priority=priority,
+                             time_limits=ctx.time_limits)
 
 
 def prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
@@ -71,6 +82,7 @@ class Sweeper(PeriodicThread):
     def __init__(self, ctx, interval_s=None):
         super().__init__(interval_s or ctx.settings.heartbeat_interval_s)
         self.ctx = ctx
+        self._suspects = {}  # (job, idx, state, attempt) -> when first seen without a message
 
     def run_once(self) -> dict:
         from .state import PartitionState
@@ -91,6 +103,7 @@ class Sweeper(PeriodicThread):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
+        recovered = self.recover_lost_messages()  # before routing: re-driven ones go out now
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers():
             waiting = []  # no live device: they keep waiting
@@ -112,7 +125,58 @@ class Sweeper(PeriodicThread):
             for worker_id in retired:
                 log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
                             worker_id, self.ctx.settings.worker_retire_s)
-        return {"redispatched": redispatched, "routed": routed, "retired": len(retired)}
+        return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
+                "recovered": recovered}
+
+    def recover_lost_messages(self) -> int:
+        """Re-drive partitions whose stage message is lost: one that waits for a message
+        (``waiting_partitions``) while its queue is empty and no worker holds an
+        unacknowledged copy, seen so on two sweeps at least a heartbeat TTL apart (a message
+        in flight between a worker's pop and its unacked record is not lost).  Returns how
+        many were re-driven (``lost_message``: synthesize queued again, or back to unrouted
+        with attempt + 1 and routed again on the next sweep)."""
+        import time
+
+        store, settings = self.ctx.store, self.ctx.settings
+        waiting = store.waiting_partitions()
+        if not waiting:
+            self._suspects = {}
+            return 0
+        queues = {w["worker_id"]: w.get("queue") for w in store.all_workers()}
+        empty = {}  # queue name -> nothing waiting in it
+
+        def queue_empty(queue):
+            if queue not in empty:
+                empty[queue] = store.queue_depth(wire.queue_keys(queue)) == 0
+            return empty[queue]
+
+        held = {found[1:] for found in map(wire.message_partition,
+                                           store.unacked_messages(wire.UNACKED_KEY)) if found}
+        now, suspects, recovered = time.monotonic(), {}, 0
+        for job_id, idx, state, attempt, worker in waiting:
+            queue = queues.get(worker) if state == "synth_done" else settings.cpu_queue
+            if not queue or (job_id, idx) in held or not queue_empty(queue):
+                continue
+            key = (job_id, idx, state, attempt)
+            first_seen = self._suspects.get(key, now)
+            suspects[key] = first_seen
+            if now - first_seen < settings.heartbeat_ttl_s:
+                continue
+            message = None
+            if state == "pending":
+                job = store.get_job(job_id) or {}
+                priority = job.get("priority")
+                message = synthesize_message(self.ctx, job_id, idx, job.get("circuit"),
+                                             settings.default_priority if priority is None else int(priority))
+            if store.lost_message(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
+                recovered += 1
+                suspects.pop(key)
+                if message is not None:
+                    self.ctx.publish_after(message)
+                log.warning("partition %s/%s (%s, attempt %d): its stage message was lost; "
+                            "re-driven", job_id, idx, state, attempt)
+        self._suspects = suspects
+        return recovered
 
     def step(self):
         self.run_once()

@@ -69,6 +69,27 @@ def queue_keys(queue: str) -> list[str]:
     return [queue_list_key(queue, step) for step in PRIORITY_STEPS]
 
 
+#: kombu's Redis transport: the hash of delivered, not yet acknowledged messages (delivery
+#: tag -> JSON ``[envelope, exchange, routing key]``); a worker's restore puts them back.
+UNACKED_KEY = "unacked"
+
+
+def message_partition(envelope_text: str) -> tuple[str, str, int] | None:
+    """``(task, job id, partition idx)`` of a stage message of ours (synthesize and
+    prove_start take ``(job, idx, ...)``, finalize a dict with ``job`` and ``idx``), or None
+    for any other message."""
+    try:
+        envelope = json.loads(envelope_text)
+        task = envelope["headers"]["task"]
+        args = json.loads(base64.b64decode(envelope["body"]))[0]
+        first = args[0]
+        if isinstance(first, dict):
+            return task, str(first["job"]), int(first["idx"])
+        return task, str(first), int(args[1])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
 def _body_text(args, kwargs) -> str:
     """Celery protocol 2's body: ``[args, kwargs, embed]`` as JSON."""
     return json.dumps([list(args), dict(kwargs or {}), _EMBED])

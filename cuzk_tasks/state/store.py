@@ -38,6 +38,7 @@ SCRIPTS = (
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "snapshot", "claim_host_slot", "retire_workers",
+    "waiting_partitions", "lost_message",
 )
 
 # partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
@@ -524,6 +525,41 @@ class StateStore:
         _check_int("idx", idx), _check_int("attempt", attempt)
         ok, _ = self._run("redispatch", [self.keys.job(job_id), self.keys.part(job_id, idx),
                                          self.keys.unrouted()], [job_id, idx, attempt, worker_id])
+        return bool(ok)
+
+    def waiting_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
+        """``(job, idx, state, attempt, worker)`` of the partitions of live jobs that wait for
+        a stage message: pending, synth_done and routed, finalizing (at most ``limit``)."""
+        rows = json.loads(self._run("waiting_partitions", [self.keys.jobs_active()], [int(limit)]))
+        return [(job, int(idx), state, int(attempt), worker)
+                for job, idx, state, attempt, worker in _list(rows)]
+
+    def queue_depth(self, list_keys) -> int:
+        """Messages waiting in the broker lists ``list_keys`` (one queue's priority steps)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in list_keys:
+            pipe.llen(key)
+        return sum(pipe.execute())
+
+    def unacked_messages(self, key: str) -> list[str]:
+        """The envelopes (JSON text) in kombu's hash of delivered, unacknowledged messages
+        ``key`` (wire.UNACKED_KEY): messages a worker holds."""
+        out = []
+        for raw in self.redis.hvals(key):
+            try:
+                out.append(json.dumps(json.loads(raw)[0]))
+            except (ValueError, TypeError, IndexError, KeyError):
+                continue  # not kombu's [envelope, exchange, routing key]: nothing we queued
+        return out
+
+    def lost_message(self, job_id, idx, state, attempt, message=None) -> bool:
+        """A partition seen in ``state``/``attempt`` lost its stage message (the sweeper's
+        finding): pending gets ``message`` (its synthesize) queued again; synth_done (routed)
+        and finalizing go back to unrouted with attempt + 1.  False when it moved meanwhile."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
+        ok, _ = self._run("lost_message", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+                          [job_id, idx, state, attempt, list_key, payload])
         return bool(ok)
 
     # --- results --------------------------------------------------------------------
