@@ -39,7 +39,8 @@ class Keys:
     def part(self, job_id: str, idx: int) -> str:
         """hash: job, idx, state, attempt, deliveries, redispatches, worker, token, input,
         input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error;
-        after a device fault: avoid (comma-separated workers), device_faults, last_device_error."""
+        after a device fault: avoid (comma-separated workers), device_faults, last_device_error;
+        lost_messages (times the sweeper re-drove it, lost_message.lua)."""
         return f"{self.prefix}:part:{job_id}:{int(idx)}"
 
     def jobs_active(self) -> str:

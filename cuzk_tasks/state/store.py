@@ -49,7 +49,7 @@ SNAPSHOT_PART_FIELDS = (
 )
 
 _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
-               "redispatches", "partition", "hb_ttl_ms", "pid", "device_faults"}
+               "redispatches", "lost_messages", "partition", "hb_ttl_ms", "pid", "device_faults"}
 _FLOAT_FIELDS = {"since", "last_hb"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at"}
