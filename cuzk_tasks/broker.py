@@ -1,39 +1,132 @@
-"""kombu's Redis transport, with one fix for riding out a broker restart.
+"""kombu's Redis transport, with the fixes that let a worker ride out a broker restart.
 
 kombu 5.7's Redis channel cannot be closed after Celery has collected its connection: on a
 broker connection loss Celery's consumer calls ``Connection.collect()`` (which clears the
 transport's ``client``) and then ``Connection.close()``.  A channel whose first close failed
 on the dead socket is closed again then; its close restores the unacknowledged messages,
 which needs a Redis client built from ``transport.client.hostname`` -- ``None`` by then -- and
-the ``AttributeError`` stops the worker for good ("Unrecoverable error: AttributeError("'NoneType'
-object has no attribute 'hostname'")") instead of reconnecting.  Nothing can be restored
-through a collected connection anyway, so such a close only marks the channel closed: its
-delivered messages stay in kombu's ``unacked`` hash, exactly as after a crash, and the worker
-reconnects.  ``celery_app`` selects this transport for ``redis://`` brokers
-(``broker_transport``); the message format is kombu's own, unchanged.
+the ``AttributeError`` stopped the worker for good ("Unrecoverable error: AttributeError(
+"'NoneType' object has no attribute 'hostname'")") instead of reconnecting.
+
+Celery also drops the messages it had reserved but not started when the connection goes (it
+expects the broker to redeliver them, as AMQP does); on Redis they would wait in the
+``unacked`` hash for the visibility timeout (an hour).  So such a close hands the channel's
+delivered tags to a thread that puts them back on their queues as soon as Redis answers
+again -- what kombu's own close does when Redis is up.  A tag acknowledged meanwhile is
+skipped; a task still running whose message comes back runs again and its transition rejects
+it as stale (docs/architecture.md, "Celery settings and why").
+
+``celery_app`` selects this transport for ``redis://`` brokers (``broker_transport``); the
+message format is kombu's own, unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+import time
 
+import redis
 from kombu.transport import redis as kombu_redis
+
+from . import wire
 
 log = logging.getLogger("cuzk_tasks.broker")
 
 #: ``broker_transport`` value naming :class:`Transport` (kombu resolves ``module:Class``).
 TRANSPORT = f"{__name__}:Transport"
 
+#: How long the restore thread keeps trying to reach Redis (s): kombu's own visibility
+#: timeout restores the messages after that anyway.
+RESTORE_GIVE_UP_S = 3600.0
+
+
+def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:
+    """Move one delivered, unacknowledged message back onto its queue (the list of its
+    priority step, at the end that is served next), as kombu's ``restore_by_tag`` does, in
+    one transaction.  False when it was acknowledged (or restored) meanwhile."""
+    restored = []
+
+    def move(pipe):
+        raw = pipe.hget(unacked_key, tag)
+        pipe.multi()
+        pipe.zrem(unacked_index_key, tag)
+        pipe.hdel(unacked_key, tag)
+        restored[:] = []
+        if raw:
+            message, _exchange, routing_key = json.loads(raw)
+            message.setdefault("headers", {})["redelivered"] = True
+            message.setdefault("properties", {}).setdefault("delivery_info", {})["redelivered"] = True
+            priority = int(message["properties"].get("priority") or 0)
+            pipe.rpush(wire.queue_list_key(routing_key, priority), json.dumps(message))
+            restored.append(tag)
+
+    client.transaction(move, unacked_key)
+    return bool(restored)
+
+
+def restore_when_back(pool, unacked_key, unacked_index_key, tags, give_up_s=RESTORE_GIVE_UP_S):
+    """Restore ``tags`` through ``pool`` once Redis answers again (backoff 0.5 s to 5 s)."""
+    client = redis.Redis(connection_pool=pool)
+    deadline, delay = time.monotonic() + give_up_s, 0.5
+    while True:
+        try:
+            n = sum(restore_tag(client, unacked_key, unacked_index_key, tag) for tag in tags)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            if time.monotonic() > deadline:
+                log.warning("gave up restoring %d message(s) of a lost broker connection; the "
+                            "visibility timeout will", len(tags))
+                return 0
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
+            continue
+        log.warning("broker back: %d of %d unacknowledged message(s) of the lost connection "
+                    "put back on their queues", n, len(tags))
+        return n
+
+
+class QoS(kombu_redis.QoS):
+    def restore_unacked(self, client=None):
+        """kombu's restore of the delivered, unacknowledged messages (at a channel's close);
+        when Redis cannot be reached -- or no client can be built, the connection being
+        collected -- the tags go to a thread that restores them once Redis answers."""
+        try:
+            return super().restore_unacked(client)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, AttributeError):
+            tags = list(self._delivered)
+            self._delivered.clear()
+            self.channel.restore_later(tags)
+            return None
+
 
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+
+    def _get_pool(self, asynchronous=False):
+        pool = super()._get_pool(asynchronous=asynchronous)
+        if not asynchronous:
+            self._restore_pool = pool  # still usable once the connection is collected
+        return pool
+
+    def restore_later(self, tags):
+        pool = getattr(self, "_restore_pool", None)
+        if not tags or pool is None:
+            return
+        log.warning("broker connection lost: %d unacknowledged message(s) go back on their "
+                    "queues when Redis answers again", len(tags))
+        threading.Thread(target=restore_when_back, name="cuzk-restore-unacked", daemon=True,
+                         args=(pool, self.unacked_key, self.unacked_index_key, tags)).start()
+
     def close(self):
         transport = self.connection
-        if not self.closed and transport is not None and transport.client is None:
-            log.warning("broker connection lost: channel closed without restoring its "
-                        "unacknowledged messages (they stay in the unacked hash)")
-            self.closed = True
-            return
-        super().close()
+        if self.closed or transport is None or transport.client is not None:
+            return super().close()
+        # Celery collected the lost connection: kombu's close would raise AttributeError (no
+        # client can be built any more); restore the delivered messages from a thread instead.
+        self.closed = True
+        if self._qos is not None:
+            self._qos.restore_unacked()
 
 
 class Transport(kombu_redis.Transport):

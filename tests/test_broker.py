@@ -1,0 +1,78 @@
+"""cuzk_tasks.broker: unacknowledged messages of a lost connection go back on their queues
+(real redis-server; the process-level check is the Docker test's redis restart)."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from cuzk_tasks import broker, wire
+
+UNACKED, INDEX = "t-unacked", "t-unacked_index"
+
+
+@pytest.fixture
+def client(redis_server_url):
+    import redis
+
+    r = redis.Redis.from_url(redis_server_url)
+    yield r
+    r.delete(UNACKED, INDEX, "q.restore", "q.restore:7")
+
+
+def _deliver(client, tag, queue, priority):
+    """What kombu's QoS.append records for a delivered message."""
+    message = json.loads(wire.task_message("cuzk.synthesize", ("j", 1), queue=queue,
+                                           priority=priority).payload)
+    client.zadd(INDEX, {tag: time.time()})
+    client.hset(UNACKED, tag, json.dumps([message, "", queue]))
+    return message
+
+
+def test_restore_tag_puts_the_message_back_on_its_priority_list(client):
+    sent = _deliver(client, "tag-1", "q.restore", 7)
+    assert broker.restore_tag(client, UNACKED, INDEX, "tag-1") is True
+    assert not client.hexists(UNACKED, "tag-1") and client.zscore(INDEX, "tag-1") is None
+    (raw,) = client.lrange("q.restore:7", 0, -1)
+    back = json.loads(raw)
+    assert back["headers"]["redelivered"] is True and back["body"] == sent["body"]
+    assert wire.message_partition(raw.decode()) == ("cuzk.synthesize", "j", 1)
+    # acknowledged meanwhile (or restored already): nothing is pushed
+    assert broker.restore_tag(client, UNACKED, INDEX, "tag-1") is False
+    assert client.llen("q.restore:7") == 1
+
+
+def test_restore_waits_for_redis_and_restores_once_it_answers(client, redis_server_url):
+    import redis
+
+    _deliver(client, "tag-2", "q.restore", 0)
+    calls = []
+
+    class FlakyPool(redis.ConnectionPool):
+        """Refuses the first three connections, as a restarting Redis does."""
+
+        def get_connection(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) <= 3:
+                raise redis.exceptions.ConnectionError("Connection refused")
+            return super().get_connection(*args, **kwargs)
+
+    pool = FlakyPool.from_url(redis_server_url)
+    done = []
+    thread = threading.Thread(target=lambda: done.append(broker.restore_when_back(
+        pool, UNACKED, INDEX, ["tag-2", "acked-tag"], give_up_s=30)))
+    thread.start()
+    thread.join(timeout=30)
+    assert done == [1] and len(calls) > 3
+    assert client.llen("q.restore") == 1 and not client.hexists(UNACKED, "tag-2")
+
+
+def test_celery_apps_use_this_transport_for_redis_brokers():
+    from cuzk_tasks.celery_app import create_app
+    from cuzk_tasks.config import load_settings
+
+    app = create_app(load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0"}))
+    assert app.connection_for_read().transport_cls == broker.TRANSPORT
+    assert isinstance(app.connection_for_read().transport, broker.Transport)
+    assert broker.Transport.Channel.QoS is broker.QoS
