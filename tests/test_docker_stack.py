@@ -114,7 +114,13 @@ class Stack:
                             capture_output=True, text=True, timeout=60).stdout
         logs = subprocess.run([*self.base_cmd, "logs", "--no-color", "--tail", "40"], cwd=ROOT,
                               env=self.env, capture_output=True, text=True, timeout=60).stdout
-        return f"--- ps ---\n{ps}\n--- logs (tail) ---\n{logs[-8000:]}"
+        try:
+            workers = [(w["id"], w["role"], w["state"], w.get("outstanding"))
+                       for w in self.status()["workers"]]
+        except Exception as exc:  # the web service may be down: still show the rest
+            workers = repr(exc)
+        return (f"--- ps ---\n{ps}\n--- registered workers (id, role, state, outstanding) ---\n"
+                f"{workers}\n--- logs (tail) ---\n{logs[-8000:]}")
 
     def logs(self, service):
         return self.compose("logs", "--no-color", service, what=f"logs {service}").stdout
@@ -358,7 +364,7 @@ def test_force_recreate_keeps_prover_ids_and_leaves_no_ghost(stack):
 
     # an old worker's heartbeat lapses (TTL), then it is retired RETIRE_S later by a sweep
     listed = stack.wait_for(settled, "only the recreated workers registered",
-                            HB_TTL_S + RETIRE_S + 2 * HB_INTERVAL_S + 30)
+                            HB_TTL_S + RETIRE_S + 2 * HB_INTERVAL_S + 90)
     stack.timings["ghosts gone after recreate"] = round(time.monotonic() - t0, 1)
     assert len(listed) == 3
     # and the recreated provers prove under their old ids
