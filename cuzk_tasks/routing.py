@@ -112,12 +112,9 @@ class Sweeper(PeriodicThread):
             job = store.get_job(job_id)
             if not part or not job or part.get("state") != PartitionState.SYNTH_DONE.value:
                 continue
-            priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
-            if priority is None:
-                priority = self.ctx.settings.default_priority
             if route_partition(self.ctx, job_id, idx, int(part.get("attempt") or 0),
                                circuit=job["circuit"], witness_ref=part.get("witness_ref"),
-                               priority=int(priority)):
+                               priority=self._priority(job)):
                 routed += 1
         retired = []
         if self.ctx.settings.worker_retire_s > 0:
@@ -128,13 +125,17 @@ class Sweeper(PeriodicThread):
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
                 "recovered": recovered}
 
+    def _priority(self, job) -> int:
+        priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
+        return self.ctx.settings.default_priority if priority is None else int(priority)
+
     def recover_lost_messages(self) -> int:
         """Re-drive partitions whose stage message is lost: one that waits for a message
         (``waiting_partitions``) while its queue is empty and no worker holds an
         unacknowledged copy, seen so on two sweeps at least a heartbeat TTL apart (a message
         in flight between a worker's pop and its unacked record is not lost).  Returns how
         many were re-driven (``lost_message``: synthesize queued again, or back to unrouted
-        with attempt + 1 and routed again on the next sweep)."""
+        with attempt + 1, and routed again by the same sweep)."""
         import time
 
         store, settings = self.ctx.store, self.ctx.settings
@@ -165,9 +166,8 @@ class Sweeper(PeriodicThread):
             message = None
             if state == "pending":
                 job = store.get_job(job_id) or {}
-                priority = job.get("priority")
                 message = synthesize_message(self.ctx, job_id, idx, job.get("circuit"),
-                                             settings.default_priority if priority is None else int(priority))
+                                             self._priority(job))
             if store.lost_message(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
                 recovered += 1
                 suspects.pop(key)

@@ -184,6 +184,14 @@ def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
     return sorted(stale)
 
 
+def _open_store(settings: Settings):
+    """The worker process's state store: its transitions ride out a Redis restart."""
+    from .state import StateStore
+
+    return StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                               result_ttl_s=settings.result_ttl_s, outage_s=settings.redis_outage_s)
+
+
 def claim_host_name(settings: Settings, store):
     """``(settings, slot)``: with ``settings.host_slot`` set, claim the lowest free host name
     ``<group>-<n>`` and return settings that use it (the pool processes read it from
@@ -202,11 +210,9 @@ def claim_host_name(settings: Settings, store):
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     from .celery_app import create_app
-    from .state import StateStore, WorkerRole
+    from .state import WorkerRole
 
-    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s,
-                                outage_s=settings.redis_outage_s)
+    store = _open_store(settings)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.device_worker_id(device)
@@ -242,11 +248,9 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     from . import pipeline
     from .celery_app import create_app
     from .routing import Sweeper
-    from .state import StateStore, WorkerRole
+    from .state import WorkerRole
 
-    store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                                result_ttl_s=settings.result_ttl_s,
-                                outage_s=settings.redis_outage_s)
+    store = _open_store(settings)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.cpu_worker_id()
