@@ -15,15 +15,9 @@ from celery import Celery
 from .config import Settings, load_settings
 
 # The Redis transport's priority steps (0 served first, 9 last), their separator in list
-# keys: one definition, in wire.py (with queue_keys), which builds messages for them.
-from .wire import PRIORITY_SEP, PRIORITY_STEPS
-
-TASK_SUBMIT = "cuzk.submit"
-TASK_SYNTHESIZE = "cuzk.synthesize"
-TASK_PROVE_START = "cuzk.prove_start"
-TASK_FINALIZE = "cuzk.finalize"
-TASK_STATUS = "cuzk.status"
-TASK_RESULT = "cuzk.result"
+# keys, and the task names: one definition each, in wire.py, which builds the messages.
+from .wire import (PRIORITY_SEP, PRIORITY_STEPS, TASK_FINALIZE, TASK_PROVE_START,  # noqa: F401
+                   TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE)
 
 
 def broker_transport_options(settings: Settings) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from . import pipeline
+from . import pipeline, wire
 from .config import Settings, load_settings
 from .errors import CuzkError, JobError
 
@@ -60,7 +60,7 @@ class Client:
         if on_done is not None:
             kwargs["on_done"] = pipeline.check_on_done(on_done)
         self._require_cpu_worker(circuit)
-        reply = self.app.send_task("cuzk.submit", kwargs=kwargs, queue=self.settings.cpu_queue)
+        reply = self.app.send_task(wire.TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
         try:
             return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
         except Exception as exc:
@@ -101,20 +101,25 @@ class Client:
     def wait(self, job_id, timeout=None, poll_s=0.1, progress=None):
         """Block until the job is done and return its result; JobError on failure or timeout.
 
-        ``progress(job_dict)`` is called on every poll when given.
+        ``progress(job_dict)`` is called on every poll when given.  A Redis outage (a
+        restart, a failover) is waited out, with one log line when it starts and one when it
+        ends, within ``timeout`` like any other wait.
         """
+        from .state import OutageRetry
+
         deadline = None if timeout is None else time.monotonic() + timeout
+        outage = OutageRetry(float("inf") if timeout is None else timeout)
         while True:
-            job = self.store.get_job(job_id)
+            job = outage.call(self.store.get_job, job_id)
             if job is None:
                 raise JobError(job_id, "unknown", "no such job")
             if progress:
                 progress(job)
             state = job.get("state")
             if state == "done":
-                result = self.store.get_result(job_id)
-                if result is not None:
-                    return result
+                # stored in the step that made the job done; past its TTL, the partitions
+                return (outage.call(self.store.get_result, job_id)
+                        or outage.call(self.store.collect_result, job_id))
             elif state in ("failed", "cancelled"):
                 raise JobError(job_id, state, job.get("error") or "(no error recorded)")
             if deadline is not None and time.monotonic() > deadline:

@@ -75,6 +75,7 @@ class Settings:
     max_inline_input_bytes: int = defaults.MAX_INLINE_INPUT_BYTES
     zkey_budget_mb: float = defaults.ZKEY_BUDGET_MB
     cpu_concurrency: int | None = defaults.CPU_CONCURRENCY
+    max_memory_per_child_mb: float = defaults.MAX_MEMORY_PER_CHILD_MB
     default_priority: int = defaults.DEFAULT_PRIORITY
     #: TEST/BENCH ONLY: sleep in finalize before storing (see defaults.FINALIZE_DELAY_MS).
     finalize_delay_ms: int = defaults.FINALIZE_DELAY_MS
@@ -158,6 +159,9 @@ class Settings:
         for root in self.allowed_input_roots:
             if not root or not os.path.isabs(root):
                 bad("allowed_input_roots", f"expected absolute directory paths, got {root!r}")
+        if isinstance(self.max_memory_per_child_mb, bool) or self.max_memory_per_child_mb < 0:
+            bad("max_memory_per_child_mb", f"must be >= 0 MiB (0 = never), got "
+                f"{self.max_memory_per_child_mb!r}")
         if self.cpu_concurrency is not None and self.cpu_concurrency <= 0:
             bad("cpu_concurrency", "must be a positive integer")
         if not 0 <= self.default_priority <= 9:
@@ -202,6 +206,7 @@ _FIELDS = [
     ("max_inline_input_bytes", "CUZK_MAX_INLINE_INPUT_BYTES", "max_inline_input_bytes", int),
     ("zkey_budget_mb", "CUZK_ZKEY_BUDGET_MB", "zkey_budget_mb", float),
     ("cpu_concurrency", "CUZK_CPU_CONCURRENCY", "cpu_concurrency", int),
+    ("max_memory_per_child_mb", "CUZK_MAX_MEMORY_PER_CHILD_MB", "max_memory_per_child_mb", float),
     ("default_priority", "CUZK_DEFAULT_PRIORITY", "default_priority", int),
     ("finalize_delay_ms", "CUZK_TEST_FINALIZE_DELAY_MS", "test_finalize_delay_ms", int),
 ]

@@ -166,6 +166,14 @@ ZKEY_BUDGET_MB = 32768
 """Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least
 recently used zkeys are dropped beyond it."""
 
+MAX_MEMORY_PER_CHILD_MB = 8192
+"""A second line of defence against a leak: a pool process whose resident memory exceeds
+this many MiB after a task is replaced by a fresh one (Celery's
+``worker_max_memory_per_child``; env ``CUZK_MAX_MEMORY_PER_CHILD_MB``; 0 = never).  A device
+worker's limit adds ``ZKEY_BUDGET_MB``, the zkeys it keeps resident on purpose.  The task
+that crossed it completes first; the replacement reloads zkeys (and its CUDA context) on
+its first partition."""
+
 CPU_CONCURRENCY = None
 """Processes of a ``worker --cpu`` (env ``CUZK_CPU_CONCURRENCY``); None = os.cpu_count()."""
 

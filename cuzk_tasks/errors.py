@@ -31,6 +31,12 @@ class ProofError(CuzkError):
     """A proof could not be produced or failed its self-verification."""
 
 
+class SelfVerificationError(ProofError):
+    """A finished proof failed its own pairing check: the witness does not satisfy the
+    circuit, or a compute kernel returned a wrong result.  After a GPU's prove_start the
+    pipeline first suspects the device and proves the partition again on another one."""
+
+
 class VerificationError(CuzkError):
     """Verification inputs are invalid (not: the proof is merely wrong)."""
 

@@ -32,7 +32,7 @@ import uuid
 
 from . import defaults, wire
 from .config import Settings
-from .errors import CuzkError, GpuError
+from .errors import CuzkError, GpuError, SelfVerificationError
 from .paths import confined_path
 
 log = logging.getLogger("cuzk_tasks.pipeline")
@@ -94,11 +94,22 @@ class Context:
             return
         if queue is not None:
             message = wire.fill_queue(message, queue)
+        self._broker().lpush(message.list_key, message.payload)
+
+    def queue_depth(self, queue) -> int:
+        """Messages waiting on ``queue`` (all its priority steps), in the broker's Redis."""
+        if self.enqueue_in_store:
+            return self.store.queue_depth(wire.queue_keys(queue))
+        broker = self._broker()
+        return sum(broker.llen(key) for key in wire.queue_keys(queue))
+
+    def _broker(self):
+        """A client of the broker's Redis when it is not the state store's."""
         if self._broker_redis is None:
             import redis
 
             self._broker_redis = redis.Redis.from_url(self.settings.broker_url)
-        self._broker_redis.lpush(message.list_key, message.payload)
+        return self._broker_redis
 
     def _publish_resident(self, names):
         if self.worker_id and os.environ.get("CUZK_WORKER_ROLE") == "device":
@@ -305,9 +316,11 @@ def _load_inputs(ctx, part, idx):
     return witness_mod.load_input_json(ref_path(ctx, "input_ref", ref)), ref
 
 
-def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
+def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
     """``circuit``/``priority`` come in messages sent by submit_job; without them (an older
-    sender) they are read from the job.  synth_begin rejects a job that is not live."""
+    sender) they are read from the job.  ``attempt``: 0 from submit_job, more from a sweeper
+    that found the stage lost (``recover_stage``).  synth_begin rejects a job that is not
+    live and a message of another attempt (stale)."""
     from .state import JobState
 
     store = ctx.store
@@ -322,7 +335,6 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None):
         circuit = job["circuit"]
         priority = job.get("priority")
     priority = ctx.settings.default_priority if priority is None else int(priority)
-    attempt = 0
     begun = store.synth_begin(job_id, idx, attempt)
     if not begun:
         log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
@@ -449,12 +461,10 @@ def _bench_finalize(ctx, started, t0, finalize_ms):
 def finalize_message(ctx, result, finalize_queue, priority) -> wire.QueuedMessage:
     """The finalize task of a prove_start result, for gpu_end to queue when the partition
     advances (before this task's own message is acked, as a chain's next step would be)."""
-    from .celery_app import TASK_FINALIZE
-
     if priority is None:
         priority = ctx.settings.default_priority
     # argsrepr: a short log form instead of the whole partial proof
-    return wire.task_message(TASK_FINALIZE, (result,), queue=finalize_queue, priority=int(priority),
+    return wire.task_message(wire.TASK_FINALIZE, (result,), queue=finalize_queue, priority=int(priority),
                              argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
                                       f"attempt: {result['attempt']}}},)",
                              time_limits=ctx.time_limits)
@@ -514,7 +524,8 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
             witness.close()
         result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
                   "witness_ref": witness_ref, "worker": wid, "token": token,
-                  "partial": partial.to_json(), "gpu_ms": _ms_since(t0)}
+                  "backend": getattr(ctx.backend, "name", ctx.backend_name),
+                  "partial": partial.to_json(), "gpu_ms": _ms_since(t0), "priority": priority}
         if finalize_queue:
             message = finalize_message(ctx, result, finalize_queue, priority)
     except GpuError as exc:  # the device's fault, not the input's: another device retries
@@ -562,6 +573,27 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
     if fault.outcome == "rerouted":
         ctx.publish_after(retry, fault.queue)
     return None
+
+
+def _reroute_after_wrong_proof(ctx, exc, started):
+    """A proof from a GPU's partial failed self-verification: a device fault until a second,
+    independent device agrees (gpu_fault from finalizing; see docs/architecture.md, "Device
+    faults")."""
+    from .routing import prove_start_message
+
+    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
+    priority = started.get("priority")
+    priority = ctx.settings.default_priority if priority is None else int(priority)
+    retry = prove_start_message(ctx, job_id, idx, attempt + 1, started["circuit"],
+                                started["witness_ref"], priority)
+    fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
+                                str(exc), started["circuit"], ctx.settings.max_deliveries,
+                                message=ctx.outbox(retry), in_state="finalizing")
+    log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
+                " %s%s", job_id, idx, attempt, started["worker"], fault.outcome,
+                f" to {fault.worker}" if fault.outcome == "rerouted" else "")
+    if fault.outcome == "rerouted":
+        ctx.publish_after(retry, fault.queue)
 
 
 def publish_device_memory(store, worker_id, ttl_s, backend):
@@ -617,6 +649,12 @@ def finalize(ctx: Context, started):
             proof, public = prove_finish(PartialProof.from_json(started["partial"]), zkey, witness)
         finally:
             witness.close()
+    except SelfVerificationError as exc:
+        if started.get("backend") == "gpu":  # the device may be at fault: prove again elsewhere
+            _reroute_after_wrong_proof(ctx, exc, started)
+        else:  # the CPU core is the reference: the witness is bad
+            _fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+        return None
     except CuzkError as exc:
         _fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
         return None

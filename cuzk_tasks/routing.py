@@ -12,8 +12,8 @@ live device the partition stays in the ``unrouted`` set.
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
 called once from tests): partitions routed to a worker whose heartbeat expired
 are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
-unrouted partitions are routed when a device is live; partitions whose stage message was
-lost (:meth:`Sweeper.recover_lost_messages`) are re-driven; workers offline for longer than
+unrouted partitions are routed when a device is live; partitions whose stage no live worker
+holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven; workers offline for longer than
 ``worker_retire_s`` (and with nothing routed to them) are retired from the registry.
 """
 
@@ -27,12 +27,13 @@ from .periodic import PeriodicThread
 log = logging.getLogger("cuzk_tasks.routing")
 
 
-def synthesize_message(ctx, job_id, idx, circuit, priority):
-    """A partition's synthesize task (cpu queue); circuit and priority ride in the message,
-    so synthesize needs no job read."""
-    from .celery_app import TASK_SYNTHESIZE
-
-    return wire.task_message(TASK_SYNTHESIZE, (job_id, idx), {"circuit": circuit, "priority": priority},
+def synthesize_message(ctx, job_id, idx, circuit, priority, attempt=0):
+    """A partition's synthesize task (cpu queue) for ``attempt``; circuit and priority ride
+    in the message, so synthesize needs no job read."""
+    kwargs = {"circuit": circuit, "priority": priority}
+    if attempt:  # a recovery's; submit's attempt 0 is the task's default
+        kwargs["attempt"] = attempt
+    return wire.task_message(wire.TASK_SYNTHESIZE, (job_id, idx), kwargs,
                              queue=ctx.settings.cpu_queue, priority=priority,
                              time_limits=ctx.time_limits)
 
@@ -43,10 +44,8 @@ def prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priorit
     prove_start is told (``finalize_queue``) to queue finalize (cpu queue, same priority)
     itself once gpu_end has advanced the partition: one plain message instead of a Celery
     canvas chain (docs/architecture.md, "Celery settings and why")."""
-    from .celery_app import TASK_PROVE_START
-
     return wire.task_message_any_queue(
-        TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
+        wire.TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
         {"finalize_queue": ctx.settings.cpu_queue, "priority": priority}, priority=priority,
         time_limits=ctx.time_limits)
 
@@ -82,7 +81,8 @@ class Sweeper(PeriodicThread):
     def __init__(self, ctx, interval_s=None):
         super().__init__(interval_s or ctx.settings.heartbeat_interval_s)
         self.ctx = ctx
-        self._suspects = {}  # (job, idx, state, attempt) -> when first seen without a message
+        self._suspects = {}  # (job, idx, state, attempt) -> when first seen held by no one
+        self._last_look = None  # when the last sweep read the workers' leases (monotonic)
 
     def run_once(self) -> dict:
         from .state import PartitionState
@@ -103,7 +103,7 @@ class Sweeper(PeriodicThread):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
-        recovered = self.recover_lost_messages()  # before routing: re-driven ones go out now
+        recovered = self.recover_stages()  # before routing: re-driven ones go out now
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers():
             waiting = []  # no live device: they keep waiting
@@ -129,54 +129,76 @@ class Sweeper(PeriodicThread):
         priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
         return self.ctx.settings.default_priority if priority is None else int(priority)
 
-    def recover_lost_messages(self) -> int:
-        """Re-drive partitions whose stage message is lost: one that waits for a message
-        (``waiting_partitions``) while its queue is empty and no worker holds an
-        unacknowledged copy, seen so on two sweeps at least a heartbeat TTL apart (a message
-        in flight between a worker's pop and its unacked record is not lost).  Returns how
-        many were re-driven (``lost_message``: synthesize queued again, or back to unrouted
-        with attempt + 1, and routed again by the same sweep)."""
+    #: states whose message has been delivered: only a live lease accounts for them
+    RUNNING_STATES = ("synthesizing", "gpu")
+
+    def recover_stages(self) -> int:
+        """Re-drive the partitions whose stage no one holds (docs/architecture.md, "Stage
+        leases").  A partition whose stage is due or running (``stage_partitions``) is held
+        when a live worker reported its attempt in its last heartbeat (the lease: reserved or
+        running there) or -- while it waits for its message (pending, routed synth_done,
+        finalizing) -- when its queue is not empty.  One held by no one on two sweeps at least
+        a heartbeat TTL apart (a message between a worker's pop and its next heartbeat is
+        held) has lost its stage: its message was lost, or is stranded in kombu's unacked
+        hash with no live worker running it.  ``recover_stage`` moves it back one step with
+        attempt + 1 and queues that stage again.  Returns how many were re-driven."""
         import time
 
         store, settings = self.ctx.store, self.ctx.settings
-        waiting = store.waiting_partitions()
-        if not waiting:
+        due = store.stage_partitions()
+        if not due:
             self._suspects = {}
             return 0
-        queues = {w["worker_id"]: w.get("queue") for w in store.all_workers()}
+        workers = store.all_workers()
+        queues = {w["worker_id"]: w.get("queue") for w in workers}
+        held = store.held_stages(workers)
+        now = time.monotonic()
+        if self._last_look is not None and now - self._last_look > (
+                settings.heartbeat_ttl_s + settings.heartbeat_interval_s):
+            # the sweeps were not continuous (a Redis outage or pause held this thread): the
+            # workers' heartbeats may not have reported since, so earlier sightings do not count
+            self._suspects = {}
+        self._last_look = now
         empty = {}  # queue name -> nothing waiting in it
 
         def queue_empty(queue):
             if queue not in empty:
-                empty[queue] = store.queue_depth(wire.queue_keys(queue)) == 0
+                empty[queue] = self.ctx.queue_depth(queue) == 0
             return empty[queue]
 
-        held = {found[1:] for found in map(wire.message_partition,
-                                           store.unacked_messages(wire.UNACKED_KEY)) if found}
-        now, suspects, recovered = time.monotonic(), {}, 0
-        for job_id, idx, state, attempt, worker in waiting:
-            queue = queues.get(worker) if state == "synth_done" else settings.cpu_queue
-            if not queue or (job_id, idx) in held or not queue_empty(queue):
+        suspects, recovered = {}, 0
+        for job_id, idx, state, attempt, worker in due:
+            if (job_id, idx, attempt) in held:
                 continue
+            if state not in self.RUNNING_STATES:
+                queue = queues.get(worker) if state == "synth_done" else settings.cpu_queue
+                if not queue or not queue_empty(queue):
+                    continue
             key = (job_id, idx, state, attempt)
             first_seen = self._suspects.get(key, now)
             suspects[key] = first_seen
             if now - first_seen < settings.heartbeat_ttl_s:
                 continue
             message = None
-            if state == "pending":
+            if state in ("pending", "synthesizing"):
                 job = store.get_job(job_id) or {}
                 message = synthesize_message(self.ctx, job_id, idx, job.get("circuit"),
-                                             self._priority(job))
-            if store.lost_message(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
+                                             self._priority(job), attempt=attempt + 1)
+            if store.recover_stage(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
                 recovered += 1
                 suspects.pop(key)
                 if message is not None:
                     self.ctx.publish_after(message)
-                log.warning("partition %s/%s (%s, attempt %d): its stage message was lost; "
-                            "re-driven", job_id, idx, state, attempt)
+                log.warning("partition %s/%s (%s, attempt %d): no live worker holds its stage; "
+                            "re-driven as attempt %d", job_id, idx, state, attempt, attempt + 1)
         self._suspects = suspects
         return recovered
 
     def step(self):
-        self.run_once()
+        try:
+            self.run_once()
+        except Exception:
+            # a sighting before an outage and one after it are not a TTL of evidence: the
+            # workers' heartbeats have not reported what they hold since Redis came back
+            self._suspects = {}
+            raise

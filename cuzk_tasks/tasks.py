@@ -6,7 +6,8 @@ Names are stable (services without this package call them by name):
                         on_done ({"task", "queue"}: sent once when the job ends) -> job id
 * ``cuzk.status``       (cpu queue) kwargs job_id -> the job and its partitions' states (JSON)
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
-* ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job read]
+* ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job
+                        read; attempt: 0, or the attempt a recovery queued it for]
 * ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
                         [, finalize_queue, priority: then its gpu_end queues finalize there and it
                         returns None; without them it returns the result, e.g. for a ``link``]
@@ -16,32 +17,34 @@ Names are stable (services without this package call them by name):
 from celery import shared_task
 
 from . import pipeline
+from .wire import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS, TASK_SUBMIT,
+                   TASK_SYNTHESIZE)
 
 
-@shared_task(name="cuzk.submit", bind=True, ignore_result=False)
+@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None):
     """Create a job by name; returns its id (idempotent on request_id)."""
     return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
                                priority=priority, request_id=request_id, on_done=on_done)
 
 
-@shared_task(name="cuzk.status", bind=True, ignore_result=False)
+@shared_task(name=TASK_STATUS, bind=True, ignore_result=False)
 def status(self, job_id):
     return pipeline.job_status(pipeline.context(self.app), job_id)
 
 
-@shared_task(name="cuzk.result", bind=True, ignore_result=False)
+@shared_task(name=TASK_RESULT, bind=True, ignore_result=False)
 def result(self, job_id):
     return pipeline.job_result(pipeline.context(self.app), job_id)
 
 
-@shared_task(name="cuzk.synthesize", bind=True)
-def synthesize(self, job_id, idx, circuit=None, priority=None):
+@shared_task(name=TASK_SYNTHESIZE, bind=True)
+def synthesize(self, job_id, idx, circuit=None, priority=None, attempt=0):
     pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
-                        priority=priority)
+                        priority=priority, attempt=int(attempt))
 
 
-@shared_task(name="cuzk.prove_start", bind=True)
+@shared_task(name=TASK_PROVE_START, bind=True)
 def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
                 priority=None):
     return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
@@ -49,6 +52,6 @@ def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue
                                 priority=priority)
 
 
-@shared_task(name="cuzk.finalize", bind=True)
+@shared_task(name=TASK_FINALIZE, bind=True)
 def finalize(self, started):
     return pipeline.finalize(pipeline.context(self.app), started)

@@ -74,20 +74,50 @@ def queue_keys(queue: str) -> list[str]:
 UNACKED_KEY = "unacked"
 
 
-def message_partition(envelope_text: str) -> tuple[str, str, int] | None:
-    """``(task, job id, partition idx)`` of a stage message of ours (synthesize and
-    prove_start take ``(job, idx, ...)``, finalize a dict with ``job`` and ``idx``), or None
-    for any other message."""
+#: The task names (stable: services without this package send them by name; tasks.py).
+TASK_SUBMIT = "cuzk.submit"
+TASK_SYNTHESIZE = "cuzk.synthesize"
+TASK_PROVE_START = "cuzk.prove_start"
+TASK_FINALIZE = "cuzk.finalize"
+TASK_STATUS = "cuzk.status"
+TASK_RESULT = "cuzk.result"
+#: The stage tasks, whose messages name one partition attempt (stage_partition reads them).
+STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE_START, TASK_FINALIZE)
+
+
+def stage_partition(task: str, args, kwargs) -> tuple[str, int, int] | None:
+    """``(job id, partition idx, attempt)`` that a stage task's call names -- synthesize
+    ``(job, idx, attempt=0)``, prove_start ``(job, idx, attempt, ...)``, finalize
+    ``({"job", "idx", "attempt", ...},)`` -- or None for any other task.  Workers report the
+    stages they hold by it (the stage lease, docs/architecture.md)."""
+    if task not in STAGE_TASKS:
+        return None
+    try:
+        args, kwargs = list(args or ()), dict(kwargs or {})
+        if task == TASK_FINALIZE:
+            started = args[0] if args else kwargs["started"]
+            return str(started["job"]), int(started["idx"]), int(started["attempt"])
+        job, idx = args[0], int(args[1])
+        if task == TASK_SYNTHESIZE:
+            attempt = args[2] if len(args) > 2 else kwargs.get("attempt", 0)
+        else:
+            attempt = args[2] if len(args) > 2 else kwargs["attempt"]
+        return str(job), idx, int(attempt or 0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+
+
+def message_partition(envelope_text: str) -> tuple[str, str, int, int] | None:
+    """``(task, job id, partition idx, attempt)`` of a stage message of ours in kombu's
+    envelope (:func:`stage_partition`), or None for any other message."""
     try:
         envelope = json.loads(envelope_text)
         task = envelope["headers"]["task"]
-        args = json.loads(base64.b64decode(envelope["body"]))[0]
-        first = args[0]
-        if isinstance(first, dict):
-            return task, str(first["job"]), int(first["idx"])
-        return task, str(first), int(args[1])
+        args, kwargs = json.loads(base64.b64decode(envelope["body"]))[:2]
     except (ValueError, TypeError, KeyError, IndexError):
         return None
+    found = stage_partition(task, args, kwargs)
+    return None if found is None else (task, *found)
 
 
 def _body_text(args, kwargs) -> str:

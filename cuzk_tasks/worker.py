@@ -36,7 +36,7 @@ class Heartbeat(PeriodicThread):
     thread_name = "cuzk-heartbeat"
 
     def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
-                 slot=None):
+                 slot=None, holding_fn=None):
         super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
@@ -44,6 +44,7 @@ class Heartbeat(PeriodicThread):
         self.extra = extra or {}
         self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
         self.slot = slot  # the host slot this worker's name came from (kept alive by beats)
+        self.holding_fn = holding_fn  # the stage messages this process holds (held_stages)
 
     def beat(self):
         extra = dict(self.extra)
@@ -52,14 +53,44 @@ class Heartbeat(PeriodicThread):
                 extra.update(self.extra_fn() or {})
             except Exception:  # a flaky probe never stops the heartbeat
                 log.debug("heartbeat extra probe failed", exc_info=True)
+        holding = self.holding_fn() if self.holding_fn is not None else None
         self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
-                             slot=self.slot)
+                             slot=self.slot, holding=holding)
 
     step = beat
 
     def start(self):
         self.beat()  # online at once, not one interval later
         return super().start()
+
+
+def held_stages() -> list[tuple[str, int, int]]:
+    """``(job, idx, attempt)`` of every stage message this Celery worker process holds:
+    reserved (prefetched) or running in a pool process.  Read in the worker's MAIN process,
+    where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
+    active`` reads it).  The heartbeat reports it: these are the worker's stage leases
+    (docs/architecture.md, "Stage leases")."""
+    from celery.worker import state
+
+    from .wire import stage_partition
+
+    for _ in range(5):
+        try:
+            requests = tuple(state.requests.values())  # a copy: the consumer thread mutates it
+            break
+        except RuntimeError:  # changed size during the copy
+            continue
+    else:
+        requests = ()
+    held = set()
+    for request in requests:
+        try:
+            found = stage_partition(request.task_name, request.args, request.kwargs)
+        except Exception:  # a request without a decodable body holds no stage of ours
+            found = None
+        if found is not None:
+            held.add(found)
+    return sorted(held)
 
 
 def nvml_probe(device: int):
@@ -95,6 +126,15 @@ def nvml_probe(device: int):
 #: and reservation round trips.  Every device has its own queue: the reserved message could
 #: not run elsewhere anyway.  docs/architecture.md, "Celery settings and why".
 DEVICE_WORKER_TUNING = {"prefetch_multiplier": 2, "pool_putlocks": False, "optimization": "fcfs"}
+
+
+def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
+    """Celery's ``max_memory_per_child`` (KiB) for a worker of ``role``, None = no limit:
+    ``max_memory_per_child_mb``, plus the zkey budget in a device worker."""
+    if not settings.max_memory_per_child_mb:
+        return None
+    mb = settings.max_memory_per_child_mb + (settings.zkey_budget_mb if role == "device" else 0)
+    return int(mb * 1024)
 
 
 def _run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
@@ -229,13 +269,14 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
-                          extra_fn=probe, slot=slot)
+                          extra_fn=probe, slot=slot, holding_fn=held_stages)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
-        exitcode = _run_celery_worker(app, queue, 1, f"dev{device}@{host}", loglevel,
-                                      **DEVICE_WORKER_TUNING)
+        exitcode = _run_celery_worker(
+            app, queue, 1, f"dev{device}@{host}", loglevel, **DEVICE_WORKER_TUNING,
+            max_memory_per_child=max_memory_per_child_kib(settings, "device"))
     finally:
         heartbeat.stop()
         store.worker_offline(worker_id, slot=slot)
@@ -262,7 +303,8 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot)
+    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
+                          holding_fn=held_stages)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
@@ -272,7 +314,8 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                 concurrency)
     try:
         exitcode = _run_celery_worker(app, settings.cpu_queue, concurrency,
-                                      f"cpu{os.getpid()}@{host}", loglevel)
+                                      f"cpu{os.getpid()}@{host}", loglevel,
+                                      max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:
         if sweep:
             sweep.stop()

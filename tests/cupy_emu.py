@@ -262,6 +262,9 @@ ORDER_ENV = "CUDA_EMU_ORDER"
 #: Fault injection (TEST ONLY): a launch of the kernel named here raises the CUDA error a
 #: real device fault would (the pipeline's device-fault test sets it for one worker).
 FAIL_KERNEL_ENV = "CUPY_EMU_FAIL_KERNEL"
+#: Wrong results (TEST ONLY): after each launch of the kernel named here, one bit of its first
+#: array argument is flipped -- a device that computes wrongly without an error.
+CORRUPT_KERNEL_ENV = "CUPY_EMU_CORRUPT_KERNEL"
 
 
 class _Kernel:
@@ -293,6 +296,9 @@ class _Kernel:
             else:
                 values.append(int(a))
         self._fn(*grid, *block, int(self.block_threads), *values)
+        if os.environ.get(CORRUPT_KERNEL_ENV) == self.name:
+            first = next(a for a in args if isinstance(a, np.ndarray))
+            first.reshape(-1).view(np.uint8)[0] ^= 1
 
 
 class RawModule:

@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 
 def start_logged(argv, log_path, env, cwd):
@@ -45,7 +47,6 @@ def dump_stacks(procs, gap_s=0.3):
     """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.worker.STACK_DUMP_SIGNAL,
     faulthandler in the parent and every pool process) so a test that times out shows in the
     logs where each process was.  One process at a time: they share a log file."""
-    import time
 
     def children(pid):
         found = []
@@ -76,3 +77,79 @@ def write_circuits_toml(path, circuits):
                   f'wasm = "{d / "circuit.wasm"}"', "priority = 5", ""]
     path.write_text("\n".join(lines))
     return path
+
+
+class Cluster:
+    """Worker processes of one test (``start(name, *worker args)``), their logs under
+    ``base``, and a :class:`cuzk_tasks.client.Client` on ``settings``."""
+
+    def __init__(self, base, env, settings, cwd):
+        from cuzk_tasks.client import Client
+
+        self.base = base
+        self.env = env
+        self.settings = settings
+        self.cwd = cwd
+        self.procs = {}
+        self.client = Client(settings=settings)
+        self.store = self.client.store
+
+    def start(self, name, *args):
+        proc = start_logged(worker_argv(*args), self.base / f"{name}.log", self.env, self.cwd)
+        self.procs[name] = proc
+        return proc
+
+    def logs(self, tail=3000):
+        out = []
+        for name in self.procs:
+            text = (self.base / f"{name}.log").read_text(errors="replace")
+            out.append(f"----- {name} -----\n{text[-tail:]}")
+        return "\n".join(out)
+
+    def stop_all(self):
+        for proc in self.procs.values():
+            stop_process_group(proc)
+
+
+def busy_shown_idle(snap):
+    """Workers a snapshot shows idle although one of its partitions is in prove_start (gpu)."""
+    workers = {w.get("worker_id") or w.get("id"): w for w in snap.get("workers", [])}
+    bad = []
+    for job in snap.get("jobs", []):
+        for part in job.get("partitions", []):
+            if part.get("state") != "gpu" or not part.get("worker"):
+                continue
+            w = workers.get(part["worker"])
+            if w is not None and w.get("state") == "idle":
+                bad.append((part["worker"], job.get("id"), part.get("idx")))
+    return bad
+
+
+class SnapshotPoller(threading.Thread):
+    """Samples the status snapshot (one atomic read) until ``stop`` is set: ``violations``
+    lists every proving worker shown idle.  Samples that meet a Redis outage are skipped
+    (``outages`` counts them)."""
+
+    def __init__(self, store):
+        super().__init__(daemon=True)
+        self.store = store
+        self.stop = threading.Event()
+        self.count = 0
+        self.outages = 0
+        self.violations = []
+        self.busy_seen = 0
+
+    def run(self):
+        import redis
+
+        while not self.stop.is_set():
+            try:
+                snap = self.store.snapshot()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                self.outages += 1
+                time.sleep(0.05)
+                continue
+            self.count += 1
+            self.violations += busy_shown_idle(snap)
+            self.busy_seen += sum(1 for w in snap.get("workers", []) if w.get("state") == "proving")
+            time.sleep(0.005)

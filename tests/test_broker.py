@@ -37,7 +37,7 @@ def test_restore_tag_puts_the_message_back_on_its_priority_list(client):
     (raw,) = client.lrange("q.restore:7", 0, -1)
     back = json.loads(raw)
     assert back["headers"]["redelivered"] is True and back["body"] == sent["body"]
-    assert wire.message_partition(raw.decode()) == ("cuzk.synthesize", "j", 1)
+    assert wire.message_partition(raw.decode()) == ("cuzk.synthesize", "j", 1, 0)
     # acknowledged meanwhile (or restored already): nothing is pushed
     assert broker.restore_tag(client, UNACKED, INDEX, "tag-1") is False
     assert client.llen("q.restore:7") == 1

@@ -109,3 +109,18 @@ def test_pickle_message_is_refused():
     body = pickle.dumps(((), {"circuit": "x"}, {}))
     with pytest.raises(ContentDisallowed):
         loads(body, "application/x-python-serialize", "binary", accept=app.conf.accept_content)
+
+
+def test_pool_processes_have_a_memory_ceiling_by_default():
+    """Issue 11: a second line of defence against leaks (Celery's max_memory_per_child):
+    8 GiB per pool process by default, plus the resident zkeys' budget on a device worker."""
+    from cuzk_tasks.worker import max_memory_per_child_kib
+
+    settings = load_settings(env={})
+    assert settings.max_memory_per_child_mb == 8192
+    assert max_memory_per_child_kib(settings, "cpu") == 8192 * 1024
+    assert max_memory_per_child_kib(settings, "device") == (8192 + settings.zkey_budget_mb) * 1024
+    off = load_settings(env={"CUZK_MAX_MEMORY_PER_CHILD_MB": "0"})
+    assert max_memory_per_child_kib(off, "cpu") is None
+    with pytest.raises(ConfigError, match="max_memory_per_child_mb"):
+        load_settings(env={"CUZK_MAX_MEMORY_PER_CHILD_MB": "-1"})

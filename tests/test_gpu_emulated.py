@@ -95,6 +95,7 @@ class _EmulatedCluster:
                    PYTHONPATH=os.pathsep.join([str(self.root / "tests" / "cuda_emu" / "site"),
                                                str(self.root), os.environ.get("PYTHONPATH", "")]))
         env.pop(cupy_emu.FAIL_KERNEL_ENV, None)
+        env.pop(cupy_emu.CORRUPT_KERNEL_ENV, None)
         self.settings = load_settings(env=env)
         self.procs = {}
         starts = [(f"dev{d}", ["--device", str(d), "--backend", "gpu"], extra)
@@ -197,6 +198,49 @@ def test_a_device_fault_moves_the_partition_to_another_device(redis_server_url, 
             raise AssertionError("the job should have failed")
         assert "no other live device" in message and "illegal memory access" in message, message
         assert store.get_worker(dev0)["state"] == "idle"
+    finally:
+        cluster.stop()
+
+
+CORRUPT_QAP = {cupy_emu.CORRUPT_KERNEL_ENV: "qap_coset_dif_tile"}
+
+
+@pytest.mark.slow
+def test_a_wrong_result_on_one_device_is_proved_again_on_another(redis_server_url, tmp_path):
+    """Issue 11: a device whose kernel returns a wrong H (no error) makes proofs that fail
+    self-verification in finalize.  That is the device's fault until a second device agrees:
+    the partition is proved again on the other device, avoiding the faulty one, and the job
+    completes with valid proofs."""
+    cluster = _EmulatedCluster(redis_server_url, tmp_path, [CORRUPT_QAP, {}])
+    try:
+        cluster.wait_devices(2)
+        store = cluster.client.store
+        dev0, dev1 = (cluster.settings.device_worker_id(d) for d in (0, 1))
+        job = cluster.prove(4)
+        faulted = [p for p in store.list_partitions(job) if p.get("verify_faults")]
+        assert faulted, "no partition was routed to the faulty device"
+        for p in faulted:
+            assert (p["avoid"], p["worker"], p["attempt"], p["verify_faults"]) == (dev0, dev1, 1, 1)
+            assert "failed self-verification" in p["last_device_error"]
+        assert "failed self-verification" in (tmp_path / "cpu.log").read_text()
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow
+def test_a_wrong_proof_on_two_devices_fails_the_job_as_a_bad_witness(redis_server_url, tmp_path):
+    """Two independent devices both making a proof that fails self-verification: the job
+    fails (as with a bad witness) instead of being retried for ever."""
+    cluster = _EmulatedCluster(redis_server_url, tmp_path, [CORRUPT_QAP, CORRUPT_QAP])
+    try:
+        cluster.wait_devices(2)
+        job = cluster.submit(1)
+        with pytest.raises(Exception) as failed:
+            cluster.client.wait(job, timeout=90)
+        message = str(failed.value)
+        assert "failed self-verification" in message and "on two devices" in message, message
+        part = cluster.client.store.get_partition(job, 0)
+        assert part["state"] == "failed" and part["verify_faults"] == 2
     finally:
         cluster.stop()
 

@@ -16,12 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
-from processes import (dump_stacks, start_logged, stop_process_group, worker_argv,
-                       write_circuits_toml)
+from processes import Cluster, SnapshotPoller, dump_stacks, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 
@@ -49,34 +47,6 @@ def e2e_redis():
         yield server.url
     finally:
         server.stop()
-
-
-class Cluster:
-    def __init__(self, base, env, settings):
-        self.base = base
-        self.env = env
-        self.settings = settings
-        self.procs = {}
-        from cuzk_tasks.client import Client
-
-        self.client = Client(settings=settings)
-        self.store = self.client.store
-
-    def start(self, name, *args):
-        proc = start_logged(worker_argv(*args), self.base / f"{name}.log", self.env, ROOT)
-        self.procs[name] = proc
-        return proc
-
-    def logs(self, tail=3000):
-        out = []
-        for name in self.procs:
-            text = (self.base / f"{name}.log").read_text(errors="replace")
-            out.append(f"----- {name} -----\n{text[-tail:]}")
-        return "\n".join(out)
-
-    def stop_all(self):
-        for proc in self.procs.values():
-            stop_process_group(proc)
 
 
 def _config(base):
@@ -116,7 +86,7 @@ def cluster(e2e_redis, tmp_path_factory):
         "CUZK_TEST_POISON_CIRCUIT": "poison_test",
     })
     settings = load_settings(env=env)
-    c = Cluster(base, env, settings)
+    c = Cluster(base, env, settings, ROOT)
     try:
         c.start("dev0", "--device", "0", "--backend", "cpu")
         c.start("dev1", "--device", "1", "--backend", "cpu")
@@ -156,39 +126,6 @@ def _assert_valid(result, circuit_dir, n):
     vk = _vkey(circuit_dir)
     for item in proofs:
         assert verify(vk, item["public"], item["proof"])
-
-
-def _busy_shown_idle(snap):
-    """Workers a snapshot shows idle although one of its partitions is in prove_start (gpu)."""
-    workers = {w.get("worker_id") or w.get("id"): w for w in snap.get("workers", [])}
-    bad = []
-    for job in snap.get("jobs", []):
-        for part in job.get("partitions", []):
-            if part.get("state") != "gpu" or not part.get("worker"):
-                continue
-            w = workers.get(part["worker"])
-            if w is not None and w.get("state") == "idle":
-                bad.append((part["worker"], job.get("id"), part.get("idx")))
-    return bad
-
-
-class SnapshotPoller(threading.Thread):
-    def __init__(self, store):
-        super().__init__(daemon=True)
-        self.store = store
-        self.stop = threading.Event()
-        self.count = 0
-        self.violations = []
-        self.busy_seen = 0
-
-    def run(self):
-        while not self.stop.is_set():
-            snap = self.store.snapshot()
-            self.count += 1
-            bad = _busy_shown_idle(snap)
-            self.violations += bad
-            self.busy_seen += sum(1 for w in snap.get("workers", []) if w.get("state") == "proving")
-            time.sleep(0.005)
 
 
 def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
@@ -422,3 +359,74 @@ def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
     # the remaining device still serves jobs
     after = c.client.submit("mulchain", [{"input": _input("mulchain")}] * 2)
     _assert_valid(c.client.wait(after, timeout=30), "mulchain", 2)
+
+
+def _delivered_stage(store, job, n, stage):
+    """A partition of ``job`` whose ``stage`` message the CPU worker has taken: synthesize
+    running (state synthesizing), or finalize popped into kombu's unacked hash."""
+    from cuzk_tasks import wire
+
+    for idx in range(n):
+        part = store.get_partition(job, idx) or {}
+        if part.get("state") != stage:
+            continue
+        if stage == "synthesizing":
+            return idx
+        for raw in store.redis.hvals(wire.UNACKED_KEY):
+            found = wire.message_partition(json.dumps(json.loads(raw)[0]))
+            if found and found[0] == "cuzk.finalize" and found[1:3] == (job, idx):
+                return idx
+    return None
+
+
+def _kill_cpu_worker_mid(c, stage, n, tries=4):
+    """Submit ``n`` partitions and kill -9 the CPU worker's process group while it runs
+    ``stage``; restart it.  Returns (job, stranded partitions, when restarted, jobs
+    submitted).  A stage that ended between the look and the kill (synthesize takes
+    milliseconds) is tried again."""
+    for attempt in range(tries):
+        job = c.client.submit("mulchain", [{"input": _input("mulchain")}] * n)
+        deadline, victim = time.monotonic() + 30, None
+        while victim is None and time.monotonic() < deadline:
+            victim = _delivered_stage(c.store, job, n, stage)
+            time.sleep(0.002)
+        assert victim is not None, f"no partition seen {stage} in the CPU worker\n{c.logs()}"
+        os.killpg(c.procs["cpu"].pid, signal.SIGKILL)
+        c.procs["cpu"].wait(5)
+        stranded = [i for i, p in enumerate(c.store.list_partitions(job)) if p["state"] == stage]
+        (c.base / "cpu.log").rename(c.base / f"cpu-killed-{stage}-{attempt}.log")
+        restarted = time.monotonic()
+        c.start("cpu", "--cpu", "--concurrency", "2")
+        if stranded:
+            return job, stranded, restarted, attempt + 1
+        c.client.wait(job, timeout=60)
+    pytest.fail(f"the {stage} stage ended before the kill in {tries} tries")
+
+
+@pytest.mark.parametrize("stage", ["synthesizing", "finalizing"])
+def test_kill_the_whole_cpu_worker_mid_stage_and_every_partition_gets_one_proof(cluster, stage):
+    """kill -9 of the CPU worker's process group (what the OOM killer or a lost host does)
+    while it runs a stage: the stage's message is stranded in kombu's unacked hash until the
+    visibility timeout.  The restarted worker's sweeper finds the stage held by no live
+    worker (no lease) and re-drives it: the job completes within 2 x the heartbeat TTL plus
+    its work, with exactly one proof per partition."""
+    c, n = cluster, 6
+    completed_before = sum(v for k, v in c.store.snapshot()["counters"].items()
+                           if k.startswith("completed:"))
+    job, stranded, restarted, submitted = _kill_cpu_worker_mid(c, stage, n)
+    result = c.client.wait(job, timeout=60)
+    took = time.monotonic() - restarted
+    _assert_valid(result, "mulchain", n)
+    parts = c.store.list_partitions(job)
+    assert [p["state"] for p in parts] == ["done"] * n
+    for idx in stranded:
+        assert parts[idx]["attempt"] >= 1 and parts[idx]["lost_messages"] >= 1, parts[idx]
+    # one completion per partition (of this job, and of any job the retries submitted)
+    completed = sum(v for k, v in c.store.snapshot()["counters"].items()
+                    if k.startswith("completed:"))
+    assert completed - completed_before == n * submitted
+    assert len(c.store.get_result(job)["proofs"]) == n
+    # the bound: the restarted worker's start-up, 2 x the heartbeat TTL, and the work itself
+    print(f"{stage}: {len(stranded)} stranded partition(s), job done {took:.1f} s after the "
+          f"restart ({submitted} tries)")
+    assert took < 2 * HB_TTL + 20, f"took {took:.1f} s after the restart\n{c.logs()}"

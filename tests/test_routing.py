@@ -149,7 +149,7 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     assert sent(ctx) == [(job, 1, 0, "h:dev0")]
 
 
-# --- lost stage messages (kombu can lose one popped just as its connection dropped) --------
+# --- stage leases: a stage no live worker holds is re-driven (docs/architecture.md) ----------
 
 
 @pytest.fixture
@@ -175,28 +175,63 @@ def _cpu_messages(ctx):
 
 
 def _sweep_twice(sweeper, ctx):
-    """Two sweeps a heartbeat TTL apart: what a lost message needs to be declared lost."""
+    """Two sweeps a heartbeat TTL apart: what a stage held by no one needs to be re-driven."""
     first = sweeper.run_once()["recovered"]
     time.sleep(ctx.settings.heartbeat_ttl_s + 0.05)
     return first, sweeper.run_once()["recovered"]
 
 
-def test_a_lost_synthesize_is_queued_again_once(lossy):
+def _cpu_worker(ctx, name, holding, ttl_s=5):
+    ctx.store.register_worker(name, "cpu", "h", queue=ctx.settings.cpu_queue)
+    ctx.store.heartbeat(name, ttl_s, holding=holding)
+
+
+def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
-    store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)  # queues nothing: both lost
-    # partition 1's message is held by a worker (delivered, not yet acked): not lost
-    held = routing.synthesize_message(lossy, job, 1, "c", 4)
+    store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 3)  # queues nothing
+    # partition 0's message is stranded in kombu's unacked hash (its worker died): no lease
+    stranded = routing.synthesize_message(lossy, job, 0, "c", 4)
     store.redis.hset(wire.UNACKED_KEY, "tag-" + job,
-                     json.dumps([json.loads(held.payload), "", lossy.settings.cpu_queue]))
+                     json.dumps([json.loads(stranded.payload), "", lossy.settings.cpu_queue]))
+    # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
+    # reported too, but by a worker that went offline
+    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0)])
+    _cpu_worker(lossy, "h:cpu:gone", [(job, 2, 0)])
+    store.worker_offline("h:cpu:gone")
     sweeper = routing.Sweeper(lossy)
-    assert _sweep_twice(sweeper, lossy) == (0, 1)  # seen once, then re-driven
-    assert _cpu_messages(lossy) == [("cuzk.synthesize", job, 0)]
-    assert store.get_partition(job, 0)["state"] == "pending"
-    assert int(store.get_partition(job, 0)["lost_messages"]) == 1
-    # the queue holds it now: nothing more is sent, however long it waits
+    assert _sweep_twice(sweeper, lossy) == (0, 2)  # seen once, then re-driven
+    assert sorted(_cpu_messages(lossy)) == [("cuzk.synthesize", job, 0, 1),
+                                            ("cuzk.synthesize", job, 2, 1)]
+    part = store.get_partition(job, 0)
+    assert (part["state"], part["attempt"], part["lost_messages"]) == ("pending", 1, 1)
+    assert store.get_partition(job, 1)["attempt"] == 0
+    # the stranded original, restored at last, is stale; the new message runs
+    assert store.synth_begin(job, 0, 0).reason == "stale"
+    assert store.synth_begin(job, 0, 1)
+    # queued (pending) or held (synthesizing under a lease): nothing more is sent
+    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0), (job, 0, 1)])
     assert _sweep_twice(sweeper, lossy) == (0, 0)
-    assert len(_cpu_messages(lossy)) == 1
+    assert len(_cpu_messages(lossy)) == 2
+
+
+def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlog(lossy):
+    store = lossy.store
+    job = uuid.uuid4().hex
+    store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
+    assert store.synth_begin(job, 0, 0)  # delivered and running ...
+    _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
+    backlog = routing.synthesize_message(lossy, "other-job", 0, "c", 4)
+    store.redis.lpush(backlog.list_key, backlog.payload)  # the queue is busy: irrelevant here
+    sweeper = routing.Sweeper(lossy)
+    assert sweeper.run_once()["recovered"] == 0  # its lease is alive
+    time.sleep(0.25)  # the worker's heartbeat has expired
+    assert _sweep_twice(sweeper, lossy) == (0, 1)
+    part = store.get_partition(job, 0)
+    assert (part["state"], part["attempt"]) == ("pending", 1)
+    assert ("cuzk.synthesize", job, 0, 1) in _cpu_messages(lossy)
+    # the dead run's synth_end, had it come, is stale
+    assert not store.synth_end(job, 0, 0, "/w", 1.0)
 
 
 def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
@@ -212,6 +247,37 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     assert sent(lossy) == [(job, 0, 1, "h:dev0")]  # routed again, in the same sweep
     # the original, had it survived, is stale now
     assert store.gpu_start("h:dev0", job, 0, 0, 3).reason == "stale"
+
+
+def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_idle(lossy):
+    store = lossy.store
+    _register(lossy, "h:dev0", 0)
+    job = _job_in_synth_done(store, 2)
+    for i in (0, 1):
+        assert routing.route_partition(lossy, job, i, 0, "c", f"/spool/{i}.wtns", 5)
+    assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
+    for q in lossy.queues.values():
+        store.redis.delete(*wire.queue_keys(q))
+    # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
+    store.heartbeat("h:dev0", 5, holding=[(job, 1, 0)])
+    assert store.get_worker("h:dev0")["state"] == "proving"
+    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 1)
+    part = store.get_partition(job, 0)
+    assert (part["state"], part["attempt"], part["token"]) == ("synth_done", 1, None)
+    assert store.get_worker("h:dev0")["state"] == "idle"  # compare-and-delete on the run's token
+    assert store.get_partition(job, 1)["attempt"] == 0
+    assert sent(lossy) == [(job, 0, 1, "h:dev0")]
+
+
+def test_a_prove_the_device_reports_is_left_alone(lossy):
+    store = lossy.store
+    _register(lossy, "h:dev0", 0)
+    job = _job_in_synth_done(store)
+    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
+    start = store.gpu_start("h:dev0", job, 0, 0, 3)
+    store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
+    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
+    assert store.get_partition(job, 0)["token"] == start.token
 
 
 def test_a_lost_finalize_proves_the_partition_again(lossy):
@@ -240,11 +306,56 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     assert store.get_partition(job, 0)["state"] == "pending"
 
 
-def test_message_partition_reads_our_stage_messages_only(lossy):
+def test_sightings_across_a_gap_in_the_sweeps_do_not_count(lossy):
+    """A sweeper held up (a Redis outage or pause) saw the workers' leases before it; they
+    may not have reported since: the next sighting is a first one again."""
+    store = lossy.store
+    job = uuid.uuid4().hex
+    store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
+    sweeper = routing.Sweeper(lossy)
+    assert sweeper.run_once()["recovered"] == 0
+    settings = lossy.settings
+    sweeper._last_look -= settings.heartbeat_ttl_s + settings.heartbeat_interval_s + 1
+    for key in sweeper._suspects:
+        sweeper._suspects[key] -= 100
+    assert sweeper.run_once()["recovered"] == 0
+    assert store.get_partition(job, 0)["attempt"] == 0
+    time.sleep(settings.heartbeat_ttl_s + 0.05)
+    assert sweeper.run_once()["recovered"] == 1
+
+
+def test_stage_messages_name_their_partition_attempt(lossy):
     synth = routing.synthesize_message(lossy, "j", 3, "c", 4)
+    again = routing.synthesize_message(lossy, "j", 3, "c", 4, attempt=2)
     prove = wire.fill_queue(routing.prove_start_message(lossy, "j", 4, 2, "c", "/w", 4), "q")
-    assert wire.message_partition(synth.payload) == ("cuzk.synthesize", "j", 3)
-    assert wire.message_partition(prove.payload) == ("cuzk.prove_start", "j", 4)
+    assert wire.message_partition(synth.payload) == ("cuzk.synthesize", "j", 3, 0)
+    assert wire.message_partition(again.payload) == ("cuzk.synthesize", "j", 3, 2)
+    assert wire.message_partition(prove.payload) == ("cuzk.prove_start", "j", 4, 2)
     other = wire.task_message("svc.cb", (), {"job_id": "j"}, queue="q", priority=0)
     assert wire.message_partition(other.payload) is None
     assert wire.message_partition("not json") is None
+    finalize = {"job": "j", "idx": 5, "attempt": 1, "partial": None}
+    assert wire.stage_partition("cuzk.finalize", [finalize], {}) == ("j", 5, 1)
+    assert wire.stage_partition("cuzk.finalize", [], {}) is None
+    assert wire.stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
+
+
+def test_a_worker_reports_the_stages_its_celery_registry_holds(monkeypatch):
+    """What the heartbeat reports: Celery's registry of reserved and running requests in
+    the worker's main process (celery.worker.state.requests)."""
+    from celery.worker import state
+
+    from cuzk_tasks.worker import held_stages
+
+    class Request:  # the three attributes of celery.worker.request.Request read
+        def __init__(self, task_name, args, kwargs):
+            self.task_name, self.args, self.kwargs = task_name, args, kwargs
+
+    monkeypatch.setattr(state, "requests", {
+        "a": Request("cuzk.synthesize", ["j", 0], {"circuit": "c", "attempt": 2}),
+        "b": Request("cuzk.prove_start", ["j", 1, 0, "c", "/w"], {}),
+        "c": Request("cuzk.finalize", [{"job": "k", "idx": 3, "attempt": 1}], {}),
+        "d": Request("cuzk.submit", [], {"circuit": "c"}),
+        "e": Request("cuzk.prove_start", ["j"], {}),  # malformed: holds nothing
+    })
+    assert held_stages() == [("j", 0, 2), ("j", 1, 0), ("k", 3, 1)]

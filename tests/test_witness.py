@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -228,3 +229,57 @@ def test_missing_wasm(tmp_path):
     with pytest.raises(FormatError) as ei:
         WitnessCalculator(bad)
     assert "bad.wasm" in str(ei.value)
+
+
+_GROWTH_SCRIPT = r"""
+import json, os, sys
+from cuzk_tasks.errors import WitnessError
+from cuzk_tasks.groth16.witness import get_calculator
+
+fixtures = sys.argv[1]
+good = get_calculator(os.path.join(fixtures, "poseidon", "circuit.wasm"))
+good_input = json.load(open(os.path.join(fixtures, "poseidon", "input.json")))
+bad = get_calculator(os.path.join(fixtures, "assert_fail", "circuit.wasm"))
+bad_input = json.load(open(os.path.join(fixtures, "assert_fail", "input_bad.json")))
+
+
+def rss_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def once(i):
+    if i % 4 == 3:  # a failing calculation (a circuit assert) must not leak either
+        try:
+            bad.calculate(bad_input)
+        except WitnessError:
+            return
+        raise SystemExit("assert_fail's bad input did not fail")
+    good.calculate(good_input)
+
+
+for i in range(20):  # warm-up: allocator pools, caches
+    once(i)
+before = rss_mib()
+for i in range(200):
+    once(i)
+print(json.dumps({"before": before, "after": rss_mib()}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+def test_two_hundred_witnesses_in_one_process_do_not_grow_it(tmp_path):
+    """Issue 11: every calculation's wasm store is freed (it used to live as long as the
+    process: about 0.2 MB per Poseidon witness, ~36 MB over these 200)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "growth.py"
+    script.write_text(_GROWTH_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, str(script), os.path.join(root, "tests", "fixtures")],
+                         capture_output=True, text=True, timeout=300, cwd=root,
+                         env=dict(os.environ, PYTHONPATH=root + os.pathsep
+                                  + os.environ.get("PYTHONPATH", "")))
+    assert out.returncode == 0, out.stderr[-3000:]
+    rss = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rss["after"] - rss["before"] < 4.0, rss

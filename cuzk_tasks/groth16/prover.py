@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import defaults
-from ..errors import FormatError, ProofError
+from ..errors import FormatError, ProofError, SelfVerificationError
 from . import jsonio, points
 from .backends import get_backend
 from .reference.curve import G1
@@ -213,7 +213,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
 
     ``r`` and ``s`` are drawn with :mod:`secrets` unless given (tests only).
     With ``verify`` (the default) a proof that fails the pairing check raises
-    :class:`ProofError` and is never returned.
+    :class:`SelfVerificationError` (a :class:`ProofError`) and is never returned.
     """
     if isinstance(partial, dict):
         partial = PartialProof.from_json(partial)
@@ -238,7 +238,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
         with step("self_verify"):
             ok = verify_proof(vkey or verification_key(zkey), public, proof)
         if not ok:
-            raise ProofError(
+            raise SelfVerificationError(
                 f"proof for {zkey.path} failed self-verification: the witness does not satisfy "
                 "the circuit's constraints, or a compute kernel returned a wrong result; "
                 "the proof was discarded")

@@ -22,6 +22,18 @@ def parse_member(text: str) -> tuple[str, int]:
     return job_id, int(idx)
 
 
+def attempt_member(job_id: str, idx: int, attempt: int) -> str:
+    """One partition attempt in a worker's ``holding`` list (its stage leases): ``job:idx:attempt``."""
+    return f"{job_id}:{int(idx)}:{int(attempt)}"
+
+
+def parse_attempt_member(text: str) -> tuple[str, int, int]:
+    """Inverse of :func:`attempt_member`."""
+    rest, _, attempt = text.rpartition(":")
+    job_id, idx = parse_member(rest)
+    return job_id, idx, int(attempt)
+
+
 class Keys:
     """Key names under ``prefix``; one documented method per key."""
 
@@ -39,8 +51,9 @@ class Keys:
     def part(self, job_id: str, idx: int) -> str:
         """hash: job, idx, state, attempt, deliveries, redispatches, worker, token, input,
         input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error;
-        after a device fault: avoid (comma-separated workers), device_faults, last_device_error;
-        lost_messages (times the sweeper re-drove it, lost_message.lua)."""
+        after a device fault: avoid (comma-separated workers), device_faults, verify_faults,
+        last_device_error;
+        lost_messages (times the sweeper re-drove a stage no one held, recover_stage.lua)."""
         return f"{self.prefix}:part:{job_id}:{int(idx)}"
 
     def jobs_active(self) -> str:
@@ -65,7 +78,9 @@ class Keys:
 
     def worker(self, worker_id: str) -> str:
         """hash: state, job, partition, kind, token, since, device, host, role, queue, gpu_name,
-        resident (JSON list), registered_at, last_hb, hb_ttl_ms, extra heartbeat fields."""
+        resident (JSON list), registered_at, last_hb, hb_ttl_ms, holding (JSON list of
+        ``job:idx:attempt``: the stage messages it holds, its stage leases), extra heartbeat
+        fields."""
         return f"{self.prefix}:worker:{worker_id}"
 
     def hb(self, worker_id: str) -> str:

@@ -31,14 +31,14 @@ import uuid
 from .. import defaults
 from ..errors import StateError
 from .enums import WorkerRole, WorkerState
-from .keys import Keys, member, parse_member
+from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
 
 SCRIPTS = (
     "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "snapshot", "claim_host_slot", "retire_workers",
-    "waiting_partitions", "lost_message",
+    "stage_partitions", "recover_stage",
 )
 
 # partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
@@ -49,10 +49,11 @@ SNAPSHOT_PART_FIELDS = (
 )
 
 _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
-               "redispatches", "lost_messages", "partition", "hb_ttl_ms", "pid", "device_faults"}
+               "redispatches", "lost_messages", "partition", "hb_ttl_ms", "pid", "device_faults",
+               "verify_faults"}
 _FLOAT_FIELDS = {"since", "last_hb"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
-                           "last_hb", "hb_ttl_ms", "resident", "registered_at"}
+                           "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding"}
 
 
 log = logging.getLogger("cuzk_tasks.state")
@@ -240,7 +241,7 @@ def _decode_value(key: str, value):
             return float(value)
         except ValueError:
             return value
-    if key == "resident":
+    if key in ("resident", "holding"):
         try:
             return list(json.loads(value))
         except ValueError:
@@ -470,18 +471,25 @@ class StateStore:
         return GpuEnd(bool(cleared), bool(advanced))
 
     def gpu_fault(self, worker_id, token, job_id, idx, attempt, error, circuit,
-                  max_faults: int = defaults.MAX_DELIVERIES, message=None) -> GpuFault:
-        """A run's prove_start failed because of the device (not the input).  Compare-and-delete
-        on the worker as :meth:`gpu_end`; the partition, if this run is its current one, adds the
-        worker to its ``avoid`` list, counts ``device_faults`` and goes to synth_done with
-        attempt + 1, routed in the same step to the best other live device (``message``: the
-        retry's prove_start, built for attempt + 1, pushed there).  At ``max_faults`` faults, or
-        with no other live device, the partition and its job fail with ``error``."""
+                  max_faults: int = defaults.MAX_DELIVERIES, message=None,
+                  in_state: str = "gpu") -> GpuFault:
+        """A run on a device failed because of the device (not the input): its prove_start
+        raised a GpuError (``in_state="gpu"``), or the proof made from its partial failed
+        self-verification (``in_state="finalizing"``, from finalize).  Compare-and-delete on
+        the worker as :meth:`gpu_end`; the partition, if this run is its current one, adds the
+        worker to its ``avoid`` list, counts ``device_faults`` (and ``verify_faults``) and goes
+        to synth_done with attempt + 1, routed in the same step to the best other live device
+        (``message``: the retry's prove_start, built for attempt + 1, pushed there).  At
+        ``max_faults`` faults, at a second self-verification failure (two devices agree: the
+        witness is bad), or with no other live device, the partition and its job fail with
+        ``error``."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        if in_state not in ("gpu", "finalizing"):
+            raise StateError(f"in_state must be 'gpu' or 'finalizing', got {in_state!r}")
         cleared, outcome, worker, queue = self._run(
             "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
             [job_id, idx, attempt, worker_id, token, str(error), circuit, int(max_faults),
-             *self._late_message_args(message)])
+             *self._late_message_args(message), in_state])
         return GpuFault(bool(cleared), outcome, worker or None, queue or None)
 
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
@@ -527,10 +535,11 @@ class StateStore:
                                          self.keys.unrouted()], [job_id, idx, attempt, worker_id])
         return bool(ok)
 
-    def waiting_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
-        """``(job, idx, state, attempt, worker)`` of the partitions of live jobs that wait for
-        a stage message: pending, synth_done and routed, finalizing (at most ``limit``)."""
-        rows = json.loads(self._run("waiting_partitions", [self.keys.jobs_active()], [int(limit)]))
+    def stage_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
+        """``(job, idx, state, attempt, worker)`` of the partitions of live jobs whose stage is
+        due or running: pending, synthesizing, synth_done and routed, gpu, finalizing (at
+        most ``limit``).  The sweeper checks each has a queued message or a live lease."""
+        rows = json.loads(self._run("stage_partitions", [self.keys.jobs_active()], [int(limit)]))
         return [(job, int(idx), state, int(attempt), worker)
                 for job, idx, state, attempt, worker in _list(rows)]
 
@@ -541,24 +550,14 @@ class StateStore:
             pipe.llen(key)
         return sum(pipe.execute())
 
-    def unacked_messages(self, key: str) -> list[str]:
-        """The envelopes (JSON text) in kombu's hash of delivered, unacknowledged messages
-        ``key`` (wire.UNACKED_KEY): messages a worker holds."""
-        out = []
-        for raw in self.redis.hvals(key):
-            try:
-                out.append(json.dumps(json.loads(raw)[0]))
-            except (ValueError, TypeError, IndexError, KeyError):
-                continue  # not kombu's [envelope, exchange, routing key]: nothing we queued
-        return out
-
-    def lost_message(self, job_id, idx, state, attempt, message=None) -> bool:
-        """A partition seen in ``state``/``attempt`` lost its stage message (the sweeper's
-        finding): pending gets ``message`` (its synthesize) queued again; synth_done (routed)
-        and finalizing go back to unrouted with attempt + 1.  False when it moved meanwhile."""
+    def recover_stage(self, job_id, idx, state, attempt, message=None) -> bool:
+        """A partition seen in ``state``/``attempt`` whose stage no one holds (the sweeper's
+        finding) moves back one step with attempt + 1: pending and synthesizing to pending,
+        with ``message`` (its synthesize, built for attempt + 1) queued; routed synth_done,
+        gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
-        ok, _ = self._run("lost_message", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+        ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, list_key, payload])
         return bool(ok)
 
@@ -620,11 +619,13 @@ class StateStore:
                   [worker_id, role.value, host, device, queue, gpu_name])
 
     def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None,
-                  slot: HostSlot | None = None) -> bool:
+                  slot: HostSlot | None = None, holding=None) -> bool:
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
-        the worker's host slot, whose claim lives as long as the heartbeat).  Never touches
-        the worker's state or token.  Returns True if the worker came (back) online."""
+        the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
+        ``(job, idx, attempt)`` of every stage message the worker holds -- reserved or
+        running -- its stage leases, None = unchanged).  Never touches the worker's state or
+        token.  Returns True if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         args = [worker_id, ttl_ms, "1" if resident is not None else "0",
@@ -634,6 +635,8 @@ class StateStore:
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
             args += [k, v]
+        if holding is not None:
+            args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
@@ -715,6 +718,20 @@ class StateStore:
     def dead_workers_with_routed(self) -> list[str]:
         """Ids of workers without a heartbeat whose routed set is not empty."""
         return [w["worker_id"] for w in self._workers() if not w["online"] and w["outstanding"]]
+
+    def held_stages(self, workers=None) -> set[tuple[str, int, int]]:
+        """``(job, idx, attempt)`` of every stage message an ONLINE worker reported holding in
+        its last heartbeat (``holding``): the stage leases that are alive.  ``workers``: what
+        :meth:`all_workers` returned, if the caller has it."""
+        held = set()
+        for w in self.all_workers() if workers is None else workers:
+            if w["online"]:
+                for text in w.get("holding") or ():
+                    try:
+                        held.add(parse_attempt_member(text))
+                    except ValueError:
+                        continue
+        return held
 
     def routed_partitions(self, worker_id) -> list[tuple[str, int]]:
         return sorted(parse_member(m) for m in self.redis.smembers(self.keys.routed(worker_id)))

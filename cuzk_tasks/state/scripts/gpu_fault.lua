@@ -1,22 +1,27 @@
--- gpu_fault: a run's prove_start failed because of the DEVICE (GpuError: a CUDA error, out
--- of memory after eviction, a kernel that does not compile, no usable device) -- not
--- because of the partition's input.  Two effects, as gpu_end:
+-- gpu_fault: a run on a DEVICE failed because of the device -- not because of the
+-- partition's input.  Either its prove_start raised a GpuError (a CUDA error, out of memory
+-- after eviction, a kernel that does not compile, no usable device; the partition is in
+-- gpu), or the proof made from its partial failed self-verification in finalize (A(12) =
+-- 'finalizing': a kernel may have returned a wrong result).  Two effects, as gpu_end:
 --  * worker: compare-and-delete on this run's token;
---  * partition, only if this run is its current one (gpu, this attempt, this token): the
---    faulted worker joins its `avoid` list, `device_faults` += 1, and it goes back to
---    synth_done with attempt + 1 and is routed to the best OTHER live device with its
---    prove_start pushed (route_core; the message carries attempt + 1).  After max faults,
---    or with no other live device, the partition (and so its job) fails with the error.
+--  * partition, only if this run is its current one (in that state, this attempt, this
+--    token): the faulted worker joins its `avoid` list, `device_faults` += 1 (and, after a
+--    self-verification failure, `verify_faults` += 1), and it goes back to synth_done with
+--    attempt + 1 and is routed to the best OTHER live device with its prove_start pushed
+--    (route_core; the message carries attempt + 1).  After max faults, after a second
+--    self-verification failure (two independent devices agree: a bad witness), or with no
+--    other live device, the partition (and so its job) fails with the error.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) error, A(7) circuit,
 -- A(8) max faults, A(9) head, A(10) tail, A(11) step of the retry's prove_start ('' = the
--- caller publishes it).
+-- caller publishes it), A(12) the partition's state for this run: 'gpu' or 'finalizing'.
 -- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
 local job, idx, attempt, worker, token, err = A(1), A(2), A(3), A(4), A(5), A(6)
+local in_state = blank(A(12)) and 'gpu' or A(12)
 local cleared = clear_worker_if(worker, token)
 local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token', 'avoid')
-if not (p[1] == 'gpu' and tonumber(p[2]) == tonumber(attempt) and p[4] == token
-        and not blank(token)) then
+if not (p[1] == in_state and (in_state == 'gpu' or in_state == 'finalizing')
+        and tonumber(p[2]) == tonumber(attempt) and p[4] == token and not blank(token)) then
   emit('gpu_fault', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker,
     'token', token, 'worker_cleared', cleared, 'outcome', 'stale', 'error', err)
   return {cleared, 'stale', '', ''}
@@ -27,6 +32,8 @@ if not avoid_set[worker] then
   avoid = blank(avoid) and worker or (avoid .. ',' .. worker)
 end
 local faults = redis.call('HINCRBY', KEYS[1], 'device_faults', 1)
+local verify_faults = 0
+if in_state == 'finalizing' then verify_faults = redis.call('HINCRBY', KEYS[1], 'verify_faults', 1) end
 redis.call('HSET', KEYS[1], 'avoid', avoid, 'last_device_error', err)
 local kind = redis.call('HGET', K.job(job), 'kind') or ''
 redis.call('HINCRBY', K.counters(), 'gpu_faults:' .. kind, 1)
@@ -35,6 +42,10 @@ local function fail(reason)
   emit('gpu_fault', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker,
     'token', token, 'worker_cleared', cleared, 'outcome', 'failed', 'error', err)
   return {cleared, 'failed', '', ''}
+end
+if verify_faults >= 2 then
+  return fail(string.format('%s (on two devices, %s: the witness, not a device, is wrong)',
+    err, avoid))
 end
 if faults >= tonumber(A(8)) then
   return fail(string.format('device error on %d devices; last on %s: %s', faults, worker, err))
