@@ -16,8 +16,8 @@ again -- what kombu's own close does when Redis is up.  A tag acknowledged meanw
 skipped; a task still running whose message comes back runs again and its transition rejects
 it as stale (docs/architecture.md, "Celery settings and why").
 
-``celery_app`` selects this transport for ``redis://`` brokers (``broker_transport``); the
-message format is kombu's own, unchanged.
+``celery_app`` selects this transport for ``redis://`` brokers and its Sentinel sibling for
+``sentinel://`` ones (``broker_transport``); the message format is kombu's own, unchanged.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from . import wire
 
 log = logging.getLogger("cuzk_tasks.broker")
 
-#: ``broker_transport`` value naming :class:`Transport` (kombu resolves ``module:Class``).
+#: ``broker_transport`` value naming :class:`Transport` (kombu resolves ``module:Class``),
+#: and :class:`SentinelTransport` for ``sentinel://`` brokers.
 TRANSPORT = f"{__name__}:Transport"
+SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 
 #: How long the restore thread keeps trying to reach Redis (s): kombu's own visibility
 #: timeout restores the messages after that anyway.
@@ -131,3 +133,11 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The same fixes on kombu's Sentinel channel (its pool follows the group's master)."""
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel

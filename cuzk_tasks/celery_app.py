@@ -34,11 +34,17 @@ def create_app(settings: Settings | None = None) -> Celery:
     app = Celery("cuzk_tasks", broker=settings.broker_url, backend=settings.result_backend,
                  set_as_current=False)
     transport = broker_transport_options(settings)
-    if settings.broker_url.startswith("redis://"):
-        # kombu's Redis transport with its reconnect fix (cuzk_tasks/broker.py)
-        from .broker import TRANSPORT
+    result_transport = {"visibility_timeout": transport["visibility_timeout"]}
+    if settings.broker_url.startswith(("redis://", "sentinel://")):
+        # kombu's Redis (or Sentinel) transport with its reconnect fix (cuzk_tasks/broker.py)
+        from .broker import SENTINEL_TRANSPORT, TRANSPORT
 
-        app.conf.broker_transport = TRANSPORT
+        sentinel = settings.broker_url.startswith("sentinel://")
+        app.conf.broker_transport = SENTINEL_TRANSPORT if sentinel else TRANSPORT
+    if settings.broker_url.startswith("sentinel://"):
+        transport["master_name"] = settings.sentinel_master
+    if settings.result_backend.startswith("sentinel://"):
+        result_transport["master_name"] = settings.sentinel_master
     app.conf.update(
         # JSON only: a pickle message is refused by the worker (no code execution from Redis)
         task_serializer="json",
@@ -54,7 +60,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_time_limit=settings.time_limit_s,
         # the same visibility timeout for the broker and the result backend (> hard time limit)
         broker_transport_options=transport,
-        result_backend_transport_options={"visibility_timeout": transport["visibility_timeout"]},
+        result_backend_transport_options=result_transport,
         broker_connection_retry_on_startup=True,
         # a running task outlives a broker outage: cancelling it would strand its partition
         # (Redis redelivers only after the visibility timeout; docs/architecture.md)

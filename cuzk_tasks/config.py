@@ -59,6 +59,7 @@ class Settings:
     host_slot: str = defaults.HOST_SLOT
     worker_retire_s: float = defaults.WORKER_RETIRE_S
     redis_outage_s: float = defaults.REDIS_OUTAGE_S
+    sentinel_master: str = defaults.SENTINEL_MASTER
     cpu_queue: str = defaults.CPU_QUEUE
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
@@ -68,6 +69,7 @@ class Settings:
     heartbeat_ttl_s: float = defaults.HEARTBEAT_TTL_S
     max_deliveries: int = defaults.MAX_DELIVERIES
     result_ttl_s: int = defaults.RESULT_TTL_S
+    job_retention_s: int = defaults.JOB_RETENTION_S
     results_dir: str | None = defaults.RESULTS_DIR
     spool_dir: str = defaults.SPOOL_DIR
     #: directories (besides spool_dir) that submitted input_ref / witness_ref paths may name
@@ -159,6 +161,10 @@ class Settings:
         for root in self.allowed_input_roots:
             if not root or not os.path.isabs(root):
                 bad("allowed_input_roots", f"expected absolute directory paths, got {root!r}")
+        if self.job_retention_s < 0 or 0 < self.job_retention_s < self.result_ttl_s:
+            bad("job_retention_s", f"{self.job_retention_s} s must be 0 (keep for ever) or at "
+                f"least result_ttl_s ({self.result_ttl_s} s): a stored result must not outlive "
+                "its job")
         if isinstance(self.max_memory_per_child_mb, bool) or self.max_memory_per_child_mb < 0:
             bad("max_memory_per_child_mb", f"must be >= 0 MiB (0 = never), got "
                 f"{self.max_memory_per_child_mb!r}")
@@ -175,9 +181,17 @@ class Settings:
         for name in ("{host}", "{device}"):
             if name not in self.device_queue_pattern:
                 bad("device_queue_pattern", f"must contain {name}, got {self.device_queue_pattern!r}")
+        from .redis_url import SCHEMES, is_sentinel, redact, sentinel_nodes
+
         for key in ("redis_url", "broker_url", "result_backend", "state_url"):
-            if not str(getattr(self, key)).startswith(("redis://", "rediss://", "unix://")):
-                bad(key, f"expected a redis:// URL, got {getattr(self, key)!r}")
+            url = str(getattr(self, key))
+            if not url.startswith(SCHEMES):
+                bad(key, f"expected a redis:// (or sentinel://) URL, got {redact(url)!r}")
+            if is_sentinel(url):
+                sentinel_nodes(url)  # a ConfigError when malformed
+                if not self.sentinel_master:
+                    bad("sentinel_master", f"{key} is a sentinel:// URL: name the Sentinel "
+                        "group's master (CUZK_SENTINEL_MASTER)")
 
 
 # (settings field, env var, TOML key, type)
@@ -191,6 +205,7 @@ _FIELDS = [
     ("host_slot", "CUZK_HOST_SLOT", "host_slot", str),
     ("worker_retire_s", "CUZK_WORKER_RETIRE_S", "worker_retire_s", float),
     ("redis_outage_s", "CUZK_REDIS_OUTAGE_S", "redis_outage_s", float),
+    ("sentinel_master", "CUZK_SENTINEL_MASTER", "sentinel_master", str),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
@@ -200,6 +215,7 @@ _FIELDS = [
     ("heartbeat_ttl_s", "CUZK_HEARTBEAT_TTL_S", "heartbeat_ttl_s", float),
     ("max_deliveries", "CUZK_MAX_DELIVERIES", "max_deliveries", int),
     ("result_ttl_s", "CUZK_RESULT_TTL_S", "result_ttl_s", int),
+    ("job_retention_s", "CUZK_JOB_RETENTION_S", "job_retention_s", int),
     ("results_dir", "CUZK_RESULTS_DIR", "results_dir", str),
     ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
     ("allowed_input_roots", "CUZK_ALLOWED_INPUT_ROOTS", "allowed_input_roots", tuple),

@@ -119,6 +119,12 @@ to 2 s.  Retrying is safe because every transition checks the state and attempt 
 transition that ran but whose reply was lost is rejected as stale on the retry, and the
 next stage's message was already queued by the first run.  One warning per outage."""
 
+SENTINEL_MASTER = ""
+"""The master name of the Redis Sentinel group (env ``CUZK_SENTINEL_MASTER``, toml
+``sentinel_master``), needed when a Redis URL is ``sentinel://host:port;sentinel://...``
+(cuzk_tasks/redis_url.py).  Broker, result backend and state store then follow the master
+through a failover."""
+
 WORKER_RETIRE_S = 3600.0
 """Seconds a worker may stay offline (no heartbeat) before the sweeper retires it: its
 registry entry and hash are deleted, so it leaves the status page, ``/metrics`` and the
@@ -143,6 +149,12 @@ MAX_DELIVERIES = 3
 
 RESULT_TTL_S = 86400
 """Seconds a job result is kept in Redis (env ``CUZK_RESULT_TTL_S``)."""
+
+JOB_RETENTION_S = 7 * 86400
+"""Seconds a finished job's keys -- job hash, partition hashes (with the proofs), request-id
+key -- stay in Redis after the job ends (env ``CUZK_JOB_RETENTION_S``; 0 = for ever).  Never
+shorter than ``RESULT_TTL_S``.  Redis then holds about throughput x retention x the bytes
+of a finished partition (~2 KB): size ``maxmemory`` from it (ops/redis/README.md)."""
 
 RESULTS_DIR = None
 """Directory where each finished job's result JSON is also written (env ``CUZK_RESULTS_DIR``); None = off."""
@@ -199,7 +211,7 @@ TEST_POISON_CIRCUIT_ENV = "CUZK_TEST_POISON_CIRCUIT"
 (os._exit) every time, to exercise the poison-pill path."""
 
 # --- state store (cuzk_tasks.state) ----------------------------------------
-# The store also uses PREFIX, RESULT_TTL_S and MAX_DELIVERIES above.
+# The store also uses PREFIX, RESULT_TTL_S, JOB_RETENTION_S and MAX_DELIVERIES above.
 
 EVENTS_MAXLEN = 10000
 """Approximate cap (XADD MAXLEN ~) on the events stream ``{p}:events``, in entries."""

@@ -64,9 +64,7 @@ class Context:
         if self._store is None:
             from .state import StateStore
 
-            self._store = StateStore.from_url(self.settings.state_url, prefix=self.settings.prefix,
-                                              result_ttl_s=self.settings.result_ttl_s,
-                                              outage_s=self.settings.redis_outage_s)
+            self._store = StateStore.from_settings(self.settings)
         return self._store
 
     @property
@@ -106,9 +104,9 @@ class Context:
     def _broker(self):
         """A client of the broker's Redis when it is not the state store's."""
         if self._broker_redis is None:
-            import redis
+            from .redis_url import client
 
-            self._broker_redis = redis.Redis.from_url(self.settings.broker_url)
+            self._broker_redis = client(self.settings.broker_url, self.settings.sentinel_master)
         return self._broker_redis
 
     def _publish_resident(self, names):

@@ -228,8 +228,7 @@ def _open_store(settings: Settings):
     """The worker process's state store: its transitions ride out a Redis restart."""
     from .state import StateStore
 
-    return StateStore.from_url(settings.state_url, prefix=settings.prefix,
-                               result_ttl_s=settings.result_ttl_s, outage_s=settings.redis_outage_s)
+    return StateStore.from_settings(settings)
 
 
 def claim_host_name(settings: Settings, store):

@@ -128,9 +128,10 @@ def check_worker(pid=None, argv=None) -> tuple[bool, str]:
     settings = load_settings()
     keys = Keys(settings.prefix)
     try:
-        import redis
+        from cuzk_tasks.redis_url import client as redis_client
 
-        client = redis.Redis.from_url(settings.state_url, socket_timeout=3, socket_connect_timeout=3)
+        client = redis_client(settings.state_url, settings.sentinel_master, socket_timeout=3,
+                              socket_connect_timeout=3)
         if settings.host_slot:
             host = slot_host(client, keys, settings, pid)
             if host is None:

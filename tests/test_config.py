@@ -124,3 +124,36 @@ def test_pool_processes_have_a_memory_ceiling_by_default():
     assert max_memory_per_child_kib(off, "cpu") is None
     with pytest.raises(ConfigError, match="max_memory_per_child_mb"):
         load_settings(env={"CUZK_MAX_MEMORY_PER_CHILD_MB": "-1"})
+
+
+def test_sentinel_urls_need_the_master_name_and_parse():
+    """Issue 11: sentinel://host:port;sentinel://... (kombu's form) for broker, result
+    backend and state store, with CUZK_SENTINEL_MASTER naming the group."""
+    from cuzk_tasks import redis_url
+
+    url = "sentinel://:s3cret@10.0.0.5:26379/2;sentinel://10.0.0.6:26380;sentinel://h7"
+    with pytest.raises(ConfigError, match="CUZK_SENTINEL_MASTER") as refused:
+        load_settings(env={"CUZK_REDIS_URL": url})
+    assert "s3cret" not in str(refused.value)
+    settings = load_settings(env={"CUZK_REDIS_URL": url, "CUZK_SENTINEL_MASTER": "cuzk"})
+    assert settings.broker_url == settings.state_url == url and settings.broker_is_state_redis
+    nodes, master = redis_url.sentinel_nodes(url)
+    assert nodes == [("10.0.0.5", 26379), ("10.0.0.6", 26380), ("h7", 26379)]
+    assert master == {"password": "s3cret", "db": 2}
+    assert "s3cret" not in redis_url.redact(url) and "***" in redis_url.redact(url)
+    with pytest.raises(ConfigError, match="sentinel"):
+        load_settings(env={"CUZK_REDIS_URL": "sentinel://", "CUZK_SENTINEL_MASTER": "cuzk"})
+
+
+def test_a_sentinel_broker_uses_the_sentinel_transport_with_the_master_name():
+    from cuzk_tasks import broker
+    from cuzk_tasks.celery_app import create_app
+
+    url = "sentinel://127.0.0.1:26379;sentinel://127.0.0.1:26380"
+    app = create_app(load_settings(env={"CUZK_REDIS_URL": url, "CUZK_SENTINEL_MASTER": "cuzk"}))
+    assert app.conf.broker_transport == broker.SENTINEL_TRANSPORT
+    assert app.conf.broker_transport_options["master_name"] == "cuzk"
+    assert app.conf.result_backend_transport_options["master_name"] == "cuzk"
+    transport = app.connection_for_write().transport
+    assert isinstance(transport, broker.SentinelTransport)
+    assert issubclass(transport.Channel, broker.Channel)  # the reconnect fixes apply

@@ -905,3 +905,45 @@ def test_host_slot_lives_with_the_heartbeat_and_lapses_with_it(store):
     # the old holder's late heartbeat must not take the slot back
     store.heartbeat("p-0:dev0", 5, slot=slot)
     assert store.redis.get(store.keys.host_slot("p", 0)) == "h:3"
+
+
+def test_a_finished_jobs_keys_expire_after_the_retention(store_factory):
+    """Issue 11: Redis does not grow without bound.  The step that ends a job sets the job
+    retention on its job hash, partition hashes and request-id key (the result key keeps its
+    own, shorter TTL); the inline input leaves the partition once its witness exists."""
+    store = store_factory(result_ttl_s=3600, job_retention_s=7200)
+    device(store)
+    job = new_job(store, n=2, request_id="req-1")
+    to_synth_done(store, job, 0)
+    assert "input" not in store.redis.hgetall(store.keys.part(job, 0))  # the witness replaced it
+    assert store.redis.hget(store.keys.part(job, 1), "input")  # not yet synthesized
+    assert store.redis.ttl(store.keys.job(job)) == -1  # live: no expiry
+    store.fail_partition(job, 1, 0, "bad input")  # ends the job (failed; 0 cancelled)
+    keys = [store.keys.job(job), store.keys.part(job, 0), store.keys.part(job, 1),
+            store.keys.request("req-1")]
+    for key in keys:
+        assert 7100 < store.redis.ttl(key) <= 7200, key
+    # a done job too, with its result on the shorter TTL
+    other = new_job(store, n=1, job_id="j2")
+    token = to_gpu(store, other, 0, "w1")
+    store.gpu_end("w1", token, other, 0, 0, 1.0)
+    assert store.finalize_end(other, 0, 0, 1.0, "{}", "[]").job_complete
+    assert 7100 < store.redis.ttl(store.keys.part(other, 0)) <= 7200
+    assert 3500 < store.redis.ttl(store.keys.result(other)) <= 3600
+
+
+def test_expired_jobs_leave_the_recent_list(store_factory):
+    """Past the retention a finished job is gone from every read, and the next job's end
+    trims the index of finished jobs."""
+    import time
+
+    store = store_factory(result_ttl_s=1, job_retention_s=1)
+    job = new_job(store, n=1, job_id="old")
+    store.cancel_job(job)
+    assert [j["id"] for j in store.snapshot()["recent_jobs"]] == ["old"]
+    time.sleep(1.2)
+    if store_factory.backend == "fakeredis":  # its expiry is lazy: touch the keys
+        store.redis.exists(store.keys.job(job), store.keys.part(job, 0))
+    assert store.get_job(job) is None and store.snapshot()["recent_jobs"] == []
+    store.cancel_job(new_job(store, n=1, job_id="new"))
+    assert store.redis.zrange(store.keys.jobs_recent(), 0, -1) == ["new"]

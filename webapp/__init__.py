@@ -46,7 +46,8 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
     if store is None:
         from cuzk_tasks.state import StateStore
 
-        store = StateStore.from_url(config.state_url, prefix=config.prefix)
+        store = StateStore.from_url(config.state_url, prefix=config.prefix,
+                                    sentinel_master=config.sentinel_master)
 
     app = Flask(__name__)
     app.config["WEB"] = config

@@ -13,6 +13,7 @@ from cuzk_tasks.errors import ConfigError
 @dataclasses.dataclass(frozen=True)
 class WebConfig:
     state_url: str = defaults.REDIS_URL
+    sentinel_master: str = defaults.SENTINEL_MASTER
     prefix: str = defaults.PREFIX
     cpu_queue: str = defaults.CPU_QUEUE
     bind: str = defaults.WEB_BIND
@@ -56,7 +57,8 @@ def load_web_config(env=None, config_path=None) -> WebConfig:
 
     env = os.environ if env is None else env
     settings = load_settings(config_path, env=env)
-    values = {"state_url": settings.state_url, "prefix": settings.prefix,
+    values = {"state_url": settings.state_url, "sentinel_master": settings.sentinel_master,
+              "prefix": settings.prefix,
               "cpu_queue": settings.cpu_queue}
     for name, var, parse in _ENV:
         raw = env.get(var, "").strip()

@@ -294,7 +294,7 @@ class StateStore:
                  failures_kept: int = defaults.FAILURES_KEPT,
                  recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
                  completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
-                 outage_s: float = 0.0):
+                 outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -304,18 +304,34 @@ class StateStore:
         self.keys = Keys(prefix)
         self.prefix = prefix
         self.result_ttl_s = int(result_ttl_s)
+        self.job_retention_s = int(job_retention_s)
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
-                        str(int(failures_kept)), str(int(completions_kept_s))]
+                        str(int(failures_kept)), str(int(completions_kept_s)),
+                        str(self.job_retention_s)]
         self._scripts = {name: redis_client.register_script(_script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
 
     @classmethod
-    def from_url(cls, url: str, prefix: str = defaults.PREFIX, **kwargs) -> "StateStore":
-        """A store on a new ``redis.Redis`` client for ``url`` (decode_responses=True)."""
-        import redis
+    def from_url(cls, url: str, prefix: str = defaults.PREFIX, sentinel_master: str = "",
+                 **kwargs) -> "StateStore":
+        """A store on a new ``redis.Redis`` client for ``url`` (decode_responses=True); for a
+        ``sentinel://`` URL, on the current master of group ``sentinel_master``
+        (:mod:`cuzk_tasks.redis_url`)."""
+        from ..redis_url import client
 
-        return cls(redis.Redis.from_url(url, decode_responses=True), prefix=prefix, **kwargs)
+        return cls(client(url, sentinel_master, decode_responses=True), prefix=prefix, **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings, outage_s: float | None = None) -> "StateStore":
+        """The store a service process uses, from its :class:`cuzk_tasks.config.Settings`:
+        ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``; transitions ride out
+        ``redis_outage_s`` of outage unless ``outage_s`` says otherwise."""
+        return cls.from_url(settings.state_url, prefix=settings.prefix,
+                            sentinel_master=settings.sentinel_master,
+                            result_ttl_s=settings.result_ttl_s,
+                            job_retention_s=settings.job_retention_s,
+                            outage_s=settings.redis_outage_s if outage_s is None else outage_s)
 
     def _run(self, name, keys, args):
         script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]

@@ -4,7 +4,8 @@
 --   ARGV[1] prefix            (keys a script discovers while it runs are built from it, below)
 --   ARGV[2] events maxlen     (XADD MAXLEN ~)
 --   ARGV[3] recent jobs kept  ARGV[4] failures kept  ARGV[5] completions kept (s)
---   ARGV[6...] the script's own arguments: A(1), A(2), ...
+--   ARGV[6] job retention (s; 0 = for ever): a finished job's keys expire this long after
+--   ARGV[7...] the script's own arguments: A(1), A(2), ...
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -13,7 +14,8 @@ local EVENTS_MAXLEN = ARGV[2]
 local RECENT_KEPT = tonumber(ARGV[3])
 local FAILURES_KEPT = tonumber(ARGV[4])
 local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
-local function A(n) return ARGV[5 + n] end
+local RETENTION_S = tonumber(ARGV[6])
+local function A(n) return ARGV[6 + n] end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
@@ -167,6 +169,20 @@ local function send_on_done(job, state, err, proofs)
   return 1
 end
 
+-- a finished job's keys expire RETENTION_S from now (EXPIRE survives the HSETs that follow
+-- in the same step, e.g. the cancelled siblings); finished jobs older than that leave the
+-- recent index.  The result key has its own, shorter TTL (store_result).
+local function expire_job(job)
+  if not RETENTION_S or RETENTION_S <= 0 then return end
+  local ttl = math.floor(RETENTION_S)
+  local jkey = K.job(job)
+  local j = redis.call('HMGET', jkey, 'n_partitions', 'request_id')
+  redis.call('EXPIRE', jkey, ttl)
+  for i = 0, tonumber(j[1] or '0') - 1 do redis.call('EXPIRE', K.part(job, i), ttl) end
+  if not blank(j[2]) then redis.call('EXPIRE', K.request(j[2]), ttl) end
+  redis.call('ZREMRANGEBYSCORE', K.jobs_recent(), '-inf', '(' .. tostring(NOW - RETENTION_S))
+end
+
 -- a job reaches a terminal state: indexes, counters, its on_done callback.  THE one end of
 -- a job (done, failed, cancelled; a future deadline too): callers check the job is live.
 -- `proofs`: for a done job, the proofs list as JSON text (store_result).
@@ -183,6 +199,7 @@ local function finish_job(job, state, err, proofs)
   redis.call('HINCRBY', K.counters(), 'jobs_' .. state .. ':' .. kind, 1)
   emit('job_' .. state, 'job', job, 'error', err)
   send_on_done(job, state, err, proofs)
+  expire_job(job)
 end
 
 -- every live partition of a job except `except_idx` -> `state` (workers untouched:

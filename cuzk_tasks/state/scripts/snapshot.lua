@@ -21,7 +21,7 @@ for _, j in ipairs(redis.call('ZRANGE', K.jobs_active(), 0, -1)) do active[#acti
 local recent = {}
 if recent_n > 0 then
   for _, j in ipairs(redis.call('ZREVRANGE', K.jobs_recent(), 0, recent_n - 1)) do
-    recent[#recent + 1] = job_record(j)
+    if redis.call('EXISTS', K.job(j)) == 1 then recent[#recent + 1] = job_record(j) end
   end
 end
 local qout = {}

@@ -69,7 +69,12 @@ local workers = {}
 for _, w in ipairs(redis.call('SMEMBERS', K.workers())) do workers[#workers + 1] = worker_record(w) end
 local active = redis.call('ZRANGE', K.jobs_active(), 0, -1)
 local recent = {}
-if tonumber(A(3)) > 0 then recent = redis.call('ZREVRANGE', K.jobs_recent(), 0, tonumber(A(3)) - 1) end
+if tonumber(A(3)) > 0 then
+  -- past the job retention a finished job's hash is gone before finish_job trims the index
+  for _, j in ipairs(redis.call('ZREVRANGE', K.jobs_recent(), 0, tonumber(A(3)) - 1)) do
+    if redis.call('EXISTS', K.job(j)) == 1 then recent[#recent + 1] = j end
+  end
+end
 local jobs = {}
 if full then
   for _, j in ipairs(active) do jobs[#jobs + 1] = job_record(j) end

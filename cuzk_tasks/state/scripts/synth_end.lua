@@ -1,4 +1,5 @@
--- synth_end: partition synthesizing -> synth_done; job:idx joins the unrouted set.  With
+-- synth_end: partition synthesizing -> synth_done; job:idx joins the unrouted set; the
+-- partition's inline input (up to max_inline_input_bytes) is deleted: the witness replaces it.  With
 -- A(6) = '1' the partition is then routed in the same step (_lib.lua route_core: the best
 -- live device for circuit A(7), its prove_start message A(8) head, A(9) tail, A(10) step
 -- pushed onto that device's queue); with no live device it stays unrouted (the sweeper
@@ -14,6 +15,8 @@ if not p[1] then return {0, 'unknown', '', ''} end
 if p[1] ~= 'synthesizing' or tonumber(p[2]) ~= tonumber(A(3)) then return {0, 'stale', '', ''} end
 redis.call('HSET', KEYS[2], 'state', 'synth_done', 'synth_ms', A(5), 't_synth_end', NOW_S)
 if A(4) ~= '' then redis.call('HSET', KEYS[2], 'witness_ref', A(4)) end
+-- the inline input is not needed once the witness exists (a re-proof starts from it)
+redis.call('HDEL', KEYS[2], 'input')
 redis.call('SADD', KEYS[3], member(A(1), A(2)))
 emit('synth_end', 'job', A(1), 'idx', A(2), 'attempt', A(3), 'synth_ms', A(5))
 if A(6) ~= '1' then return {1, 'ok', '', ''} end

@@ -1,0 +1,81 @@
+"""Redis URLs of the service: a single server, or a Redis Sentinel group.
+
+* ``redis://[[user]:password@]host[:port][/db]`` (also ``rediss://`` and ``unix://``): one
+  server.
+* ``sentinel://[[user]:password@]host:port[/db];sentinel://host:port;...``: the Sentinels
+  of a group (kombu's form, Celery's too), with the group's master name in the setting
+  ``sentinel_master`` (``CUZK_SENTINEL_MASTER``).  The password and database of the first
+  URL are the master's; the Sentinels themselves are asked without one.  Clients follow the
+  master through a failover: a connection to a demoted or dead master fails, and the next
+  one asks the Sentinels again.
+
+:func:`client` builds a ``redis.Redis`` for either; the broker (kombu's Sentinel transport)
+and the result backend (Celery's) read the same URL (``celery_app``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from .errors import ConfigError
+
+SCHEMES = ("redis://", "rediss://", "unix://", "sentinel://")
+SENTINEL_PORT = 26379
+
+
+def is_sentinel(url: str) -> bool:
+    return str(url).startswith("sentinel://")
+
+
+def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], dict]:
+    """``([(host, port), ...], {"password", "username", "db"})`` of a ``sentinel://`` URL."""
+    nodes, master = [], {}
+    for i, part in enumerate(p for p in str(url).split(";") if p.strip()):
+        parsed = urllib.parse.urlsplit(part.strip())
+        if parsed.scheme != "sentinel" or not parsed.hostname:
+            raise ConfigError(f"sentinel URL {redact(url)!r}: expected "
+                              "sentinel://host:port;sentinel://host:port;...")
+        nodes.append((parsed.hostname, parsed.port or SENTINEL_PORT))
+        if i == 0:
+            if parsed.password:
+                master["password"] = urllib.parse.unquote(parsed.password)
+            if parsed.username:
+                master["username"] = urllib.parse.unquote(parsed.username)
+            path = parsed.path.strip("/")
+            master["db"] = int(path) if path.isdigit() else 0
+    return nodes, master
+
+
+def client(url: str, sentinel_master: str = "", **kwargs):
+    """A ``redis.Redis`` for ``url``; for a ``sentinel://`` URL, the current master of group
+    ``sentinel_master`` (``kwargs`` -- decode_responses, timeouts -- apply to it)."""
+    import redis
+
+    if not is_sentinel(url):
+        return redis.Redis.from_url(url, **kwargs)
+    if not sentinel_master:
+        raise ConfigError("a sentinel:// Redis URL needs the group's master name "
+                          "(sentinel_master, CUZK_SENTINEL_MASTER)")
+    from redis.sentinel import Sentinel
+
+    nodes, master = sentinel_nodes(url)
+    timeouts = {k: kwargs[k] for k in ("socket_timeout", "socket_connect_timeout") if k in kwargs}
+    sentinel = Sentinel(nodes, sentinel_kwargs=dict(timeouts) or None, **timeouts)
+    return sentinel.master_for(sentinel_master, redis_class=redis.Redis,
+                               **{**master, **kwargs})
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for errors and logs)."""
+    return ";".join(urllib.parse.urlunsplit(_redacted(urllib.parse.urlsplit(p)))
+                    for p in str(url).split(";"))
+
+
+def _redacted(parts):
+    if parts.password is None:
+        return parts
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return parts._replace(netloc=f"{user}:***@{host}")
