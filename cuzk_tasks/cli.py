@@ -139,7 +139,7 @@ def _cmd_submit(args):
                if args.on_done_task else None)
     client = Client(settings=_settings(args))
     job_id = client.submit(args.circuit, parts, priority=args.priority, request_id=args.request_id,
-                           on_done=on_done)
+                           on_done=on_done, deadline_s=args.deadline_s)
     print(job_id)
     if not args.wait:
         return EXIT_OK
@@ -281,6 +281,9 @@ def build_parser():
     p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
     p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
     p.add_argument("--request-id", default=None, help="idempotency key")
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="seconds from now after which the job fails \"deadline exceeded\" "
+                        "(default: the circuit's deadline_s, else none)")
     p.add_argument("--on-done-task", default=None,
                    help="Celery task sent once when the job ends (kwargs job_id, state, proofs|error)")
     p.add_argument("--on-done-queue", default=None, help="the queue --on-done-task is sent to")

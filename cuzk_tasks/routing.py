@@ -14,7 +14,8 @@ called once from tests): partitions routed to a worker whose heartbeat expired
 are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
 unrouted partitions are routed when a device is live; partitions whose stage no live worker
 holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven; workers offline for longer than
-``worker_retire_s`` (and with nothing routed to them) are retired from the registry.
+``worker_retire_s`` (and with nothing routed to them) are retired from the registry; jobs
+past their deadline fail.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ class Sweeper(PeriodicThread):
 
         store = self.ctx.store
         redispatched = routed = 0
+        expired = store.expire_deadlines()
+        for job_id in expired:
+            log.warning("job %s failed: its deadline passed", job_id)
         for dead in store.dead_workers_with_routed():
             for job_id, idx in store.routed_partitions(dead):
                 part = store.get_partition(job_id, idx)
@@ -123,7 +127,7 @@ class Sweeper(PeriodicThread):
                 log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
-                "recovered": recovered}
+                "recovered": recovered, "expired": len(expired)}
 
     def _priority(self, job) -> int:
         priority = job.get("priority")  # 0 is a priority (the first served), not "unset"

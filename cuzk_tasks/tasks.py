@@ -3,7 +3,8 @@
 Names are stable (services without this package call them by name):
 
 * ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id,
-                        on_done ({"task", "queue"}: sent once when the job ends) -> job id
+                        on_done ({"task", "queue"}: sent once when the job ends), deadline_s
+                        (seconds from submit; default the circuit's) -> job id
 * ``cuzk.status``       (cpu queue) kwargs job_id -> the job and its partitions' states (JSON)
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job
@@ -22,10 +23,12 @@ from .wire import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS, TA
 
 
 @shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False)
-def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None):
+def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
+           deadline_s=None):
     """Create a job by name; returns its id (idempotent on request_id)."""
     return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
-                               priority=priority, request_id=request_id, on_done=on_done)
+                               priority=priority, request_id=request_id, on_done=on_done,
+                               deadline_s=deadline_s)
 
 
 @shared_task(name=TASK_STATUS, bind=True, ignore_result=False)

@@ -16,9 +16,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
-import subprocess
-import tempfile
 import time
 
 import pytest
@@ -35,61 +32,13 @@ if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
 
-class AofRedis:
-    """redis-server on a fixed port with an append-only file synced on every write, which
-    the tests kill -9, restart on the same files, pause and resume."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="cuzk-chaos-redis-")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = None
-        self.start()
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout_s=20):
-        import redis
-
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-             "--loglevel", "warning", "--logfile", os.path.join(self.dir, "redis.log")],
-            cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if client.ping():
-                    return
-            except redis.exceptions.ConnectionError:  # BusyLoadingError too: the AOF loads
-                time.sleep(0.05)
-        raise AssertionError(f"redis-server did not answer on {self.port}")
-
-    def kill9(self):
-        self.proc.kill()
-        self.proc.wait(5)
-
-    def pause(self):
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def aof_redis():
-    server = AofRedis()
+    """redis-server with an append-only file synced on every write, which the tests kill -9,
+    restart on the same files, pause and resume."""
+    from cuzk_tasks.local_redis import LocalRedis
+
+    server = LocalRedis(aof=True)
     try:
         yield server
     finally:
@@ -190,9 +139,9 @@ def _run_through(c, fault, n_jobs=3, n_parts=4):
 
 def test_redis_kill9_and_a_restart_on_its_aof(cluster, aof_redis):
     def fault():
-        aof_redis.kill9()
+        aof_redis.kill()
         time.sleep(2)
-        aof_redis.start()
+        aof_redis.restart()
 
     took = _run_through(cluster, fault)
     print(f"redis kill -9 + AOF restart: all jobs done {took:.1f} s after the restart")
@@ -201,9 +150,9 @@ def test_redis_kill9_and_a_restart_on_its_aof(cluster, aof_redis):
 
 def test_redis_paused_longer_than_the_heartbeat_ttl(cluster, aof_redis):
     def fault():
-        aof_redis.pause()
+        aof_redis.proc.send_signal(signal.SIGSTOP)
         time.sleep(2 * HB_TTL)
-        aof_redis.resume()
+        aof_redis.proc.send_signal(signal.SIGCONT)
 
     took = _run_through(cluster, fault)
     print(f"redis SIGSTOP {2 * HB_TTL:.1f} s: all jobs done {took:.1f} s after SIGCONT")

@@ -361,6 +361,26 @@ def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
     _assert_valid(c.client.wait(after, timeout=30), "mulchain", 2)
 
 
+def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
+    """deadline_s at submit (issue 11): past it the job fails "deadline exceeded (...)", the
+    partitions not yet started are never proved, and the workers go on with other jobs."""
+    from cuzk_tasks.errors import JobError
+
+    c = cluster
+    job = c.client.submit("slow_test", [{"input": _input("mulchain")}] * 6, deadline_s=1.5)
+    with pytest.raises(JobError, match=r"deadline exceeded \(1.5 s after submit; 0 of 6"):
+        c.client.wait(job, timeout=30)
+    parts = c.store.list_partitions(job)
+    assert {p["state"] for p in parts} == {"cancelled"}, parts
+    # only what was in prove_start at the deadline (one per device) ever started
+    time.sleep(3)  # the in-flight proves end (2.5 s each) and must not start another
+    started = [p for p in c.store.list_partitions(job) if p.get("t_gpu_start")]
+    assert len(started) <= 2, started
+    assert all(w["state"] != "proving" for w in c.store.live_device_workers())
+    after = c.client.submit("mulchain", [{"input": _input("mulchain")}])
+    _assert_valid(c.client.wait(after, timeout=30), "mulchain", 1)
+
+
 def _delivered_stage(store, job, n, stage):
     """A partition of ``job`` whose ``stage`` message the CPU worker has taken: synthesize
     running (state synthesizing), or finalize popped into kombu's unacked hash."""

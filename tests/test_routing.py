@@ -78,15 +78,15 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0}
     part = store.get_partition(job, 0)
     assert part["state"] == "synth_done" and int(part["attempt"]) == 1
     assert store.unrouted_partitions() == [(job, 0)]
     # a second sweep changes nothing (the attempt guard)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0}
     # dev1 comes up: the partition goes there with the new attempt
     store.heartbeat("h:dev1", 5)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0}
     assert sent(ctx) == [(job, 0, 0, "h:dev0"), (job, 0, 1, "h:dev1")]
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale

@@ -947,3 +947,36 @@ def test_expired_jobs_leave_the_recent_list(store_factory):
     assert store.get_job(job) is None and store.snapshot()["recent_jobs"] == []
     store.cancel_job(new_job(store, n=1, job_id="new"))
     assert store.redis.zrange(store.keys.jobs_recent(), 0, -1) == ["new"]
+
+
+def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
+    """Issue 11: deadline_s at submit.  Past it the job fails "deadline exceeded (...)" at
+    the first stage that looks (here gpu_start), its live partitions are cancelled, and the
+    sweeper's expire_deadlines fails a job that no message reaches any more."""
+    import time
+
+    w = device(store)
+    store.create_job("jd", "c", "k", 5, None, [{"input": "{}"}] * 3, deadline_s=0.4)
+    job = store.get_job("jd")
+    assert job["deadline_s"] == 0.4 and job["deadline_at"] == pytest.approx(job["submitted_at"] + 0.4)
+    to_routed(store, "jd", 0, w)
+    assert store.synth_begin("jd", 1, 0)
+    time.sleep(0.5)
+    started = store.gpu_start(w, "jd", 0, 0, 3)
+    assert not started.ok and started.reason == "deadline"
+    job = store.get_job("jd")
+    assert job["state"] == "failed"
+    assert job["error"] == "deadline exceeded (0.4 s after submit; 0 of 3 partitions done)"
+    assert [p["state"] for p in store.list_partitions("jd")] == ["cancelled"] * 3
+    assert store.get_worker(w)["state"] == "idle"  # nothing started
+    assert not store.synth_end("jd", 1, 0, "/w", 1.0)  # the running synthesize's end is stale
+    # no stage reaches the other job: the sweeper's check fails it, once
+    store.create_job("je", "c", "k", 5, None, [{"input": "{}"}], deadline_s=0.2)
+    store.create_job("jf", "c", "k", 5, None, [{"input": "{}"}], deadline_s=3600)
+    assert store.expire_deadlines() == []
+    time.sleep(0.3)
+    assert store.expire_deadlines() == ["je"]
+    assert store.get_job("je")["error"].startswith("deadline exceeded (0.2 s after submit")
+    assert store.expire_deadlines() == [] and store.get_job("jf")["state"] == "pending"
+    with pytest.raises(StateError, match="deadline_s"):
+        store.create_job("jg", "c", "k", 5, None, [{"input": "{}"}], deadline_s=0)

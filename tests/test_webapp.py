@@ -405,3 +405,15 @@ def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
     assert cursors and all(cur for cur in cursors), cursors  # never a full read (cursor None)
     assert {"name": "cuzk.dev.h.2", "depth": 1} in doc["queues"]
     assert [p["state"] for p in doc["jobs"][0]["partitions"]] == ["synth_done", "synth_done"]
+
+
+def test_a_job_with_a_deadline_shows_the_time_left(store):
+    app = make_app(store)
+    c = app.test_client()
+    store.create_job("jt", "mulchain", "k", 5, None, [{"input": "{}"}], deadline_s=600)
+    doc = status(c)
+    (j,) = [j for j in doc["jobs"] if j["id"] == "jt"]
+    assert j["deadline_s"] == 600 and 599 < j["deadline_at"] - doc["generated_at"] <= 600
+    html = c.get("/").get_data(as_text=True)
+    assert "9m 5" in html and " left</span>" in html  # 9m 59s (or 58s) left
+    assert "deadline" in c.get("/jobs/jt").get_data(as_text=True)

@@ -198,7 +198,8 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
                 "job": {k: job.get(k) for k in ("id", "kind", "circuit", "priority", "state",
                                                 "request_id", "submitted_at", "started_at",
                                                 "finished_at", "n_partitions", "n_done",
-                                                "n_failed", "error")},
+                                                "n_failed", "error", "deadline_s",
+                                                "deadline_at")},
                 "partitions": parts,
                 "result_url": url_for("api_job_result", job_id=job_id) if done else None}
 

@@ -27,7 +27,8 @@ SCHEMA_VERSION = 2
 PART_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "gpu_ms", "finalize_ms",
                "t_synth_start", "t_gpu_start", "t_gpu_end", "t_done", "error")
 JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "submitted_at", "started_at",
-              "finished_at", "n_partitions", "n_done", "n_failed", "error")
+              "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
+              "deadline_at")
 GPU_FIELDS = {"gpu_mem_used_mb": "mem_used_mb", "gpu_mem_total_mb": "mem_total_mb",
               "gpu_util_pct": "util_pct"}
 

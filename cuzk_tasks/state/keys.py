@@ -45,7 +45,8 @@ class Keys:
     def job(self, job_id: str) -> str:
         """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
         submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
-        {"task", "queue"}) and, once sent, on_done_sent_at."""
+        {"task", "queue"}) and, once sent, on_done_sent_at; with a deadline: deadline_s,
+        deadline_at."""
         return f"{self.prefix}:job:{job_id}"
 
     def part(self, job_id: str, idx: int) -> str:
@@ -63,6 +64,10 @@ class Keys:
     def jobs_recent(self) -> str:
         """zset: ids of finished jobs, scored by finish time (trimmed to RECENT_JOBS_KEPT)."""
         return f"{self.prefix}:jobs:recent"
+
+    def jobs_deadlines(self) -> str:
+        """zset: ids of unfinished jobs with a deadline, scored by it (deadline_at)."""
+        return f"{self.prefix}:jobs:deadlines"
 
     def request(self, request_id: str) -> str:
         """string: the job id created for a client request id (idempotency)."""

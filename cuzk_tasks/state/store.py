@@ -38,7 +38,7 @@ SCRIPTS = (
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "snapshot", "claim_host_slot", "retire_workers",
-    "stage_partitions", "recover_stage",
+    "stage_partitions", "recover_stage", "expire_deadlines",
 )
 
 # partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
@@ -51,7 +51,7 @@ SNAPSHOT_PART_FIELDS = (
 _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
                "redispatches", "lost_messages", "partition", "hb_ttl_ms", "pid", "device_faults",
                "verify_faults"}
-_FLOAT_FIELDS = {"since", "last_hb"}
+_FLOAT_FIELDS = {"since", "last_hb", "deadline_s"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding"}
 
@@ -342,7 +342,7 @@ class StateStore:
     # --- jobs ----------------------------------------------------------------------
 
     def create_job(self, job_id, circuit, kind, priority, request_id, partitions,
-                   messages=(), on_done=None) -> tuple[str, bool]:
+                   messages=(), on_done=None, deadline_s=None) -> tuple[str, bool]:
         """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
 
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
@@ -354,8 +354,15 @@ class StateStore:
         the job, ``message`` a :class:`cuzk_tasks.wire.KwargsLateMessage` that the step ending
         the job (done, failed, cancelled) pushes once, with kwargs ``job_id``, ``state`` and
         ``proofs`` (done: the stored result's list) or ``error``.
+        ``deadline_s``: seconds from now (Redis time) after which the job fails "deadline
+        exceeded (...)" (``deadline_at`` on the job; every stage's begin and the sweeper's
+        :meth:`expire_deadlines` check it); None = none.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
+        if deadline_s is not None and (isinstance(deadline_s, bool)
+                                       or not isinstance(deadline_s, (int, float))
+                                       or not deadline_s > 0):
+            raise StateError(f"deadline_s must be seconds > 0 or None, got {deadline_s!r}")
         if not partitions:
             raise StateError("a job needs at least one partition")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
@@ -375,9 +382,17 @@ class StateStore:
         if on_done is not None:
             spec, late = on_done
             args += [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late.to_json()]
+        else:
+            args += ["", ""]
+        args.append("" if deadline_s is None else repr(float(deadline_s)))
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         got, created = self._run("create_job", [self.keys.job(job_id), request_key], args)
         return got, bool(created)
+
+    def expire_deadlines(self) -> list[str]:
+        """Fail every live job past its deadline ("deadline exceeded (...)"), its live
+        partitions cancelled; returns their ids."""
+        return sorted(_list(self._run("expire_deadlines", [self.keys.jobs_deadlines()], [])))
 
     def get_job(self, job_id) -> dict | None:
         fields = self.redis.hgetall(self.keys.job(job_id))

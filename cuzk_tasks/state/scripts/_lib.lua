@@ -22,6 +22,7 @@ function K.job(j) return P .. ':job:' .. j end
 function K.part(j, i) return P .. ':part:' .. j .. ':' .. i end
 function K.jobs_active() return P .. ':jobs:active' end
 function K.jobs_recent() return P .. ':jobs:recent' end
+function K.jobs_deadlines() return P .. ':jobs:deadlines' end
 function K.request(r) return P .. ':request:' .. r end
 function K.result(j) return P .. ':result:' .. j end
 function K.workers() return P .. ':workers' end
@@ -191,6 +192,7 @@ local function finish_job(job, state, err, proofs)
   redis.call('HSET', jkey, 'state', state, 'finished_at', NOW_S)
   if not blank(err) then redis.call('HSET', jkey, 'error', err) end
   redis.call('ZREM', K.jobs_active(), job)
+  redis.call('ZREM', K.jobs_deadlines(), job)
   redis.call('ZADD', K.jobs_recent(), NOW_S, job)
   if RECENT_KEPT and RECENT_KEPT > 0 then
     redis.call('ZREMRANGEBYRANK', K.jobs_recent(), 0, -(RECENT_KEPT + 1))
@@ -217,6 +219,23 @@ local function terminate_partitions(job, except_idx, state, err)
       end
     end
   end
+end
+
+-- A live job past its deadline fails now, its live partitions cancelled (workers untouched:
+-- a run in flight ends itself, and its end finds the partition cancelled).  THE deadline
+-- check: every stage's begin (synth_begin, gpu_start), finalize_end and the sweeper
+-- (expire_deadlines) call it.  Returns true when the job is (now) past its deadline.
+local function deadline_passed(job)
+  local j = redis.call('HMGET', K.job(job), 'state', 'deadline_at', 'deadline_s', 'n_done',
+    'n_partitions')
+  if blank(j[2]) or NOW <= tonumber(j[2]) then return false end
+  if j[1] and JOB_LIVE[j[1]] then
+    local err = string.format('deadline exceeded (%s s after submit; %s of %s partitions done)',
+      j[3] or '?', j[4] or '0', j[5] or '?')
+    finish_job(job, 'failed', err)
+    terminate_partitions(job, -1, 'cancelled', 'job failed: ' .. err)
+  end
+  return true
 end
 
 -- fail one live partition and (first failure) its job; `token` = the ending run's token,

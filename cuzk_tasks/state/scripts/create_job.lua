@@ -5,7 +5,8 @@
 -- number of messages and per message 2 args: broker list key, payload (wire.py), pushed
 -- only when the job is created -- the job and its first tasks appear together; then the
 -- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.KwargsLateMessage
--- as JSON, kept under K.on_done(job) until the job ends: send_on_done).
+-- as JSON, kept under K.on_done(job) until the job ends: send_on_done); then the deadline in
+-- seconds from now ('' = none): deadline_s and deadline_at on the job, K.jobs_deadlines().
 -- Partition keys are built from the prefix.  Returns {job_id, created 0|1}.
 local job, circuit, kind, prio, req, n = A(1), A(2), A(3), A(4), A(5), tonumber(A(6))
 if req ~= '' then
@@ -32,6 +33,12 @@ local ondone = mbase + 2 * tonumber(A(mbase + 1) or '0') + 2
 if not blank(A(ondone)) then
   redis.call('HSET', KEYS[1], 'on_done', A(ondone))
   redis.call('SET', K.on_done(job), A(ondone + 1))
+end
+local deadline_s = tonumber(A(ondone + 2) or '')
+if deadline_s and deadline_s > 0 then
+  local at = NOW + deadline_s
+  redis.call('HSET', KEYS[1], 'deadline_s', A(ondone + 2), 'deadline_at', string.format('%.6f', at))
+  redis.call('ZADD', K.jobs_deadlines(), string.format('%.6f', at), job)
 end
 redis.call('ZADD', K.jobs_active(), NOW_S, job)
 emit('job_created', 'job', job, 'circuit', circuit, 'kind', kind, 'n_partitions', n)

@@ -12,6 +12,7 @@ local job, idx, attempt = A(1), A(2), A(3)
 local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
 if not j[1] then return {0, 0, 'unknown'} end
 if j[1] ~= 'running' then return {0, 0, 'job_' .. j[1]} end
+if deadline_passed(job) then return {0, 0, 'deadline'} end  -- a late proof is worthless
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'token')
 if not p[1] then return {0, 0, 'unknown'} end
 if tonumber(p[2]) ~= tonumber(attempt) or (p[1] ~= 'finalizing' and p[1] ~= 'gpu') then

@@ -12,6 +12,7 @@ if not js then return {0, '', 'unknown', 0} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'deliveries', 'token')
 if not p[1] then return {0, '', 'unknown', 0} end
 if js ~= 'running' then return {0, '', 'job_' .. js, tonumber(p[4]) or 0} end
+if deadline_passed(job) then return {0, '', 'deadline', tonumber(p[4]) or 0} end
 if tonumber(p[2]) ~= tonumber(attempt) or p[3] ~= worker
     or (p[1] ~= 'synth_done' and p[1] ~= 'gpu') then
   return {0, '', 'stale', tonumber(p[4]) or 0}

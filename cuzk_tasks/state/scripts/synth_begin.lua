@@ -1,4 +1,5 @@
--- synth_begin: partition pending -> synthesizing (job pending -> running).
+-- synth_begin: partition pending -> synthesizing (job pending -> running).  A job past its
+-- deadline fails instead (reason 'deadline').
 -- A redelivered synthesize (state already synthesizing, same attempt) is accepted and
 -- changes nothing: synthesis is idempotent (it rewrites the same spool file).
 -- KEYS[1] job hash, KEYS[2] partition hash.  A(1) job, A(2) idx, A(3) attempt.
@@ -7,6 +8,7 @@
 local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, 'unknown'} end
 if not JOB_LIVE[js] then return {0, 'job_' .. js} end
+if deadline_passed(A(1)) then return {0, 'deadline'} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'input', 'input_ref', 'witness_ref')
 if not p[1] then return {0, 'unknown'} end
 if tonumber(p[2]) ~= tonumber(A(3)) then return {0, 'stale'} end
