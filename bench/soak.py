@@ -14,8 +14,9 @@ and Poseidon fixtures at a steady rate; every K seconds the chaos thread kill -9
 * p50 / p99 job latency (submit -> done, as the submitter saw it);
 * each role's RSS (its whole process group) once warmed up after its last (re)start and
   at the end, with the growth;
-* Redis ``used_memory`` after the warm-up and at the end, with a short retention
-  (``--retention-s``) so that finished jobs expire during the run.
+* Redis ``used_memory`` once warmed up (``--steady-s``: finished jobs expire as fast as
+  they come) and at the end, with a short retention (``--retention-s``) so that finished
+  jobs expire during the run.
 
 Baseline in the same run: the same jobs' latency in the first, chaos-free minute
 (``--calm-s``), so the cost of the faults shows as a ratio.
@@ -127,8 +128,13 @@ def main(argv=None):
     ap.add_argument("--calm-s", type=float, default=60.0, help="chaos-free warm-up (baseline)")
     ap.add_argument("--retention-s", type=int, default=120, help="job retention during the run")
     ap.add_argument("--grace-s", type=float, default=180.0)
+    ap.add_argument("--steady-s", type=float, default=None,
+                    help="when Redis's used_memory counts as warmed up (default: calm + "
+                         "retention + 120 s, once finished jobs expire as fast as they come)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.steady_s is None:
+        args.steady_s = args.calm_s + args.retention_s + 120
     if shutil.which("redis-server") is None:
         raise SystemExit("needs redis-server (apt-get install redis-server)")
     from cuzk_tasks.client import Client
@@ -195,9 +201,16 @@ def main(argv=None):
                 except Exception:  # noqa: BLE001 - Redis is down: look again later
                     break
                 if state and state["state"] in ("done", "failed", "cancelled"):
+                    proofs = None
+                    if state["state"] == "done":  # read now: the retention expires it later
+                        try:
+                            result = store.get_result(job) or store.collect_result(job)
+                            proofs = len(result["proofs"])
+                        except Exception:  # noqa: BLE001 - Redis is down: look again later
+                            break
                     with lock:
                         jobs[job].update(done_at=time.monotonic(), state=state["state"],
-                                         error=state.get("error"))
+                                         error=state.get("error"), proofs=proofs)
             try:
                 memory.sample(roles)
             except Exception:  # noqa: BLE001
@@ -231,7 +244,7 @@ def main(argv=None):
     try:
         while time.monotonic() < t_end:
             time.sleep(5)
-            if used_warm is None and time.monotonic() - t_start >= args.calm_s:
+            if used_warm is None and time.monotonic() - t_start >= args.steady_s:
                 used_warm = retrying(lambda: int(store.redis.info("memory")["used_memory"]))
             with lock:
                 done = sum(1 for r in jobs.values() if r["done_at"] is not None)
@@ -249,11 +262,6 @@ def main(argv=None):
         rss_end = {name: group_rss_mib(role.pid) for name, role in roles.items()}
         used_end = retrying(lambda: int(store.redis.info("memory")["used_memory"]))
         counters = retrying(lambda: store.snapshot()["counters"])
-        results = {}
-        for job, rec in jobs.items():
-            if rec["state"] == "done":
-                result = retrying(store.get_result, job) or retrying(store.collect_result, job)
-                results[job] = len(result["proofs"]) if result else None
     finally:
         stop.set()
         for role in roles.values():
@@ -265,7 +273,7 @@ def main(argv=None):
     lost = [j for j, r in jobs.items() if r["done_at"] is None]
     completed_partitions = sum(v for k, v in counters.items() if k.startswith("completed:"))
     expected_partitions = sum(r["n"] for r in done.values())
-    bad_results = [j for j, n in results.items() if n != jobs[j]["n"]]
+    bad_results = [j for j, r in done.items() if r.get("proofs") != r["n"]]
     latency = [r["done_at"] - r["submitted"] for r in done.values()]
     calm = [r["done_at"] - r["submitted"] for r in done.values()
             if r["submitted"] - t_start < args.calm_s]
@@ -293,7 +301,7 @@ def main(argv=None):
               f"({growth:+.1f} % over {time.monotonic() - warm[1]:.0f} s since warm-up; "
               f"{roles[name].starts} starts)")
     if used_warm:
-        print(f"Redis used_memory: {used_warm / 2**20:.1f} MiB after warm-up -> "
+        print(f"Redis used_memory: {used_warm / 2**20:.1f} MiB at {args.steady_s:g} s -> "
               f"{used_end / 2**20:.1f} MiB at the end ({(used_end - used_warm) / used_warm * 100:+.1f} %)")
     print(f"logs: {workdir}")
     return 0 if not lost and completed_partitions == expected_partitions and not bad_results else 1
