@@ -43,7 +43,7 @@ def make_app(settings):
     import redis
 
     from cuzk_tasks.celery_app import create_app
-    from cuzk_tasks.pipeline import busy_wait
+    from busywait import busy_wait  # bench/busywait.py (this script's directory)
 
     app = create_app(settings)
     state = {}

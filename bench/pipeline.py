@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark the orchestration itself: real Celery workers and a real Redis, no proving.
 
-The prover is replaced by a calibrated busy-wait (the BENCH ONLY instrument
-CUZK_BENCH_BUSYWAIT, see cuzk_tasks/defaults.py): T ms of "GPU" time in
-prove_start and F ms of finalize time.  Two modes run in the same invocation:
+The prover is replaced by a calibrated busy-wait (bench/busywait.py, selected with
+CUZK_PROVER and configured by CUZK_BENCH_BUSYWAIT): T ms of "GPU" time in prove_start and
+F ms of finalize time.  Two modes run in the same invocation:
 
 * split:      prove_start on the device queue, whose gpu_end queues finalize onto the CPU queue
               (the product's design: the device takes its next partition at once);
-* monolithic: the F ms run inside the device task (the design cuzk moved away from).
+* monolithic: the F ms run inside the device task (the design cuzk moved away from); its
+              finalize then has nothing left to do.
 
 A third row is the baseline: ``bench/celery_floor.py`` sends three bare tasks down the
 same path (cpu -> device -> cpu queue, same worker configuration, same T and F busy-waits,
@@ -64,7 +65,9 @@ def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic, gp
         "heartbeat_interval_s = 1.0\nheartbeat_ttl_s = 5.0\n\n"
         f'[circuits.mulchain]\nkind = "bench-busywait"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
         f'wasm = "{FIXTURE / "circuit.wasm"}"\n')
-    env = dict(os.environ, CUZK_CONFIG=str(config),
+    env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_PROVER="busywait:BusyWaitProver",
+               PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench"),
+                                           os.environ.get("PYTHONPATH", "")]),
                CUZK_BENCH_BUSYWAIT=f"{gpu_ms},{finalize_ms}{',monolithic' if monolithic else ''}"
                                    f"{',sleep' if gpu_wait == 'sleep' else ''}")
     for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):

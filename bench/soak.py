@@ -132,6 +132,9 @@ def main(argv=None):
                     help="when Redis's used_memory counts as warmed up (default: calm + "
                          "retention + 120 s, once finished jobs expire as fast as they come)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--victims", default="dev0,dev1,cpu,redis",
+                    help="what the chaos thread may kill (comma-separated); e.g. redis alone "
+                         "leaves the workers up for the whole run, to watch their RSS")
     args = ap.parse_args(argv)
     if args.steady_s is None:
         args.steady_s = args.calm_s + args.retention_s + 120
@@ -143,6 +146,9 @@ def main(argv=None):
     from cuzk_tasks.local_redis import LocalRedis
 
     rng = random.Random(args.seed)
+    victims = [v.strip() for v in args.victims.split(",") if v.strip()]
+    if not victims or set(victims) - {"dev0", "dev1", "cpu", "redis"}:
+        raise SystemExit(f"--victims: expected some of dev0,dev1,cpu,redis, got {args.victims!r}")
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-soak-"))
     redis_server = LocalRedis(aof=True)
     config = workdir / "cuzk.toml"
@@ -223,7 +229,7 @@ def main(argv=None):
             if time.monotonic() < next_fault:
                 time.sleep(0.2)
                 continue
-            victim = rng.choice(["dev0", "dev1", "cpu", "redis"])
+            victim = rng.choice(victims)
             faults.append((round(time.monotonic() - t_start, 1), victim))
             print(f"[{time.monotonic() - t_start:7.1f} s] kill -9 {victim}", flush=True)
             if victim == "redis":

@@ -83,7 +83,7 @@ class Settings:
     max_memory_per_child_mb: float = defaults.MAX_MEMORY_PER_CHILD_MB
     default_priority: int = defaults.DEFAULT_PRIORITY
     #: TEST/BENCH ONLY: sleep in finalize before storing (see defaults.FINALIZE_DELAY_MS).
-    finalize_delay_ms: int = defaults.FINALIZE_DELAY_MS
+    prover: str = defaults.PROVER
     circuits: dict = field(default_factory=dict)
     source: str = "<defaults>"
 
@@ -159,8 +159,8 @@ class Settings:
         if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
             bad("host_slot", "expected a host-name group of letters, digits, '.', '_' or '-' "
                 f"(at most 63), got {self.host_slot!r}")
-        if self.finalize_delay_ms < 0:
-            bad("test_finalize_delay_ms", "must be >= 0")
+        if self.prover != "groth16" and not re.fullmatch(r"[\w.]+:\w+", self.prover):
+            bad("prover", f"expected 'groth16' or 'module:Class', got {self.prover!r}")
         for root in self.allowed_input_roots:
             if not root or not os.path.isabs(root):
                 bad("allowed_input_roots", f"expected absolute directory paths, got {root!r}")
@@ -227,7 +227,7 @@ _FIELDS = [
     ("cpu_concurrency", "CUZK_CPU_CONCURRENCY", "cpu_concurrency", int),
     ("max_memory_per_child_mb", "CUZK_MAX_MEMORY_PER_CHILD_MB", "max_memory_per_child_mb", float),
     ("default_priority", "CUZK_DEFAULT_PRIORITY", "default_priority", int),
-    ("finalize_delay_ms", "CUZK_TEST_FINALIZE_DELAY_MS", "test_finalize_delay_ms", int),
+    ("prover", "CUZK_PROVER", "prover", str),
 ]
 _TOML_KEYS = {toml_key for _, _, toml_key, _ in _FIELDS} | {"circuits"}
 

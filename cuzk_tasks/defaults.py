@@ -193,22 +193,11 @@ DEFAULT_PRIORITY = 5
 """Job priority when neither the request nor the circuit gives one: 0 (first) .. 9 (last) (env
 ``CUZK_DEFAULT_PRIORITY``, toml ``default_priority``)."""
 
-FINALIZE_DELAY_MS = 0
-"""TEST/BENCH ONLY (env ``CUZK_TEST_FINALIZE_DELAY_MS``, toml ``test_finalize_delay_ms``): sleep this
-many ms in finalize before storing the proof, to make finalizers overlap the next prove_start.
-Never set it in production."""
-
-WORKER_PROCESS_ENV = ("CUZK_WORKER_ID", "CUZK_WORKER_ROLE", "CUZK_WORKER_BACKEND", "CUZK_DEVICE")
-"""INTERNAL, no default: ``cuzk-tasks worker`` sets these for its pool processes (worker id, role
-``device``/``cpu``, compute backend, device ordinal).  Never set them yourself."""
-
-TEST_PROVE_DELAY_ENV = "CUZK_TEST_PROVE_DELAY_MS"
-"""TEST ONLY: name of the env var that makes prove_start sleep after gpu_start: ``"250"`` (ms, every
-circuit) or ``"slow=4000,mulchain=200"`` (ms per circuit name)."""
-
-TEST_POISON_CIRCUIT_ENV = "CUZK_TEST_POISON_CIRCUIT"
-"""TEST ONLY: name of the env var naming a circuit whose prove_start kills its worker process
-(os._exit) every time, to exercise the poison-pill path."""
+PROVER = "groth16"
+"""What computes prove_start and finalize (env ``CUZK_PROVER``, toml ``prover``): ``groth16``
+(the product, cuzk_tasks/provers.py) or ``module:Class`` importable in the workers -- how the
+tests (``tests/instruments.py``: delays, a poison pill) and the pipeline benchmark
+(``bench/busywait.py``) swap it.  Set it alike on every worker."""
 
 # --- state store (cuzk_tasks.state) ----------------------------------------
 # The store also uses PREFIX, RESULT_TTL_S, JOB_RETENTION_S and MAX_DELIVERIES above.
@@ -230,12 +219,6 @@ COMPLETIONS_KEPT_S = 3600
 
 THROUGHPUT_WINDOWS_S = (60, 300, 900)
 """Throughput windows reported by ``snapshot()``, in seconds."""
-
-BENCH_BUSYWAIT_ENV = "CUZK_BENCH_BUSYWAIT"
-"""BENCH ONLY (bench/pipeline.py): ``"T_MS,F_MS[,monolithic]"`` replaces the prover with a
-calibrated busy-wait of T ms in prove_start and F ms in finalize (no proof is made), so the
-benchmark measures the orchestration alone.  ``monolithic`` runs the F ms inside the device task
-instead of the chained CPU finalizer, for comparison.  Never set in production."""
 
 # --- web status page (webapp/, ``cuzk-tasks web``) ---------------------------
 # Environment only.  Redis URL and prefix are the service's (CUZK_STATE_URL / CUZK_REDIS_URL,

@@ -5,7 +5,7 @@ The routing decision is made inside the state store, atomically with recording i
 the size of its ``routed`` set -- then one whose resident set already holds the circuit,
 then the smallest id).  ``synth_end`` routes the partition it completes; the ``route``
 transition routes one that waited.  Either pushes the partition's prove_start message
-(:func:`prove_start_message`) onto the chosen device's queue in the same step;
+(``ctx.messages.prove_start``, cuzk_tasks/messages.py) onto the chosen device's queue in the same step;
 prove_start later queues finalize (cpu queue) the same way, from ``gpu_end``.  With no
 live device the partition stays in the ``unrouted`` set.
 
@@ -28,29 +28,6 @@ from .periodic import PeriodicThread
 log = logging.getLogger("cuzk_tasks.routing")
 
 
-def synthesize_message(ctx, job_id, idx, circuit, priority, attempt=0):
-    """A partition's synthesize task (cpu queue) for ``attempt``; circuit and priority ride
-    in the message, so synthesize needs no job read."""
-    kwargs = {"circuit": circuit, "priority": priority}
-    if attempt:  # a recovery's; submit's attempt 0 is the task's default
-        kwargs["attempt"] = attempt
-    return wire.task_message(wire.TASK_SYNTHESIZE, (job_id, idx), kwargs,
-                             queue=ctx.settings.cpu_queue, priority=priority,
-                             time_limits=ctx.time_limits)
-
-
-def prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
-    """The partition's prove_start task, for whichever device queue routing picks.
-
-    prove_start is told (``finalize_queue``) to queue finalize (cpu queue, same priority)
-    itself once gpu_end has advanced the partition: one plain message instead of a Celery
-    canvas chain (docs/architecture.md, "Celery settings and why")."""
-    return wire.task_message_any_queue(
-        wire.TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
-        {"finalize_queue": ctx.settings.cpu_queue, "priority": priority}, priority=priority,
-        time_limits=ctx.time_limits)
-
-
 def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
     """Log a routing outcome and, when the transition could not push ``message`` itself
     (the broker is another Redis), publish it to the chosen queue.  True when routed."""
@@ -69,7 +46,7 @@ def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
 def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
     """Route one synth_done partition to the best live device; True when it was routed
     and its prove_start queued."""
-    message = prove_start_message(ctx, job_id, idx, attempt, circuit, witness_ref, priority)
+    message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
     routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=ctx.outbox(message))
     return after_route(ctx, job_id, idx, attempt, routed, message)
 
@@ -186,8 +163,8 @@ class Sweeper(PeriodicThread):
             message = None
             if state in ("pending", "synthesizing"):
                 job = store.get_job(job_id) or {}
-                message = synthesize_message(self.ctx, job_id, idx, job.get("circuit"),
-                                             self._priority(job), attempt=attempt + 1)
+                message = self.ctx.messages.synthesize(job_id, idx, job.get("circuit"),
+                                                       self._priority(job), attempt=attempt + 1)
             if store.recover_stage(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
                 recovered += 1
                 suspects.pop(key)

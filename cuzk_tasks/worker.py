@@ -7,7 +7,8 @@ compute backend (CUDA context) is created in the pool child
 partition takes its context with it and the parent forks a clean one.  The
 parent runs the heartbeat thread: ``register_worker`` once, then
 ``heartbeat(ttl)`` every interval; on shutdown it marks the worker offline.
-The worker id (``<host>:dev<N>``) reaches the child through ``CUZK_WORKER_ID``.
+The worker's identity (id ``<host>:dev<N>``, role, backend) is set on the Celery app
+(``app.cuzk_identity``) before the pool forks, so each pool process's context has it.
 While the pool process proves, the parent already hands it the next prove_start
 of the queue (``DEVICE_WORKER_TUNING``), so partitions follow each other without
 the parent's broker round trips in between.
@@ -183,7 +184,7 @@ def _init_child(app):
     def _on_child(**_kwargs):
         dump_stacks_on(STACK_DUMP_SIGNAL)
         ctx = pipeline.context(app)
-        if os.environ.get("CUZK_WORKER_ROLE") == "device":
+        if ctx.identity.role == "device":
             backend = ctx.backend  # CUDA (or the CPU core) initialised here, in the child
             log.info("device worker %s: backend %s ready in pool process %d", ctx.worker_id,
                      getattr(backend, "name", backend), os.getpid())
@@ -249,6 +250,7 @@ def claim_host_name(settings: Settings, store):
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     from .celery_app import create_app
+    from .pipeline import WorkerIdentity
     from .state import WorkerRole
 
     store = _open_store(settings)
@@ -256,15 +258,12 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     host = settings.hostname
     worker_id = settings.device_worker_id(device)
     queue = settings.device_queue(device)
-    os.environ["CUZK_WORKER_ID"] = worker_id
-    os.environ["CUZK_WORKER_ROLE"] = "device"
-    os.environ["CUZK_WORKER_BACKEND"] = backend
-    os.environ["CUZK_DEVICE"] = str(device)
     if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     dump_stacks_on(STACK_DUMP_SIGNAL)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
+    app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
@@ -287,6 +286,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                    sweeper: bool = True):
     from . import pipeline
     from .celery_app import create_app
+    from .pipeline import WorkerIdentity
     from .routing import Sweeper
     from .state import WorkerRole
 
@@ -294,13 +294,11 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.cpu_worker_id()
-    os.environ["CUZK_WORKER_ID"] = worker_id
-    os.environ["CUZK_WORKER_ROLE"] = "cpu"
-    os.environ.setdefault("CUZK_WORKER_BACKEND", "cpu")
     concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
     dump_stacks_on(STACK_DUMP_SIGNAL)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
+    app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
                           holding_fn=held_stages)

@@ -20,6 +20,7 @@ import tempfile
 import time
 import urllib.request
 
+import instruments
 import pytest
 from processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
 
@@ -72,7 +73,7 @@ def stack(tmp_path_factory):
         "CUZK_CONFIG": str(_config(base)), "CUZK_REDIS_URL": server.url, "CUZK_PREFIX": "br",
         "CUZK_HOSTNAME": HOST, "CUZK_HEARTBEAT_INTERVAL_S": "0.25", "CUZK_HEARTBEAT_TTL_S": "1.5",
         "CUZK_SPOOL_DIR": str(base / "spool"), "CUZK_THREADS": "1",
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENTS below
         # TEST INSTRUMENTS: slow enough that a person (and the browser) sees every phase
         "CUZK_TEST_PROVE_DELAY_MS": "900", "CUZK_TEST_FINALIZE_DELAY_MS": "300",
         "CUZK_WEB_BIND": f"127.0.0.1:{port}", "CUZK_WEB_WORKERS": "1",

@@ -18,6 +18,7 @@ import shutil
 import signal
 import time
 
+import instruments
 import pytest
 from processes import Cluster, SnapshotPoller, write_circuits_toml
 
@@ -61,7 +62,7 @@ def cluster(aof_redis, tmp_path_factory):
         "CUZK_HEARTBEAT_TTL_S": str(HB_TTL),
         "CUZK_SPOOL_DIR": str(base / "spool"),
         "CUZK_THREADS": "1",
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENTS below
         # TEST INSTRUMENTS: keep partitions in prove_start and finalize across the fault
         "CUZK_TEST_PROVE_DELAY_MS": "300",
         "CUZK_TEST_FINALIZE_DELAY_MS": "200",

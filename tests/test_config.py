@@ -20,7 +20,7 @@ def test_defaults_and_derived_urls():
     assert s.broker_url == s.result_backend == s.state_url == s.redis_url
     assert s.cpu_queue == "cuzk.cpu"
     assert s.time_limit_s < s.visibility_timeout_s
-    assert s.finalize_delay_ms == 0
+    assert s.prover == "groth16"
 
 
 def test_env_overrides_and_separate_urls():
@@ -157,3 +157,35 @@ def test_a_sentinel_broker_uses_the_sentinel_transport_with_the_master_name():
     transport = app.connection_for_write().transport
     assert isinstance(transport, broker.SentinelTransport)
     assert issubclass(transport.Channel, broker.Channel)  # the reconnect fixes apply
+
+
+def test_the_prover_is_a_setting_and_a_bad_one_says_what_it_expects():
+    """prove_start and finalize have one path: tests and benchmarks swap the whole prover
+    (CUZK_PROVER=module:Class), the product's is groth16."""
+    from cuzk_tasks.pipeline import Context
+    from cuzk_tasks.provers import Groth16Prover
+
+    assert isinstance(Context(None, load_settings(env={})).prover, Groth16Prover)
+    with pytest.raises(ConfigError, match="prover"):
+        load_settings(env={"CUZK_PROVER": "not a class"})
+    ctx = Context(None, load_settings(env={"CUZK_PROVER": "no_such_module:Prover"}))
+    with pytest.raises(ConfigError, match="cannot load 'no_such_module:Prover'"):
+        ctx.prover  # noqa: B018
+    from instruments import InstrumentedProver
+
+    ctx = Context(None, load_settings(env={"CUZK_PROVER": "instruments:InstrumentedProver"}))
+    assert isinstance(ctx.prover, InstrumentedProver)
+
+
+def test_a_worker_identity_reaches_its_pool_processes_through_the_app():
+    """Not through os.environ: cuzk-tasks worker sets it on the Celery app before the fork."""
+    import os
+
+    from cuzk_tasks import pipeline
+    from cuzk_tasks.celery_app import create_app
+
+    app = create_app(load_settings(env={}))
+    app.cuzk_identity = pipeline.WorkerIdentity("h:dev3", "device", "cpu")
+    ctx = pipeline.context(app)
+    assert (ctx.worker_id, ctx.identity.role, ctx.backend_name) == ("h:dev3", "device", "cpu")
+    assert "CUZK_WORKER_ID" not in os.environ

@@ -21,6 +21,7 @@ import sys
 import sysconfig
 import time
 
+import instruments
 import pytest
 from processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
 
@@ -118,7 +119,7 @@ def service(tmp_path_factory):
                CUZK_SPOOL_DIR=str(base / "spool"), CUZK_THREADS="1",
                CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
                CUZK_TEST_PROVE_DELAY_MS="slow_test=5000", CUZK_ALLOWED_INPUT_ROOTS=str(FIX),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               **instruments.env(os.environ.get("PYTHONPATH", "")))
     side = base / "side_app.py"
     side.write_text(SIDE_APP)
     received = base / "received.jsonl"

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+import instruments
 import pytest
 from processes import Cluster, SnapshotPoller, dump_stacks, write_circuits_toml
 
@@ -79,7 +80,7 @@ def cluster(e2e_redis, tmp_path_factory):
         "CUZK_ALLOWED_INPUT_ROOTS": str(FIX),  # the tests' input_ref / witness_ref fixtures
         "CUZK_RESULTS_DIR": str(base / "results"),
         "CUZK_THREADS": "1",
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENTS below
         # TEST INSTRUMENTS
         "CUZK_TEST_FINALIZE_DELAY_MS": "200",
         "CUZK_TEST_PROVE_DELAY_MS": "slow_test=2500,300",

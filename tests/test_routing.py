@@ -11,15 +11,17 @@ import pytest
 
 from cuzk_tasks import routing, wire
 from cuzk_tasks.config import load_settings
-from cuzk_tasks.pipeline import Context, prove_delay_instrument_ms
+from cuzk_tasks.pipeline import Context
 
 
 def test_prove_delay_instrument_parsing():
-    assert prove_delay_instrument_ms(None, "x") == 0
-    assert prove_delay_instrument_ms("250", "x") == 250
-    assert prove_delay_instrument_ms("slow=4000,100", "slow") == 4000
-    assert prove_delay_instrument_ms("slow=4000,100", "other") == 100
-    assert prove_delay_instrument_ms("slow=4000", "other") == 0
+    from instruments import prove_delay_ms
+
+    assert prove_delay_ms(None, "x") == 0
+    assert prove_delay_ms("250", "x") == 250
+    assert prove_delay_ms("slow=4000,100", "slow") == 4000
+    assert prove_delay_ms("slow=4000,100", "other") == 100
+    assert prove_delay_ms("slow=4000", "other") == 0
 
 
 @pytest.fixture
@@ -133,14 +135,14 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     store = ctx.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
-    message = routing.prove_start_message(ctx, job, 0, 0, "c", "/w0", 3)
+    message = ctx.messages.prove_start(job, 0, 0, "c", "/w0", 3)
     assert store.synth_begin(job, 0, 0)
     end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
     assert end.routed.reason == "no_live_device" and store.unrouted_partitions() == [(job, 0)]
     queue = _register(ctx, "h:dev0", 0)
     assert store.synth_begin(job, 1, 0)
-    message = routing.prove_start_message(ctx, job, 1, 0, "c", "/w1", 3)
+    message = ctx.messages.prove_start(job, 1, 0, "c", "/w1", 3)
     end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
     # on the list of priority step 3, exactly what wire.fill_queue would have built
@@ -191,7 +193,7 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 3)  # queues nothing
     # partition 0's message is stranded in kombu's unacked hash (its worker died): no lease
-    stranded = routing.synthesize_message(lossy, job, 0, "c", 4)
+    stranded = lossy.messages.synthesize(job, 0, "c", 4)
     store.redis.hset(wire.UNACKED_KEY, "tag-" + job,
                      json.dumps([json.loads(stranded.payload), "", lossy.settings.cpu_queue]))
     # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
@@ -221,7 +223,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
     assert store.synth_begin(job, 0, 0)  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
-    backlog = routing.synthesize_message(lossy, "other-job", 0, "c", 4)
+    backlog = lossy.messages.synthesize("other-job", 0, "c", 4)
     store.redis.lpush(backlog.list_key, backlog.payload)  # the queue is busy: irrelevant here
     sweeper = routing.Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
@@ -300,7 +302,7 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
-    other = routing.synthesize_message(lossy, "other-job", 0, "c", 4)  # the backlog moves
+    other = lossy.messages.synthesize("other-job", 0, "c", 4)  # the backlog moves
     store.redis.lpush(other.list_key, other.payload)
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
@@ -325,9 +327,9 @@ def test_sightings_across_a_gap_in_the_sweeps_do_not_count(lossy):
 
 
 def test_stage_messages_name_their_partition_attempt(lossy):
-    synth = routing.synthesize_message(lossy, "j", 3, "c", 4)
-    again = routing.synthesize_message(lossy, "j", 3, "c", 4, attempt=2)
-    prove = wire.fill_queue(routing.prove_start_message(lossy, "j", 4, 2, "c", "/w", 4), "q")
+    synth = lossy.messages.synthesize("j", 3, "c", 4)
+    again = lossy.messages.synthesize("j", 3, "c", 4, attempt=2)
+    prove = wire.fill_queue(lossy.messages.prove_start("j", 4, 2, "c", "/w", 4), "q")
     assert wire.message_partition(synth.payload) == ("cuzk.synthesize", "j", 3, 0)
     assert wire.message_partition(again.payload) == ("cuzk.synthesize", "j", 3, 2)
     assert wire.message_partition(prove.payload) == ("cuzk.prove_start", "j", 4, 2)

@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 
+import instruments
 import pytest
 from processes import Cluster, SnapshotPoller, start_logged, stop_process_group, write_circuits_toml
 
@@ -135,7 +136,7 @@ def test_a_sentinel_failover_mid_run_loses_no_job(group, tmp_path):
         "CUZK_REDIS_URL": group.url, "CUZK_SENTINEL_MASTER": MASTER, "CUZK_PREFIX": "sent",
         "CUZK_HOSTNAME": HOST, "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL),
         "CUZK_HEARTBEAT_TTL_S": str(HB_TTL), "CUZK_SPOOL_DIR": str(tmp_path / "spool"),
-        "CUZK_THREADS": "1", "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        "CUZK_THREADS": "1", **instruments.env(env.get("PYTHONPATH", "")),
         "CUZK_WEB_BIND": f"127.0.0.1:{web_port}", "CUZK_WEB_WORKERS": "1",
         # TEST INSTRUMENTS: keep partitions in prove_start and finalize across the failover
         "CUZK_TEST_PROVE_DELAY_MS": "300", "CUZK_TEST_FINALIZE_DELAY_MS": "200",

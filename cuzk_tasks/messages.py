@@ -1,0 +1,64 @@
+"""The stage messages of the pipeline, built from the settings alone.
+
+:class:`StageMessages` makes each next stage's Celery task message (``cuzk_tasks.wire``)
+for the transition that makes it due to push (docs/architecture.md, "Enqueue inside the
+transition"): synthesize (cpu queue), prove_start (the device queue routing picks inside
+the transition), finalize (cpu queue), and a job's on_done callback.  It reads no state
+and calls nothing back: what a message carries is what its caller passes.
+"""
+
+from __future__ import annotations
+
+from . import wire
+
+
+class StageMessages:
+    def __init__(self, settings):
+        self.settings = settings
+        # (hard, soft) seconds, as Celery's publish would put them in the headers
+        self.time_limits = (settings.time_limit_s, settings.soft_time_limit_s)
+
+    def _priority(self, priority) -> int:
+        return self.settings.default_priority if priority is None else int(priority)
+
+    def synthesize(self, job_id, idx, circuit, priority, attempt=0) -> wire.QueuedMessage:
+        """A partition's synthesize for ``attempt``; circuit and priority ride in the message,
+        so synthesize needs no job read."""
+        priority = self._priority(priority)
+        kwargs = {"circuit": circuit, "priority": priority}
+        if attempt:  # a recovery's; submit's attempt 0 is the task's default
+            kwargs["attempt"] = attempt
+        return wire.task_message(wire.TASK_SYNTHESIZE, (job_id, idx), kwargs,
+                                 queue=self.settings.cpu_queue, priority=priority,
+                                 time_limits=self.time_limits)
+
+    def prove_start(self, job_id, idx, attempt, circuit, witness_ref,
+                    priority) -> wire.QueueLateMessage:
+        """The partition's prove_start, for whichever device queue routing picks.  It is told
+        (``finalize_queue``) to queue finalize (cpu queue, same priority) itself once gpu_end
+        has advanced the partition: one plain message instead of a Celery canvas chain."""
+        priority = self._priority(priority)
+        return wire.task_message_any_queue(
+            wire.TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
+            {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority,
+            time_limits=self.time_limits)
+
+    def finalize(self, result, queue, priority) -> wire.QueuedMessage:
+        """The finalize task of a prove_start ``result``, for gpu_end to queue when the
+        partition advances (before prove_start's own message is acked, as a chain's next
+        step would be)."""
+        # argsrepr: a short log form instead of the whole partial proof
+        return wire.task_message(wire.TASK_FINALIZE, (result,), queue=queue,
+                                 priority=self._priority(priority),
+                                 argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
+                                          f"attempt: {result['attempt']}}},)",
+                                 time_limits=self.time_limits)
+
+    @staticmethod
+    def on_done(job_id, on_done) -> wire.KwargsLateMessage:
+        """The job's on_done task without its kwargs (the step ending the job writes them):
+        priority 0, so it lands on the list named by the queue, which any Redis consumer
+        reads."""
+        kwargsrepr = f"{{'job_id': {job_id!r}, 'state': ..., 'proofs' | 'error': ...}}"
+        return wire.task_message_late_kwargs(on_done["task"], queue=on_done["queue"], priority=0,
+                                             kwargsrepr=kwargsrepr)

@@ -1,0 +1,36 @@
+"""The logic behind the Celery tasks (tasks.py only wraps these functions).
+
+Every step runs a guarded state-store transition first; a rejected (stale,
+duplicate, cancelled) transition makes the step log and return without doing
+work.  Bad input ends as ``fail_partition`` with the CuzkError's message: a
+task never raises out of here for a problem with the job itself.
+
+One module per stage (docs/architecture.md, "Pipeline"):
+
+* ``submit``       ``submit_job``: create the job (idempotent on request_id) with its
+                   synthesize messages
+* ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end, which
+                   also routes the partition and queues its prove_start on the chosen device
+* ``prove``        ``prove_start``: gpu_start -> token; the prover's prove_start; gpu_end(token)
+                   in a finally, which queues finalize (cpu queue) when the partition advanced
+* ``finalize``     the prover's prove_finish (self-verifies); finalize_end, whose job_complete
+                   step also stores the result and sends the job's on_done callback
+* ``reads``        ``job_status``, ``job_result`` (the by-name reads)
+
+``context`` holds what they share: :class:`Context` (settings, store, prover, the outbox).
+Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/messages.py) and pushed by the transition
+that makes it due, in the same Lua step, when the broker is the state store's Redis
+(``Settings.broker_is_state_redis``, the default); otherwise
+:meth:`Context.publish_after` sends it right after the transition.
+"""
+
+from .context import Context, WorkerIdentity, context, ref_path
+from .finalize import finalize
+from .prove import prove_start, publish_device_memory
+from .reads import job_result, job_status
+from .submit import check_deadline, check_on_done, normalize_partitions, submit_job
+from .synthesize import synthesize
+
+__all__ = ["Context", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
+           "check_on_done", "check_deadline", "synthesize", "prove_start", "publish_device_memory",
+           "finalize", "job_status", "job_result"]

@@ -1,0 +1,164 @@
+"""The per-process context of the pipeline's tasks, and what every stage shares.
+
+:class:`Context`: settings, state store, Celery app, resident zkeys, compute backend and
+prover, the stage-message factory, and the outbox -- whether a transition pushes the next
+stage's message itself (:meth:`Context.outbox`) or the task publishes it right after
+(:meth:`Context.publish_after`).  One per Celery app per process (:func:`context`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+
+from .. import defaults, wire
+from ..config import Settings
+from ..messages import StageMessages
+from ..paths import confined_path
+
+log = logging.getLogger("cuzk_tasks.pipeline")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerIdentity:
+    """Who runs this process's tasks: the worker id, its role (``device``/``cpu``) and compute
+    backend; blank for a client.  ``cuzk-tasks worker`` puts it on the Celery app
+    (``app.cuzk_identity``) before the pool forks, so every pool process's context has it."""
+
+    worker_id: str = ""
+    role: str = ""
+    backend: str = ""
+
+
+class Context:
+    """What a task needs in this process: settings, store, app, resident zkeys, backend."""
+
+    def __init__(self, app, settings: Settings, identity: WorkerIdentity | None = None,
+                 worker_id: str | None = None):
+        """``worker_id`` alone: a worker id without a role (tests, the client)."""
+        from ..registry import CircuitRegistry, ResidentZkeys
+
+        self.app = app
+        self.settings = settings
+        self.identity = identity or WorkerIdentity(worker_id=worker_id or "")
+        self.worker_id = self.identity.worker_id
+        self.backend_name = self.identity.backend or defaults.backend_name()
+        self._backend = None
+        self._prover = None
+        self.messages = StageMessages(settings)
+        self._store = None
+        self._broker_redis = None
+        #: the transitions push the next stage's message themselves (same Redis database)
+        self.enqueue_in_store = settings.broker_is_state_redis
+        self.registry = CircuitRegistry.from_settings(settings)
+        self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
+                                      on_change=self._publish_resident)
+
+    @property
+    def store(self):
+        if self._store is None:
+            from ..state import StateStore
+
+            self._store = StateStore.from_settings(self.settings)
+        return self._store
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            from ..groth16.backends import get_backend
+
+            self._backend = get_backend(self.backend_name)
+        return self._backend
+
+    @property
+    def prover(self):
+        """The compute of prove_start and finalize (the ``prover`` setting; cuzk_tasks.provers)."""
+        if self._prover is None:
+            from ..provers import load_prover
+
+            self._prover = load_prover(self)
+        return self._prover
+
+    def outbox(self, message):
+        """``message`` (or a list of them) when the transition should push it itself, else None."""
+        return message if self.enqueue_in_store else None
+
+    def publish_after(self, message, queue=None):
+        """The transition that makes ``message`` due has run: send it to the broker, unless
+        the transition pushed it itself (see :meth:`outbox`).  ``queue`` fills a
+        :class:`~cuzk_tasks.wire.QueueLateMessage` (the worker routing chose)."""
+        if self.enqueue_in_store:
+            return
+        if queue is not None:
+            message = wire.fill_queue(message, queue)
+        self._broker().lpush(message.list_key, message.payload)
+
+    def queue_depth(self, queue) -> int:
+        """Messages waiting on ``queue`` (all its priority steps), in the broker's Redis."""
+        if self.enqueue_in_store:
+            return self.store.queue_depth(wire.queue_keys(queue))
+        broker = self._broker()
+        return sum(broker.llen(key) for key in wire.queue_keys(queue))
+
+    def _broker(self):
+        """A client of the broker's Redis when it is not the state store's."""
+        if self._broker_redis is None:
+            from ..redis_url import client
+
+            self._broker_redis = client(self.settings.broker_url, self.settings.sentinel_master)
+        return self._broker_redis
+
+    def _publish_resident(self, names):
+        if self.worker_id and self.identity.role == "device":
+            self.store.set_resident(self.worker_id, names)
+
+
+_CONTEXTS: dict = {}
+_CONTEXT_LOCK = threading.Lock()
+
+
+def context(app) -> Context:
+    key = id(app)
+    ctx = _CONTEXTS.get(key)
+    if ctx is None or ctx.app is not app:
+        with _CONTEXT_LOCK:
+            ctx = _CONTEXTS.get(key)
+            if ctx is None or ctx.app is not app:
+                ctx = _CONTEXTS[key] = Context(app, app.cuzk_settings,
+                                               getattr(app, "cuzk_identity", None))
+    return ctx
+
+
+def ms_since(t0):
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def fail(ctx, job_id, idx, attempt, error, token=None):
+    ok = ctx.store.fail_partition(job_id, idx, attempt, str(error), token=token)
+    log.warning("job %s partition %s failed%s: %s", job_id, idx, "" if ok else " (already final)",
+                error)
+    return ok
+
+
+def internal_error(exc):
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+
+def ref_path(ctx: Context, field, path) -> str:
+    """The real path of a partition's ``field`` (input_ref / witness_ref) when it lies inside
+    this process's input roots (spool dir + allowed_input_roots); otherwise the
+    OutsideInputRootsError that fails the partition ("input_ref /x is outside the allowed
+    input roots (allowed_input_roots)"; the job's error adds "partition N: ").  Call it
+    before opening ``path``."""
+    return confined_path(path, ctx.settings, field)
+
+
+
+def spooled_witness(ctx, job_id, idx):
+    """Where synthesize writes partition ``idx``'s witness."""
+    return os.path.join(ctx.settings.spool_dir, job_id, f"{idx}.wtns")

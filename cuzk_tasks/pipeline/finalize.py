@@ -1,0 +1,107 @@
+"""finalize (cpu queue): the prover's prove_finish (G2 MSM, assembly, self-verification);
+finalize_end, whose job_complete step also stores the result and sends the job's on_done.
+A self-verification failure of a GPU's partial is a device fault (gpu_fault from
+finalizing): the partition is proved again on another device."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ..errors import CuzkError, SelfVerificationError
+from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
+
+
+
+def finalize(ctx: Context, started):
+    from ..state import PartitionState
+
+    if not started:
+        return None
+    store = ctx.store
+    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
+    # a cheap look first (finalize_end is the guard): a cancelled or re-dispatched
+    # partition does not get its CPU tail run
+    state, part_attempt = store.partition_fields(job_id, idx, "state", "attempt")
+    if state != PartitionState.FINALIZING.value or part_attempt != attempt:
+        log.info("finalize %s/%s attempt %s: partition is %s (attempt %s), skipping", job_id, idx,
+                 attempt, state, part_attempt)
+        return None
+    t0 = time.perf_counter()
+    try:
+        path = ref_path(ctx, "witness_ref", started["witness_ref"])
+        proof, public = ctx.prover.prove_finish(started["circuit"], started["partial"], path)
+    except SelfVerificationError as exc:
+        if started.get("backend") == "gpu":  # the device may be at fault: prove again elsewhere
+            _reroute_after_wrong_proof(ctx, exc, started)
+        else:  # the CPU core is the reference: the witness is bad
+            fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+        return None
+    except CuzkError as exc:
+        fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+        return None
+    except Exception as exc:
+        log.exception("finalize %s/%s crashed", job_id, idx)
+        fail(ctx, job_id, idx, attempt, internal_error(exc), token=started.get("token"))
+        return None
+    # compare-and-delete with the token of the run that made this partial: if the device has
+    # moved on to another partition (another token), it stays busy
+    end = store.finalize_end(job_id, idx, attempt, ms_since(t0), json.dumps(proof),
+                             json.dumps(public), token=started.get("token"))
+    if not end.ok:
+        log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
+        return None
+    _remove_spooled(ctx, job_id, idx, path)
+    if end.job_complete:
+        # finalize_end stored the result (and sent on_done) in its own step
+        if ctx.settings.results_dir:
+            _write_result_file(ctx.settings.results_dir, job_id,
+                               store.get_result(job_id) or store.collect_result(job_id))
+        _remove_spool_dir(ctx, job_id)
+        log.info("job %s done", job_id)
+    return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
+
+
+def _reroute_after_wrong_proof(ctx, exc, started):
+    """A proof from a GPU's partial failed self-verification: a device fault until a second,
+    independent device agrees (gpu_fault from finalizing; see docs/architecture.md, "Device
+    faults")."""
+    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
+    retry = ctx.messages.prove_start(job_id, idx, attempt + 1, started["circuit"],
+                                     started["witness_ref"], started.get("priority"))
+    fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
+                                str(exc), started["circuit"], ctx.settings.max_deliveries,
+                                message=ctx.outbox(retry), in_state="finalizing")
+    log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
+                " %s%s", job_id, idx, attempt, started["worker"], fault.outcome,
+                f" to {fault.worker}" if fault.outcome == "rerouted" else "")
+    if fault.outcome == "rerouted":
+        ctx.publish_after(retry, fault.queue)
+
+
+def _remove_spooled(ctx, job_id, idx, path):
+    """Delete the witness at real path ``path`` if it is the one synthesize wrote for this
+    partition; never a file a submitter named (even one inside the spool dir)."""
+    if path != os.path.realpath(spooled_witness(ctx, job_id, idx)):
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove_spool_dir(ctx, job_id):
+    try:
+        os.rmdir(os.path.join(ctx.settings.spool_dir, job_id))
+    except OSError:
+        pass
+
+
+def _write_result_file(results_dir, job_id, result):
+    os.makedirs(results_dir, exist_ok=True)
+    path = os.path.join(results_dir, f"{job_id}.json")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)

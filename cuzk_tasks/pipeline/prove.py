@@ -1,0 +1,109 @@
+"""prove_start (a device queue): gpu_start -> token; the prover's prove_start; gpu_end(token)
+in a finally, which queues finalize (cpu queue) when the partition advanced.  A GpuError is
+the device's fault: gpu_fault moves the partition to another device."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import CuzkError, GpuError
+from .context import Context, fail, internal_error, log, ms_since, ref_path
+
+
+
+def _after_gpu_end(ctx, end, message, result):
+    """prove_start's return value once gpu_end ran: None when the partition did not advance
+    or finalize was queued (published here when the transition could not push it)."""
+    if not end.partition_advanced:
+        return None
+    if message is None:
+        return result
+    ctx.publish_after(message)
+    return None
+
+
+def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
+                priority=None):
+    """Returns the partial-proof dict for finalize, or None.  With ``finalize_queue`` (what
+    routing sends) gpu_end queues finalize there and this task returns None."""
+    store = ctx.store
+    wid = ctx.worker_id
+    started = store.gpu_start(wid, job_id, idx, attempt, ctx.settings.max_deliveries)
+    if not started.ok:
+        log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
+                 started.reason)
+        return None
+    token = started.token
+    t0 = time.perf_counter()
+    result = message = device_fault = None
+    try:
+        partial = ctx.prover.prove_start(circuit, ref_path(ctx, "witness_ref", witness_ref))
+        result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
+                  "witness_ref": witness_ref, "worker": wid, "token": token,
+                  "backend": ctx.prover.backend_name, "partial": partial,
+                  "gpu_ms": ms_since(t0), "priority": priority}
+        if finalize_queue:
+            message = ctx.messages.finalize(result, finalize_queue, priority)
+    except GpuError as exc:  # the device's fault, not the input's: another device retries
+        result = message = None
+        device_fault = exc
+    except CuzkError as exc:
+        result = message = None
+        fail(ctx, job_id, idx, attempt, exc, token=token)
+    except Exception as exc:
+        result = message = None
+        log.exception("prove_start %s/%s crashed", job_id, idx)
+        fail(ctx, job_id, idx, attempt, internal_error(exc), token=token)
+    finally:
+        # compare-and-delete on OUR token: never clears a worker that moved on; queues
+        # finalize in the same step when the partition advances
+        if device_fault is None:
+            end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0),
+                                message=ctx.outbox(message))
+    if device_fault is not None:
+        return _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
+                                           witness_ref, priority)
+    if result is not None and not end.partition_advanced:
+        log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
+                 "cancelled meanwhile); not finalizing", job_id, idx, attempt)
+    returned = _after_gpu_end(ctx, end, message, result)
+    if result is not None:
+        publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
+    return returned
+
+
+def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, witness_ref,
+                                priority):
+    """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
+    live device with its next attempt, or fail it after max faults / with no other device."""
+    retry = ctx.messages.prove_start(job_id, idx, attempt + 1, circuit, witness_ref, priority)
+    fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, str(exc), circuit,
+                                ctx.settings.max_deliveries, message=ctx.outbox(retry))
+    log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
+                ctx.worker_id, exc, fault.outcome,
+                f" to {fault.worker}" if fault.outcome == "rerouted" else "")
+    if fault.outcome == "rerouted":
+        ctx.publish_after(retry, fault.queue)
+    return None
+
+
+def publish_device_memory(store, worker_id, ttl_s, backend):
+    """Put a GPU backend's device memory and resident bases on the worker hash (status page).
+
+    Runs in the pool process, the only one holding the CUDA context; backends without
+    ``memory_info`` (the CPU core) publish nothing.  Never fails the task."""
+    info = getattr(backend, "memory_info", None)
+    if info is None or not worker_id:
+        return False
+    try:
+        mem = info()
+        store.heartbeat(worker_id, ttl_s, extra={
+            "gpu_name": mem.get("name") or "",
+            "gpu_mem_total_mb": int(mem["total_bytes"]) >> 20,
+            "gpu_mem_used_mb": (int(mem["total_bytes"]) - int(mem["free_bytes"])) >> 20,
+            "gpu_resident_mb": int(mem.get("resident_bytes", 0)) >> 20,
+        })
+        return True
+    except Exception:  # the status is best effort; the proof is what matters
+        log.warning("could not publish device memory for %s", worker_id, exc_info=True)
+        return False

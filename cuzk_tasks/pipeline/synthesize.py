@@ -1,0 +1,108 @@
+"""synthesize (cpu queue): the witness from the circuit's wasm and the partition's input (or
+a .wtns ref) into the spool dir; synth_end, which also routes the partition and queues its
+prove_start on the chosen device."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ..errors import CuzkError
+from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
+
+
+
+def _load_inputs(ctx, part, idx):
+    from ..groth16 import witness as witness_mod
+
+    text = part.get("input")
+    if text:
+        limit = ctx.settings.max_inline_input_bytes
+        if len(text.encode("utf-8")) > limit:
+            raise CuzkError(f"partition {idx}: input is over the inline limit of {limit} bytes "
+                            "(max_inline_input_bytes); pass it by reference (input_ref)")
+        parse_int = getattr(witness_mod, "_parse_int", int)
+        try:
+            data = json.loads(text, parse_int=parse_int)
+        except json.JSONDecodeError as exc:
+            raise CuzkError(f"partition {idx}: input.json is malformed: invalid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CuzkError(f"partition {idx}: input.json is malformed: expected an object "
+                            f"mapping signal names to values, got {type(data).__name__}")
+        return data, f"<job input #{idx}>"
+    ref = part.get("input_ref")
+    return witness_mod.load_input_json(ref_path(ctx, "input_ref", ref)), ref
+
+
+def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
+    """``circuit``/``priority`` come in messages sent by submit_job; without them (an older
+    sender) they are read from the job.  ``attempt``: 0 from submit_job, more from a sweeper
+    that found the stage lost (``recover_stage``).  synth_begin rejects a job that is not
+    live and a message of another attempt (stale)."""
+    from ..state import JobState
+
+    store = ctx.store
+    if circuit is None or priority is None:
+        job = store.get_job(job_id)
+        if job is None:
+            log.warning("synthesize %s/%s: no such job", job_id, idx)
+            return None
+        if job["state"] not in (JobState.PENDING.value, JobState.RUNNING.value):
+            log.info("synthesize %s/%s: job is %s, skipping", job_id, idx, job["state"])
+            return None
+        circuit = job["circuit"]
+        priority = job.get("priority")
+    priority = ctx.settings.default_priority if priority is None else int(priority)
+    begun = store.synth_begin(job_id, idx, attempt)
+    if not begun:
+        log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
+        return None
+    t0 = time.perf_counter()
+    try:
+        spec = ctx.registry.get(circuit)
+        part = begun.inputs
+        zkey = ctx.resident.get(spec.name)
+        if part.get("witness_ref"):
+            from ..groth16.wtns import read_wtns
+
+            ref = ref_path(ctx, "witness_ref", part["witness_ref"])
+            w = read_wtns(ref, expected_length=zkey.n_vars)
+            w.close()
+            witness_ref = ref
+        else:
+            if not spec.wasm:
+                raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
+                                "give a witness_ref")
+            from ..groth16.witness import get_calculator
+            from ..groth16.wtns import wtns_bytes
+
+            inputs, where = _load_inputs(ctx, part, idx)
+            calc = get_calculator(spec.wasm)
+            values = calc.calculate(inputs, where)
+            if values.shape[0] != zkey.n_vars:
+                raise CuzkError(f"partition {idx}: witness has {values.shape[0]} values, the zkey "
+                                f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
+            witness_ref = spooled_witness(ctx, job_id, idx)
+            os.makedirs(os.path.dirname(witness_ref), exist_ok=True)
+            tmp = f"{witness_ref}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(wtns_bytes(values, calc.prime))
+            os.replace(tmp, witness_ref)
+    except CuzkError as exc:
+        fail(ctx, job_id, idx, attempt, exc)
+        return None
+    except Exception as exc:  # a bug or an I/O problem: fail the partition, keep the worker
+        log.exception("synthesize %s/%s crashed", job_id, idx)
+        fail(ctx, job_id, idx, attempt, internal_error(exc))
+        return None
+    from ..routing import after_route
+
+    message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
+    end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
+                          message=ctx.outbox(message))
+    if not end:
+        log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
+        return None
+    after_route(ctx, job_id, idx, attempt, end.routed, message)
+    return witness_ref

@@ -1,0 +1,70 @@
+"""The compute of prove_start and finalize, behind one small interface.
+
+:class:`Groth16Prover` is the product: ``prove_start`` runs the NTTs and G1 MSMs of
+:func:`cuzk_tasks.groth16.prover.prove_start` on the worker's backend (the GPU or the native
+CPU core), ``prove_finish`` the G2 MSM, assembly and self-verification.  The pipeline calls
+these and nothing else, so each stage has one path.  A test or a benchmark swaps the
+whole prover through the ``prover`` setting (``CUZK_PROVER=module:Class``, the module on
+``PYTHONPATH``): ``tests/instruments.py`` (delays and a poison pill around the real one),
+``bench/busywait.py`` (a calibrated busy-wait instead of proving).  A prover is built once
+per process with its :class:`~cuzk_tasks.pipeline.Context`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .errors import ConfigError
+
+
+class Groth16Prover:
+    """snarkjs-compatible Groth16 on the context's backend and resident zkeys."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    @property
+    def backend_name(self) -> str:
+        """``gpu`` or ``cpu``: where prove_start computes (a wrong GPU result is a device
+        fault, a wrong CPU one a bad witness)."""
+        return getattr(self.ctx.backend, "name", self.ctx.backend_name)
+
+    def prove_start(self, circuit: str, witness_path: str) -> dict:
+        """The partial proof (JSON-able) of the witness at ``witness_path`` (a confined real
+        path) for ``circuit``."""
+        from .groth16.prover import prove_start
+        from .groth16.wtns import read_wtns
+
+        zkey = self.ctx.resident.get(circuit)
+        witness = read_wtns(witness_path, expected_length=zkey.n_vars)
+        try:
+            return prove_start(zkey, witness, backend=self.ctx.backend).to_json()
+        finally:
+            witness.close()
+
+    def prove_finish(self, circuit: str, partial: dict, witness_path: str) -> tuple:
+        """``(proof, public)`` JSON of a partial from :meth:`prove_start`; raises
+        SelfVerificationError for a proof that does not verify."""
+        from .groth16.prover import PartialProof, prove_finish
+        from .groth16.wtns import read_wtns
+
+        zkey = self.ctx.resident.get(circuit)
+        witness = read_wtns(witness_path, expected_length=zkey.n_vars)
+        try:
+            return prove_finish(PartialProof.from_json(partial), zkey, witness)
+        finally:
+            witness.close()
+
+
+def load_prover(ctx):
+    """The prover named by ``ctx.settings.prover``: ``groth16`` or ``module:Class``."""
+    spec = ctx.settings.prover
+    if spec == "groth16":
+        return Groth16Prover(ctx)
+    module, _, name = spec.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"prover: cannot load {spec!r} ({type(exc).__name__}: {exc}); "
+                          "expected 'groth16' or 'module:Class' importable here") from None
+    return cls(ctx)
