@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 
-from . import wire
 from .periodic import PeriodicThread
+from .state.enums import PartitionState
 
 log = logging.getLogger("cuzk_tasks.routing")
 
@@ -63,8 +63,6 @@ class Sweeper(PeriodicThread):
         self._last_look = None  # when the last sweep read the workers' leases (monotonic)
 
     def run_once(self) -> dict:
-        from .state import PartitionState
-
         store = self.ctx.store
         redispatched = routed = 0
         expired = store.expire_deadlines()
@@ -111,7 +109,7 @@ class Sweeper(PeriodicThread):
         return self.ctx.settings.default_priority if priority is None else int(priority)
 
     #: states whose message has been delivered: only a live lease accounts for them
-    RUNNING_STATES = ("synthesizing", "gpu")
+    RUNNING_STATES = (PartitionState.SYNTHESIZING.value, PartitionState.GPU.value)
 
     def recover_stages(self) -> int:
         """Re-drive the partitions whose stage no one holds (docs/architecture.md, "Stage
@@ -152,7 +150,8 @@ class Sweeper(PeriodicThread):
             if (job_id, idx, attempt) in held:
                 continue
             if state not in self.RUNNING_STATES:
-                queue = queues.get(worker) if state == "synth_done" else settings.cpu_queue
+                queue = queues.get(worker) if state == PartitionState.SYNTH_DONE.value \
+                    else settings.cpu_queue
                 if not queue or not queue_empty(queue):
                     continue
             key = (job_id, idx, state, attempt)
@@ -161,7 +160,7 @@ class Sweeper(PeriodicThread):
             if now - first_seen < settings.heartbeat_ttl_s:
                 continue
             message = None
-            if state in ("pending", "synthesizing"):
+            if state in (PartitionState.PENDING.value, PartitionState.SYNTHESIZING.value):
                 job = store.get_job(job_id) or {}
                 message = self.ctx.messages.synthesize(job_id, idx, job.get("circuit"),
                                                        self._priority(job), attempt=attempt + 1)
