@@ -13,6 +13,7 @@ from __future__ import annotations
 from celery import Celery
 
 from .config import Settings, load_settings
+from .redis_url import is_sentinel
 
 # The Redis transport's priority steps (0 served first, 9 last), their separator in list
 # keys, and the task names: one definition each, in wire.py, which builds the messages.
@@ -35,15 +36,15 @@ def create_app(settings: Settings | None = None) -> Celery:
                  set_as_current=False)
     transport = broker_transport_options(settings)
     result_transport = {"visibility_timeout": transport["visibility_timeout"]}
-    if settings.broker_url.startswith(("redis://", "sentinel://")):
+    sentinel = is_sentinel(settings.broker_url)
+    if sentinel or settings.broker_url.startswith("redis://"):
         # kombu's Redis (or Sentinel) transport with its reconnect fix (cuzk_tasks/broker.py)
         from .broker import SENTINEL_TRANSPORT, TRANSPORT
 
-        sentinel = settings.broker_url.startswith("sentinel://")
         app.conf.broker_transport = SENTINEL_TRANSPORT if sentinel else TRANSPORT
-    if settings.broker_url.startswith("sentinel://"):
+    if sentinel:
         transport["master_name"] = settings.sentinel_master
-    if settings.result_backend.startswith("sentinel://"):
+    if is_sentinel(settings.result_backend):
         result_transport["master_name"] = settings.sentinel_master
     app.conf.update(
         # JSON only: a pickle message is refused by the worker (no code execution from Redis)

@@ -114,7 +114,8 @@ class Client:
         from .state import OutageRetry
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        outage = OutageRetry(float("inf") if timeout is None else timeout)
+        outage = OutageRetry(float("inf") if timeout is None else timeout,
+                             what=f"the wait for job {job_id}")
         while True:
             job = outage.call(self.store.get_job, job_id)
             if job is None:

@@ -65,10 +65,12 @@ class OutageRetry:
     last error is raised.  One warning when an outage starts and one line when Redis is back,
     however many threads wait on it."""
 
-    def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0):
+    def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0,
+                 what: str = "state transitions"):
         import redis
 
         self.budget_s = float(budget_s)
+        self.what = what  # what waits, for the log line
         self.first_delay_s = first_delay_s
         self.max_delay_s = max_delay_s
         # BusyLoadingError (Redis loading its AOF after a restart) is a ConnectionError
@@ -100,8 +102,8 @@ class OutageRetry:
             if self._outage_since is not None:
                 return
             self._outage_since = time.monotonic()
-        log.warning("Redis unreachable (%s: %s): retrying state transitions for up to %.0f s",
-                    exc.__class__.__name__, exc, self.budget_s)
+        log.warning("Redis unreachable (%s: %s): retrying %s for up to %.0f s",
+                    exc.__class__.__name__, exc, self.what, self.budget_s)
 
     def _outage_ended(self):
         with self._lock:
