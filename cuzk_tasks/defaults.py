@@ -276,3 +276,9 @@ WEB_CACHE_MAX_AGE_MS = 1000
 
 WEB_TIMELINE_WINDOW_S = 300
 """Span of the per-device timeline, seconds (env ``CUZK_WEB_TIMELINE_WINDOW_S``)."""
+
+WEB_REDIS_TIMEOUT_S = 2.0
+"""Seconds a status-page read waits for Redis to connect or reply (env
+``CUZK_WEB_REDIS_TIMEOUT_S``).  Past it the request is answered 503 "state store unreachable"
+at once, instead of holding a gunicorn thread while Redis is down or paused; the page keeps
+polling and shows the gap."""

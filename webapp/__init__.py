@@ -3,7 +3,8 @@
 ``create_app(config)`` builds it; gunicorn serves it (``webapp/gunicorn.conf.py``,
 ``cuzk-tasks web``).  Routes: ``/`` (live page), ``/jobs/<id>``, ``/api/status``,
 ``/api/events`` (Server-Sent Events), ``/api/jobs/<id>``, ``/api/jobs/<id>/result``,
-``/metrics``, ``/healthz``.  The JSON schema is in docs/api.md.
+``/metrics``, ``/healthz``.  The JSON schema is in docs/api.md.  While Redis is unreachable
+every page that reads it answers 503 (:mod:`webapp.outage`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from flask import Flask, Response, abort, jsonify, redirect, render_template, re
 
 from .config import WebConfig, load_web_config, redact_url
 from .live import Broadcaster
+from .outage import OutageLog, redis_errors
 from .status import SCHEMA_VERSION, StatusReader
 
 log = logging.getLogger("webapp")
@@ -27,6 +29,11 @@ COOKIE = "cuzk_web_session"
 JOB_PART_FIELDS = ("idx", "state", "attempt", "deliveries", "redispatches", "worker", "synth_ms",
                    "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
                    "t_gpu_start", "t_gpu_end", "t_done", "t_end", "error")
+#: the endpoints that read Redis: one that answers ends an outage (static files, /login do not)
+READS_REDIS = frozenset({"index", "api_status", "api_events", "api_job", "api_job_result",
+                         "job_page", "metrics", "healthz"})
+#: redis-py reconnects once (a pooled connection Redis dropped in a restart) before a 503
+WEB_REDIS_RETRIES = 1
 
 __all__ = ["create_app", "WebConfig", "load_web_config"]
 
@@ -47,15 +54,18 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
         from cuzk_tasks.state import StateStore
 
         store = StateStore.from_url(config.state_url, prefix=config.prefix,
-                                    sentinel_master=config.sentinel_master)
+                                    sentinel_master=config.sentinel_master,
+                                    socket_timeout_s=config.redis_timeout_s,
+                                    retries=WEB_REDIS_RETRIES)
 
     app = Flask(__name__)
     app.config["WEB"] = config
     started = time.time()
     reader = StatusReader(store, config.cpu_queue, config.timeline_window_s,
                           config.cache_max_age_ms, web_started_at=started)
-    live = Broadcaster(store, reader, config.sse_min_interval_ms, config.sse_refresh_s)
-    app.extensions["cuzk"] = {"store": store, "reader": reader, "live": live}
+    outage = OutageLog()
+    live = Broadcaster(store, reader, config.sse_min_interval_ms, config.sse_refresh_s, outage)
+    app.extensions["cuzk"] = {"store": store, "reader": reader, "live": live, "outage": outage}
     registry = None
     log.info("status page reading state store %s (prefix %s)", redact_url(config.state_url),
              config.prefix)
@@ -116,7 +126,27 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
         resp.headers.setdefault("X-Frame-Options", "DENY")
         if request.path.startswith(("/api/", "/metrics", "/healthz")):
             resp.headers.setdefault("Cache-Control", "no-store")
+        if request.endpoint in READS_REDIS and resp.status_code != 503:
+            outage.ok()
         return resp
+
+    def unreachable(exc):
+        """503 for a read that found Redis unreachable (webapp/outage.py)."""
+        body = outage.body(exc)
+        wants_html = (request.endpoint in ("index", "job_page")
+                      and "text/html" in request.headers.get("Accept", ""))
+        if wants_html:
+            resp = Response(render_template("unavailable.html", o=body), status=503,
+                            mimetype="text/html")
+        else:
+            resp = jsonify(body)
+            resp.status_code = 503
+        resp.headers["Retry-After"] = str(body["retry_after_s"])
+        resp.headers["Cache-Control"] = "no-store"
+        return resp
+
+    for error in redis_errors():
+        app.register_error_handler(error, unreachable)
 
     @app.route("/login", methods=["GET", "POST"])
     def login():
@@ -172,7 +202,10 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
             deadline = time.monotonic() + max_s
             try:
                 yield f"retry: {max(500, config.poll_interval_ms // 2)}\n\n".encode()
-                yield live.status_frame()
+                try:
+                    yield live.status_frame()
+                except redis_errors() as exc:  # the reader thread sends one when Redis is back
+                    outage.failed(exc)
                 while time.monotonic() < deadline:
                     frames = sub.take(timeout=15.0)
                     yield b"".join(frames) if frames else b": keep-alive\n\n"
@@ -249,6 +282,7 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
             return jsonify({"ok": True, "redis": "ok",
                             "redis_ms": round((time.perf_counter() - t0) * 1000, 2)})
         except Exception as exc:  # never echo the URL: it may carry a password
+            outage.failed(exc)
             return jsonify({"ok": False, "redis": type(exc).__name__}), 503
 
     from . import filters

@@ -27,6 +27,7 @@ class WebConfig:
     poll_interval_ms: int = defaults.WEB_POLL_INTERVAL_MS
     cache_max_age_ms: int = defaults.WEB_CACHE_MAX_AGE_MS
     timeline_window_s: int = defaults.WEB_TIMELINE_WINDOW_S
+    redis_timeout_s: float = defaults.WEB_REDIS_TIMEOUT_S
 
     @property
     def auth_enabled(self) -> bool:
@@ -48,6 +49,7 @@ _ENV = [  # (field, env var, parse)
     ("poll_interval_ms", "CUZK_WEB_POLL_INTERVAL_MS", int),
     ("cache_max_age_ms", "CUZK_WEB_CACHE_MAX_AGE_MS", int),
     ("timeline_window_s", "CUZK_WEB_TIMELINE_WINDOW_S", int),
+    ("redis_timeout_s", "CUZK_WEB_REDIS_TIMEOUT_S", float),
 ]
 
 

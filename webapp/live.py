@@ -15,6 +15,8 @@ import logging
 import threading
 import time
 
+from .outage import OutageLog, redis_errors
+
 log = logging.getLogger("webapp.live")
 
 
@@ -52,8 +54,10 @@ def frame(event: str, data: bytes, event_id: str | None = None) -> bytes:
 
 
 class Broadcaster:
-    def __init__(self, store, reader, min_interval_ms=250, refresh_s=2.0):
+    def __init__(self, store, reader, min_interval_ms=250, refresh_s=2.0,
+                 outage: OutageLog | None = None):
         self.store = store
+        self.outage = outage or OutageLog()
         self.reader = reader
         self.min_interval_s = min_interval_ms / 1000.0
         self.refresh_s = refresh_s
@@ -104,6 +108,7 @@ class Broadcaster:
                     last_id = last_event_id(self.store) or "0-0"
                 wait_s = self.min_interval_s if dirty else min(1.0, self.refresh_s)
                 events = self.store.events(last_id, count=1000, block_ms=max(1, int(wait_s * 1000)))
+                self.outage.ok()
                 if events:
                     last_id = events[-1][0]
                     data = json.dumps([dict(f, id=eid) for eid, f in events],
@@ -119,6 +124,9 @@ class Broadcaster:
                     if not self._subs:  # nobody listens: let the thread end
                         self._thread = None
                         return
-            except Exception:  # Redis down: keep trying, the page shows the gap
-                log.warning("live stream reader: Redis read failed; retrying", exc_info=False)
+            except redis_errors() as exc:  # Redis down: keep trying, the page shows the gap
+                self.outage.failed(exc)
+                self._stop.wait(1.0)
+            except Exception:
+                log.exception("live stream reader failed; retrying in 1 s")
                 self._stop.wait(1.0)

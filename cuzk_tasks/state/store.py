@@ -316,13 +316,26 @@ class StateStore:
 
     @classmethod
     def from_url(cls, url: str, prefix: str = defaults.PREFIX, sentinel_master: str = "",
+                 socket_timeout_s: float | None = None, retries: int | None = None,
                  **kwargs) -> "StateStore":
         """A store on a new ``redis.Redis`` client for ``url`` (decode_responses=True); for a
         ``sentinel://`` URL, on the current master of group ``sentinel_master``
-        (:mod:`cuzk_tasks.redis_url`)."""
+        (:mod:`cuzk_tasks.redis_url`).  ``socket_timeout_s``: how long a command waits to
+        connect or for its reply before it raises ``redis.TimeoutError``; ``retries``: how
+        many times redis-py reconnects and sends a command again after a connection error or
+        timeout.  None keeps redis-py's defaults for either (5 s; 10 retries, 10 ms backoff
+        doubling to 1 s)."""
         from ..redis_url import client
 
-        return cls(client(url, sentinel_master, decode_responses=True), prefix=prefix, **kwargs)
+        options = {"decode_responses": True}
+        if socket_timeout_s is not None:
+            options.update(socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s)
+        if retries is not None:
+            from redis.backoff import ExponentialBackoff
+            from redis.retry import Retry
+
+            options["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), retries)
+        return cls(client(url, sentinel_master, **options), prefix=prefix, **kwargs)
 
     @classmethod
     def from_settings(cls, settings, outage_s: float | None = None) -> "StateStore":

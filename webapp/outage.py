@@ -1,0 +1,62 @@
+"""The status page while Redis is unreachable: one log line per outage, and the 503 answer.
+
+Every read of the page goes to Redis.  When Redis is down, restarting, loading its AOF or
+paused, a read fails within ``WebConfig.redis_timeout_s`` and the request is answered 503
+"state store unreachable" (JSON for /api/* and /metrics, a page that reloads itself for a
+person); the next read that succeeds ends the outage.  Nothing is retried inside a request:
+the page and scrapers poll anyway, and a gunicorn thread is never held by a dead Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+log = logging.getLogger("webapp")
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean "Redis is unreachable", not "the request is wrong": refused or
+    dropped connections, timeouts, a Redis loading its data set (``BusyLoadingError``) and
+    a Sentinel group without a master yet (``MasterNotFoundError``) are all one of these."""
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class OutageLog:
+    """Tracks whether the state store is reachable, for the log and for the 503 answer.
+
+    ``failed(exc)`` logs one warning when an outage starts (however many requests and
+    threads see it fail); ``ok()`` logs one line when Redis answers again."""
+
+    def __init__(self, what: str = "the status page answers 503"):
+        self.what = what
+        self._lock = threading.Lock()
+        self.since: float | None = None  # Unix time the current outage began
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failed read; returns when the outage began (Unix seconds)."""
+        with self._lock:
+            if self.since is not None:
+                return self.since
+            self.since = time.time()
+        log.warning("Redis unreachable (%s): %s until it is back", type(exc).__name__, self.what)
+        return self.since
+
+    def ok(self) -> None:
+        """Record a successful read."""
+        if self.since is None:  # the common case, without the lock
+            return
+        with self._lock:
+            since, self.since = self.since, None
+        if since is not None:
+            log.warning("Redis is back after %.1f s", time.time() - since)
+
+    def body(self, exc: BaseException) -> dict:
+        """The 503 document (docs/api.md).  The error's type only: its text may name the
+        Redis host."""
+        since = self.failed(exc)
+        return {"error": "state store unreachable", "redis": type(exc).__name__,
+                "since": round(since, 3), "retry_after_s": 1}
