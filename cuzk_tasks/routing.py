@@ -13,7 +13,9 @@ live device the partition stays in the ``unrouted`` set.
 called once from tests): partitions routed to a worker whose heartbeat expired
 are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
 unrouted partitions are routed when a device is live; partitions whose stage no live worker
-holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven; workers offline for longer than
+holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven;
+by-name requests no live worker holds go back on their queue (:mod:`.request_leases`);
+workers offline for longer than
 ``worker_retire_s`` (and with nothing routed to them) are retired from the registry; jobs
 past their deadline fail.
 """
@@ -61,6 +63,7 @@ class Sweeper(PeriodicThread):
         self.ctx = ctx
         self._suspects = {}  # (job, idx, state, attempt) -> when first seen held by no one
         self._last_look = None  # when the last sweep read the workers' leases (monotonic)
+        self._requests = None  # RequestLeases, on the broker's Redis (made at the first sweep)
 
     def run_once(self) -> dict:
         store = self.ctx.store
@@ -83,6 +86,7 @@ class Sweeper(PeriodicThread):
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
         recovered = self.recover_stages()  # before routing: re-driven ones go out now
+        requests = self.recover_requests()
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers():
             waiting = []  # no live device: they keep waiting
@@ -102,7 +106,7 @@ class Sweeper(PeriodicThread):
                 log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
-                "recovered": recovered, "expired": len(expired)}
+                "recovered": recovered, "expired": len(expired), "requests": requests}
 
     def _priority(self, job) -> int:
         priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
@@ -173,6 +177,20 @@ class Sweeper(PeriodicThread):
                             "re-driven as attempt %d", job_id, idx, state, attempt, attempt + 1)
         self._suspects = suspects
         return recovered
+
+    def recover_requests(self) -> int:
+        """Put back on their queue the by-name requests no live worker holds
+        (:class:`~cuzk_tasks.request_leases.RequestLeases`); returns how many."""
+        if self._requests is None:
+            from .request_leases import RequestLeases
+
+            broker = self.ctx.broker_client()
+            if broker is None:
+                return 0
+            settings = self.ctx.settings
+            self._requests = RequestLeases(broker, self.ctx.store, settings.heartbeat_ttl_s,
+                                           settings.heartbeat_interval_s)
+        return self._requests.recover()
 
     def step(self):
         try:

@@ -25,7 +25,11 @@ from .wire import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS, TA
 @shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
            deadline_s=None):
-    """Create a job by name; returns its id (idempotent on request_id)."""
+    """Create a job by name; returns its id.  Idempotent on ``request_id``, which defaults
+    to ``celery:<this request's task id>``: a submit delivered again because its worker died
+    (cuzk_tasks/request_leases.py) returns the job it created, never a second one."""
+    if request_id is None and self.request.id:
+        request_id = f"celery:{self.request.id}"
     return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
                                priority=priority, request_id=request_id, on_done=on_done,
                                deadline_s=deadline_s)

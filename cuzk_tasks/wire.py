@@ -72,6 +72,8 @@ def queue_keys(queue: str) -> list[str]:
 #: kombu's Redis transport: the hash of delivered, not yet acknowledged messages (delivery
 #: tag -> JSON ``[envelope, exchange, routing key]``); a worker's restore puts them back.
 UNACKED_KEY = "unacked"
+#: ... and its index (sorted set: delivery tag -> Unix time of the delivery).
+UNACKED_INDEX_KEY = "unacked_index"
 
 
 #: The task names (stable: services without this package send them by name; tasks.py).
@@ -83,6 +85,8 @@ TASK_STATUS = "cuzk.status"
 TASK_RESULT = "cuzk.result"
 #: The stage tasks, whose messages name one partition attempt (stage_partition reads them).
 STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE_START, TASK_FINALIZE)
+#: The by-name requests, which name no partition (their lease: cuzk_tasks/request_leases.py).
+REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
 
 
 def stage_partition(task: str, args, kwargs) -> tuple[str, int, int] | None:

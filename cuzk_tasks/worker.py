@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+from typing import NamedTuple
 
 from .config import Settings
 from .periodic import PeriodicThread
@@ -45,7 +46,7 @@ class Heartbeat(PeriodicThread):
         self.extra = extra or {}
         self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
         self.slot = slot  # the host slot this worker's name came from (kept alive by beats)
-        self.holding_fn = holding_fn  # the stage messages this process holds (held_stages)
+        self.holding_fn = holding_fn  # the messages this process holds (held_messages)
 
     def beat(self):
         extra = dict(self.extra)
@@ -54,9 +55,10 @@ class Heartbeat(PeriodicThread):
                 extra.update(self.extra_fn() or {})
             except Exception:  # a flaky probe never stops the heartbeat
                 log.debug("heartbeat extra probe failed", exc_info=True)
-        holding = self.holding_fn() if self.holding_fn is not None else None
+        held = self.holding_fn() if self.holding_fn is not None else None
         self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
-                             slot=self.slot, holding=holding)
+                             slot=self.slot, holding=held.stages if held else None,
+                             holding_requests=held.requests if held else None)
 
     step = beat
 
@@ -65,14 +67,23 @@ class Heartbeat(PeriodicThread):
         return super().start()
 
 
-def held_stages() -> list[tuple[str, int, int]]:
-    """``(job, idx, attempt)`` of every stage message this Celery worker process holds:
-    reserved (prefetched) or running in a pool process.  Read in the worker's MAIN process,
+class HeldMessages(NamedTuple):
+    """What a worker process holds, as its heartbeat reports it (:func:`held_messages`)."""
+
+    stages: list  # (job, idx, attempt) of each stage message: its stage leases
+    requests: list  # Celery task ids of the by-name requests: its request leases
+
+
+def held_messages() -> HeldMessages:
+    """Every message this Celery worker process holds -- reserved (prefetched) or running in
+    a pool process: the ``(job, idx, attempt)`` of each stage message (its stage leases,
+    docs/architecture.md, "Stage leases") and the task id of each by-name request (its
+    request leases, :mod:`cuzk_tasks.request_leases`).  Read in the worker's MAIN process,
     where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
-    active`` reads it).  The heartbeat reports it: these are the worker's stage leases
-    (docs/architecture.md, "Stage leases")."""
+    active`` reads it)."""
     from celery.worker import state
 
+    from .request_leases import held_requests
     from .wire import stage_partition
 
     for _ in range(5):
@@ -91,7 +102,7 @@ def held_stages() -> list[tuple[str, int, int]]:
             found = None
         if found is not None:
             held.add(found)
-    return sorted(held)
+    return HeldMessages(sorted(held), held_requests(requests))
 
 
 def nvml_probe(device: int):
@@ -267,7 +278,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
-                          extra_fn=probe, slot=slot, holding_fn=held_stages)
+                          extra_fn=probe, slot=slot, holding_fn=held_messages)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
@@ -301,7 +312,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
-                          holding_fn=held_stages)
+                          holding_fn=held_messages)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:

@@ -451,3 +451,70 @@ def test_kill_the_whole_cpu_worker_mid_stage_and_every_partition_gets_one_proof(
     print(f"{stage}: {len(stranded)} stranded partition(s), job done {took:.1f} s after the "
           f"restart ({submitted} tries)")
     assert took < 2 * HB_TTL + 20, f"took {took:.1f} s after the restart\n{c.logs()}"
+
+
+def _children(pid):
+    """Pids of the processes whose parent is ``pid`` (the Celery worker's pool)."""
+    out = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
+    """A by-name submit (``send_task("cuzk.submit")``, as a service without this package's
+    registry sends it) names no partition, so no stage lease covers it.  The CPU worker
+    takes it -- the message is in kombu's unacked hash and the worker's registry -- and is
+    killed -9 (its pool is stopped first, so the kill lands before the job exists).  The
+    restarted worker's sweeper finds the request held by no live worker and puts it back on
+    its queue: the caller's reply comes within 2 x the heartbeat TTL plus the restart, not
+    after the visibility timeout (an hour), and the job completes with one proof each."""
+    from celery import Celery
+
+    from cuzk_tasks import wire
+
+    c, n = cluster, 3
+    app = Celery("caller", broker=c.settings.broker_url, backend=c.settings.result_backend,
+                 set_as_current=False)
+    cpu = c.procs["cpu"]
+    deadline = time.monotonic() + 30
+    while len(pool := _children(cpu.pid)) < 2 or "ready." not in (c.base / "cpu.log").read_text():
+        assert time.monotonic() < deadline, f"the CPU worker's pool is not up: {pool}\n{c.logs()}"
+        time.sleep(0.1)
+    for pid in pool:
+        os.kill(pid, signal.SIGSTOP)
+    reply = app.send_task(wire.TASK_SUBMIT, queue=c.settings.cpu_queue, kwargs={
+        "circuit": "mulchain", "partitions": [{"input": _input("mulchain")}] * n})
+    deadline = time.monotonic() + 20
+    while not any(json.loads(raw)[0]["headers"]["id"] == reply.id
+                  for raw in c.store.redis.hvals(wire.UNACKED_KEY)):
+        assert time.monotonic() < deadline, "the CPU worker never took the submit\n" + c.logs()
+        time.sleep(0.01)
+    time.sleep(2 * HB_INTERVAL)  # a heartbeat reports it held
+    held = c.store.get_worker(c.settings.cpu_worker_id(pid=cpu.pid)).get("holding_requests")
+    assert held == [reply.id], held
+    os.killpg(cpu.pid, signal.SIGKILL)
+    cpu.wait(5)
+    request_key = c.store.keys.request(f"celery:{reply.id}")
+    assert c.store.redis.get(request_key) is None  # nothing ran it
+    (c.base / "cpu.log").rename(c.base / "cpu-killed-submit.log")
+    restarted = time.monotonic()
+    c.start("cpu", "--cpu", "--concurrency", "2")
+    job_id = reply.get(timeout=60)
+    took = time.monotonic() - restarted
+    print(f"by-name submit: reply {took:.1f} s after the restart")
+    assert took < 2 * HB_TTL + 20, c.logs()
+    assert "put back on its queue" in (c.base / "cpu.log").read_text()
+    job = c.store.get_job(job_id)
+    assert job["request_id"] == f"celery:{reply.id}"
+    _assert_valid(c.client.wait(job_id, timeout=60), "mulchain", n)
+    # idempotent: the same request delivered again returns that job and creates nothing
+    again = app.send_task(wire.TASK_SUBMIT, queue=c.settings.cpu_queue, task_id=reply.id,
+                          kwargs={"circuit": "mulchain",
+                                  "partitions": [{"input": _input("mulchain")}] * n})
+    assert again.get(timeout=30) == job_id

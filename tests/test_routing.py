@@ -80,15 +80,15 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
     part = store.get_partition(job, 0)
     assert part["state"] == "synth_done" and int(part["attempt"]) == 1
     assert store.unrouted_partitions() == [(job, 0)]
     # a second sweep changes nothing (the attempt guard)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
     # dev1 comes up: the partition goes there with the new attempt
     store.heartbeat("h:dev1", 5)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
     assert sent(ctx) == [(job, 0, 0, "h:dev0"), (job, 0, 1, "h:dev1")]
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
@@ -342,22 +342,85 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     assert wire.stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
 
 
-def test_a_worker_reports_the_stages_its_celery_registry_holds(monkeypatch):
+def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monkeypatch):
     """What the heartbeat reports: Celery's registry of reserved and running requests in
     the worker's main process (celery.worker.state.requests)."""
     from celery.worker import state
 
-    from cuzk_tasks.worker import held_stages
+    from cuzk_tasks.worker import held_messages
 
-    class Request:  # the three attributes of celery.worker.request.Request read
-        def __init__(self, task_name, args, kwargs):
+    class Request:  # the four attributes of celery.worker.request.Request read
+        def __init__(self, task_name, args, kwargs, task_id=None):
             self.task_name, self.args, self.kwargs = task_name, args, kwargs
+            self.id = task_id or f"id-{task_name}-{len(args)}"
 
     monkeypatch.setattr(state, "requests", {
         "a": Request("cuzk.synthesize", ["j", 0], {"circuit": "c", "attempt": 2}),
         "b": Request("cuzk.prove_start", ["j", 1, 0, "c", "/w"], {}),
         "c": Request("cuzk.finalize", [{"job": "k", "idx": 3, "attempt": 1}], {}),
-        "d": Request("cuzk.submit", [], {"circuit": "c"}),
+        "d": Request("cuzk.submit", [], {"circuit": "c"}, "t-submit"),
+        "f": Request("cuzk.status", ["j"], {}, "t-status"),
+        "g": Request("svc.other", [], {}, "t-other"),  # not ours: held by its own service
         "e": Request("cuzk.prove_start", ["j"], {}),  # malformed: holds nothing
     })
-    assert held_stages() == [("j", 0, 2), ("j", 1, 0), ("k", 3, 1)]
+    held = held_messages()
+    assert held.stages == [("j", 0, 2), ("j", 1, 0), ("k", 3, 1)]
+    assert held.requests == ["t-status", "t-submit"]
+
+
+def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
+    """An entry of kombu's unacked hash and index, as kombu's Redis transport writes one."""
+    headers = {"task": task, "id": task_id, "eta": eta}
+    envelope = {"body": "W10=", "headers": headers, "content-type": "application/json",
+                "properties": {"priority": 0, "delivery_tag": tag, "body_encoding": "base64",
+                               "delivery_info": {"exchange": "", "routing_key": queue}}}
+    redis.hset(wire.UNACKED_KEY, tag, json.dumps([envelope, "", queue]))
+    redis.zadd(wire.UNACKED_INDEX_KEY, {tag: time.time() - delivered_ago_s})
+
+
+def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
+    """The sweeper's request leases (cuzk_tasks/request_leases.py): a by-name request
+    delivered a TTL ago that no online worker reports holding goes back on its queue on the
+    second sighting; a held one, a stage message, a request waiting for its ETA and one
+    delivered just now stay where they are."""
+    import datetime
+
+    from cuzk_tasks.request_leases import RequestLeases
+
+    r, store = ctx.store.redis, ctx.store
+    queue = f"q.{uuid.uuid4().hex[:8]}"
+    ctx.queues["cpu"] = queue
+    tag = lambda name: f"{queue}-{name}"  # noqa: E731
+    store.register_worker("h:cpu:1", "cpu", "h", queue=queue)
+    store.heartbeat("h:cpu:1", 5, holding_requests=["t-held"])
+    future = (datetime.datetime.now(datetime.timezone.utc)
+              + datetime.timedelta(hours=1)).isoformat()
+    _unacked(r, tag("held"), "cuzk.submit", "t-held", 5, queue)
+    _unacked(r, tag("lost"), "cuzk.submit", "t-lost", 5, queue)
+    _unacked(r, tag("stage"), "cuzk.synthesize", "t-stage", 5, queue)
+    _unacked(r, tag("eta"), "cuzk.status", "t-eta", 5, queue, eta=future)
+    _unacked(r, tag("fresh"), "cuzk.result", "t-fresh", 0, queue)
+    leases = RequestLeases(r, store, ttl_s=0.3, interval_s=0.1)
+    try:
+        assert leases.recover() == 0  # the first sighting
+        assert r.llen(queue) == 0
+        time.sleep(0.35)
+        assert leases.recover() == 1
+        waiting = [json.loads(m)["headers"]["id"] for m in r.lrange(queue, 0, -1)]
+        assert waiting == ["t-lost"]
+        assert set(r.hkeys(wire.UNACKED_KEY)) >= {tag("held"), tag("stage"), tag("eta"), tag("fresh")}
+        assert not r.hexists(wire.UNACKED_KEY, tag("lost"))
+        r.hdel(wire.UNACKED_KEY, tag("fresh"))  # acknowledged by its worker meanwhile
+        r.zrem(wire.UNACKED_INDEX_KEY, tag("fresh"))
+        # the holder's heartbeat expires: its request goes back too, after a TTL of sightings
+        store.heartbeat("h:cpu:1", 0.05, holding_requests=["t-held"])
+        time.sleep(0.1)
+        assert leases.recover() == 0
+        time.sleep(0.35)
+        assert leases.recover() == 1
+        waiting = [json.loads(m)["headers"]["id"] for m in r.lrange(queue, 0, -1)]
+        assert sorted(waiting) == ["t-held", "t-lost"]
+        assert r.hexists(wire.UNACKED_KEY, tag("stage")) and r.hexists(wire.UNACKED_KEY, tag("eta"))
+    finally:
+        r.hdel(wire.UNACKED_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
+        r.zrem(wire.UNACKED_INDEX_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])

@@ -104,6 +104,17 @@ class Context:
         broker = self._broker()
         return sum(broker.llen(key) for key in wire.queue_keys(queue))
 
+    def broker_client(self):
+        """A client of the broker's Redis (the state store's own when they are one database),
+        or None when the broker is not Redis."""
+        if self.enqueue_in_store:
+            return self.store.redis
+        from ..redis_url import is_sentinel
+
+        url = self.settings.broker_url
+        return self._broker() if url.startswith(("redis://", "rediss://")) or is_sentinel(url) \
+            else None
+
     def _broker(self):
         """A client of the broker's Redis when it is not the state store's."""
         if self._broker_redis is None:

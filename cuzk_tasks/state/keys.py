@@ -84,8 +84,8 @@ class Keys:
     def worker(self, worker_id: str) -> str:
         """hash: state, job, partition, kind, token, since, device, host, role, queue, gpu_name,
         resident (JSON list), registered_at, last_hb, hb_ttl_ms, holding (JSON list of
-        ``job:idx:attempt``: the stage messages it holds, its stage leases), extra heartbeat
-        fields."""
+        ``job:idx:attempt``: the stage messages it holds, its stage leases), holding_requests
+        (JSON list of the task ids of the by-name requests it holds), extra heartbeat fields."""
         return f"{self.prefix}:worker:{worker_id}"
 
     def hb(self, worker_id: str) -> str:

@@ -53,7 +53,8 @@ _INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt
                "verify_faults"}
 _FLOAT_FIELDS = {"since", "last_hb", "deadline_s"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
-                           "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding"}
+                           "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding",
+                           "holding_requests"}
 
 
 log = logging.getLogger("cuzk_tasks.state")
@@ -243,7 +244,7 @@ def _decode_value(key: str, value):
             return float(value)
         except ValueError:
             return value
-    if key in ("resident", "holding"):
+    if key in ("resident", "holding", "holding_requests"):
         try:
             return list(json.loads(value))
         except ValueError:
@@ -665,13 +666,15 @@ class StateStore:
                   [worker_id, role.value, host, device, queue, gpu_name])
 
     def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None,
-                  slot: HostSlot | None = None, holding=None) -> bool:
+                  slot: HostSlot | None = None, holding=None, holding_requests=None) -> bool:
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
         the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
         ``(job, idx, attempt)`` of every stage message the worker holds -- reserved or
-        running -- its stage leases, None = unchanged).  Never touches the worker's state or
-        token.  Returns True if the worker came (back) online."""
+        running -- its stage leases, None = unchanged; ``holding_requests``: the Celery task
+        ids of the by-name requests -- submit, status, result -- it holds, its request
+        leases, None = unchanged).  Never touches the worker's state or token.  Returns True
+        if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         args = [worker_id, ttl_ms, "1" if resident is not None else "0",
@@ -683,6 +686,8 @@ class StateStore:
             args += [k, v]
         if holding is not None:
             args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
+        if holding_requests is not None:
+            args += ["holding_requests", json.dumps(sorted(str(t) for t in holding_requests))]
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
@@ -778,6 +783,13 @@ class StateStore:
                     except ValueError:
                         continue
         return held
+
+    def held_requests(self, workers=None) -> set[str]:
+        """Celery task ids of every by-name request (submit, status, result) an ONLINE worker
+        reported holding in its last heartbeat (``holding_requests``): the request leases
+        that are alive.  ``workers``: what :meth:`all_workers` returned, if the caller has it."""
+        return {str(task_id) for w in (self.all_workers() if workers is None else workers)
+                if w["online"] for task_id in w.get("holding_requests") or ()}
 
     def routed_partitions(self, worker_id) -> list[tuple[str, int]]:
         return sorted(parse_member(m) for m in self.redis.smembers(self.keys.routed(worker_id)))
