@@ -332,6 +332,7 @@ def test_cli_submit_status_cancel(cluster):
     assert states == ["idle", "idle"]
 
 
+@pytest.mark.chaos
 def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
     c = cluster
     job = c.client.submit("slow_test", [{"input": _input("mulchain")}])
@@ -424,6 +425,7 @@ def _kill_cpu_worker_mid(c, stage, n, tries=4):
     pytest.fail(f"the {stage} stage ended before the kill in {tries} tries")
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("stage", ["synthesizing", "finalizing"])
 def test_kill_the_whole_cpu_worker_mid_stage_and_every_partition_gets_one_proof(cluster, stage):
     """kill -9 of the CPU worker's process group (what the OOM killer or a lost host does)

@@ -124,6 +124,7 @@ def group(tmp_path_factory):
         g.stop()
 
 
+@pytest.mark.chaos
 def test_a_sentinel_failover_mid_run_loses_no_job(group, tmp_path):
     from cuzk_tasks.config import load_settings
     from cuzk_tasks.groth16 import verify
