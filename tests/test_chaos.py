@@ -19,7 +19,11 @@ it with ``python -m pytest -q -m chaos`` (a few minutes: real processes, heartbe
   partial job; resubmitting each request id is idempotent);
 * tests/test_pipeline_e2e.py: ``test_kill_device_worker_mid_prove_redelivers_to_the_other``,
   ``test_kill_the_whole_cpu_worker_mid_stage_and_every_partition_gets_one_proof`` (the CPU
-  worker's process group killed in synthesize and in finalize);
+  worker's process group killed in synthesize and in finalize),
+  ``test_kill_the_whole_cpu_worker_holding_a_submit_by_name`` (the CPU worker killed while
+  it holds a by-name submit: the request lease puts it back on its queue);
+* tests/test_webapp_outage.py: the status page under gunicorn while Redis is killed and
+  restarted, and while it is paused (503 "state store unreachable", then serving again);
 * tests/test_sentinel.py: ``test_a_sentinel_failover_mid_run_loses_no_job`` (kill -9 of the
   primary behind three Sentinels).
 

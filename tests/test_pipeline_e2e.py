@@ -468,6 +468,7 @@ def _children(pid):
     return out
 
 
+@pytest.mark.chaos
 def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
     """A by-name submit (``send_task("cuzk.submit")``, as a service without this package's
     registry sends it) names no partition, so no stage lease covers it.  The CPU worker

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from processes import start_logged, stop_process_group
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TIMEOUT_S = 1.0  # CUZK_WEB_REDIS_TIMEOUT_S of the served app
