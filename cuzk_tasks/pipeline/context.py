@@ -54,6 +54,8 @@ class Context:
         self._broker_redis = None
         #: the transitions push the next stage's message themselves (same Redis database)
         self.enqueue_in_store = settings.broker_is_state_redis
+        #: monotonic time the next device-memory report of prove_start is due (prove.py)
+        self.device_memory_due = 0.0
         self.registry = CircuitRegistry.from_settings(settings)
         self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
                                       on_change=self._publish_resident)

@@ -67,7 +67,10 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
         log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
     returned = _after_gpu_end(ctx, end, message, result)
-    if result is not None:
+    if result is not None and time.monotonic() >= ctx.device_memory_due:
+        # at most once per heartbeat interval: each report is a Redis round trip between this
+        # partition and the device's next one
+        ctx.device_memory_due = time.monotonic() + ctx.settings.heartbeat_interval_s
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
     return returned
 
