@@ -650,16 +650,29 @@ def test_constraints_pin_every_dependency():
 # ---------------------------------------------------------------------------------------
 
 def exposed_metric_names() -> set[str]:
-    """Sample names /metrics can expose, read from webapp/metrics.py's metric families."""
-    text = (ROOT / "webapp" / "metrics.py").read_text()
+    """Sample names /metrics can expose: every metric family webapp/metrics.py builds, from
+    a status document with every group populated and a state store's histograms."""
+    fakeredis = pytest.importorskip("fakeredis")
+    pytest.importorskip("prometheus_client")
+    from cuzk_tasks.state import StateStore
+    from webapp import metrics
+
+    groups = ("completed", "failed", "gpu_faults", "jobs_done", "jobs_failed", "jobs_cancelled")
+    status = {"queues": [{"name": "q", "depth": 1}],
+              "workers": [{"id": "h:dev0", "role": "device", "host": "h", "state": "idle"}],
+              "timeline": {"devices": [{"worker": "h:dev0", "duty_cycle": 0.5}]},
+              "jobs": [], "throughput": [{"window_s": 60, "per_min": 1.0}]}
+    store = StateStore(fakeredis.FakeRedis(decode_responses=True), prefix="names")
+    families = [*metrics.counter_families({g: {"kind": 1} for g in groups}),
+                metrics.histogram_family(store), *metrics.gauge_families(status)]
     names = set()
-    for kind, name in re.findall(r"(Counter|Gauge|Histogram)MetricFamily\(\s*\"(\w+)\"", text):
-        if kind == "Counter":
-            names |= {name + "_total", name + "_created"}
-        elif kind == "Histogram":
-            names |= {name + s for s in ("_bucket", "_sum", "_count")}
+    for family in families:
+        if family.type == "counter":
+            names |= {family.name + "_total", family.name + "_created"}
+        elif family.type == "histogram":
+            names |= {family.name + s for s in ("_bucket", "_sum", "_count")}
         else:
-            names.add(name)
+            names.add(family.name)
     return names
 
 

@@ -417,3 +417,23 @@ def test_a_job_with_a_deadline_shows_the_time_left(store):
     html = c.get("/").get_data(as_text=True)
     assert "9m 5" in html and " left</span>" in html  # 9m 59s (or 58s) left
     assert "deadline" in c.get("/jobs/jt").get_data(as_text=True)
+
+
+def test_gunicorn_worker_start_warms_the_status_cache(store):
+    """webapp/gunicorn.conf.py's post_worker_init makes the first status read in the
+    background, so the first request does not pay for it."""
+    import pathlib
+    import runpy
+    import types
+
+    conf = runpy.run_path(str(pathlib.Path(__file__).resolve().parent.parent / "webapp"
+                              / "gunicorn.conf.py"))
+    job(store, "warm-" + uuid.uuid4().hex[:6])
+    app = make_app(store)
+    reader = app.extensions["cuzk"].reader
+    assert not reader.cached
+    conf["post_worker_init"](types.SimpleNamespace(wsgi=app))
+    deadline = time.monotonic() + 10
+    while not reader.cached:
+        assert time.monotonic() < deadline, "post_worker_init did not read the status"
+        time.sleep(0.02)

@@ -49,13 +49,15 @@ def post_worker_init(worker):
     at 500 jobs x 16 partitions) now, in the background, instead of in the first request.
     Requests that arrive meanwhile share that read (single-flight); Redis being down is
     not an error here (the page reports it)."""
-    ext = getattr(worker.wsgi, "extensions", {}).get("cuzk")
-    if not ext:
+    from webapp.services import EXTENSION
+
+    services = getattr(worker.wsgi, "extensions", {}).get(EXTENSION)
+    if services is None:
         return
 
     def warm():
         try:
-            ext["reader"].get()
+            services.reader.get()
         except Exception:  # noqa: BLE001 - logged by the first request that needs it
             pass
 

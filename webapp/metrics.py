@@ -7,12 +7,97 @@ Redis so every web process reports the same cumulative counts.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, generate_latest
+from flask import Blueprint, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from cuzk_tasks.state import read_extra
 
+from .services import get_services
+
+bp = Blueprint("metrics", __name__)
+
 WORKER_STATES = ("proving", "idle", "offline")
+
+
+def _counter(name, doc, labels, values):
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for label_values, n in values:
+        family.add_metric(label_values, n)
+    return family
+
+
+def counter_families(c):
+    """The counters of the status document's ``counters``."""
+    by_kind = lambda group: [([kind], n) for kind, n in sorted(c[group].items())]  # noqa: E731
+    yield _counter("cuzk_proofs_completed", "Partition proofs completed, by proof kind",
+                   ["kind"], by_kind("completed"))
+    yield _counter("cuzk_proofs_failed", "Partition proofs failed, by proof kind", ["kind"],
+                   by_kind("failed"))
+    yield _counter("cuzk_gpu_faults", "Device errors in prove_start, by proof kind "
+                   "(each moved its partition to another device, or failed it)", ["kind"],
+                   by_kind("gpu_faults"))
+    yield _counter("cuzk_jobs_finished", "Jobs finished, by proof kind and outcome",
+                   ["kind", "state"],
+                   [([kind, state], n) for group, state in (("jobs_done", "done"),
+                                                            ("jobs_failed", "failed"),
+                                                            ("jobs_cancelled", "cancelled"))
+                    for kind, n in sorted(c[group].items())])
+
+
+def histogram_family(store):
+    """Phase durations, from the histograms the transitions keep in Redis."""
+    h = HistogramMetricFamily("cuzk_partition_phase_seconds",
+                              "Partition phase durations (synth, gpu = prove_start, finalize)",
+                              labels=["phase"])
+    for phase, data in read_extra.phase_histograms(store).items():
+        buckets = [("+Inf" if upper == float("inf") else repr(upper / 1000.0), n)
+                   for upper, n in data["buckets"]]
+        h.add_metric([phase.removesuffix("_ms")], buckets, data["sum_ms"] / 1000.0)
+    return h
+
+
+def worker_families(workers):
+    w = GaugeMetricFamily("cuzk_workers", "Workers by role and state", labels=["role", "state"])
+    counts = {}
+    for worker in workers:
+        key = (worker["role"] or "", worker["state"])
+        counts[key] = counts.get(key, 0) + 1
+    for role in sorted({r for r, _ in counts} | {"device", "cpu"}):
+        for state in WORKER_STATES:
+            w.add_metric([role, state], counts.get((role, state), 0))
+    yield w
+    up = GaugeMetricFamily("cuzk_worker_up",
+                           "1 while the worker's heartbeat is alive, 0 once it expired (offline)",
+                           labels=["worker", "role", "host"])
+    for worker in workers:
+        up.add_metric([worker["id"], worker["role"] or "", worker["host"] or ""],
+                      0 if worker["state"] == "offline" else 1)
+    yield up
+
+
+def gauge_families(status):
+    """Queues, workers, devices' duty cycles, active jobs, throughput."""
+    q = GaugeMetricFamily("cuzk_queue_depth", "Messages waiting per Celery queue", labels=["queue"])
+    for item in status["queues"]:
+        q.add_metric([item["name"]], item["depth"])
+    yield q
+    yield from worker_families(status["workers"])
+    duty = GaugeMetricFamily("cuzk_device_duty_cycle",
+                             "Fraction of the timeline window each device spent in prove_start",
+                             labels=["worker"])
+    for dev in status["timeline"]["devices"]:
+        if dev["duty_cycle"] is not None:
+            duty.add_metric([dev["worker"]], dev["duty_cycle"])
+    yield duty
+    active = GaugeMetricFamily("cuzk_jobs_active", "Unfinished jobs")
+    active.add_metric([], len(status["jobs"]))
+    yield active
+    thr = GaugeMetricFamily("cuzk_throughput_per_minute", "Partition proofs per minute",
+                            labels=["window_s"])
+    for t in status["throughput"]:
+        thr.add_metric([str(t["window_s"])], t["per_min"])
+    yield thr
 
 
 class StatusCollector:
@@ -22,80 +107,9 @@ class StatusCollector:
 
     def collect(self):
         status, _, _ = self.reader.get()
-        c = status["counters"]
-        done = CounterMetricFamily("cuzk_proofs_completed", "Partition proofs completed, by proof kind",
-                                   labels=["kind"])
-        for kind, n in sorted(c["completed"].items()):
-            done.add_metric([kind], n)
-        yield done
-        failed = CounterMetricFamily("cuzk_proofs_failed", "Partition proofs failed, by proof kind",
-                                     labels=["kind"])
-        for kind, n in sorted(c["failed"].items()):
-            failed.add_metric([kind], n)
-        yield failed
-        faults = CounterMetricFamily("cuzk_gpu_faults", "Device errors in prove_start, by proof kind "
-                                     "(each moved its partition to another device, or failed it)",
-                                     labels=["kind"])
-        for kind, n in sorted(c["gpu_faults"].items()):
-            faults.add_metric([kind], n)
-        yield faults
-        jobs = CounterMetricFamily("cuzk_jobs_finished", "Jobs finished, by proof kind and outcome",
-                                   labels=["kind", "state"])
-        for group, state in (("jobs_done", "done"), ("jobs_failed", "failed"),
-                             ("jobs_cancelled", "cancelled")):
-            for kind, n in sorted(c[group].items()):
-                jobs.add_metric([kind, state], n)
-        yield jobs
-
-        hist = read_extra.phase_histograms(self.store)
-        h = HistogramMetricFamily("cuzk_partition_phase_seconds",
-                                  "Partition phase durations (synth, gpu = prove_start, finalize)",
-                                  labels=["phase"])
-        for phase, data in hist.items():
-            buckets = [("+Inf" if upper == float("inf") else repr(upper / 1000.0), n)
-                       for upper, n in data["buckets"]]
-            h.add_metric([phase.removesuffix("_ms")], buckets, data["sum_ms"] / 1000.0)
-        yield h
-
-        q = GaugeMetricFamily("cuzk_queue_depth", "Messages waiting per Celery queue", labels=["queue"])
-        for item in status["queues"]:
-            q.add_metric([item["name"]], item["depth"])
-        yield q
-
-        w = GaugeMetricFamily("cuzk_workers", "Workers by role and state", labels=["role", "state"])
-        counts = {}
-        for worker in status["workers"]:
-            key = (worker["role"] or "", worker["state"])
-            counts[key] = counts.get(key, 0) + 1
-        for role in sorted({r for r, _ in counts} | {"device", "cpu"}):
-            for state in WORKER_STATES:
-                w.add_metric([role, state], counts.get((role, state), 0))
-        yield w
-
-        up = GaugeMetricFamily("cuzk_worker_up",
-                               "1 while the worker's heartbeat is alive, 0 once it expired (offline)",
-                               labels=["worker", "role", "host"])
-        for worker in status["workers"]:
-            up.add_metric([worker["id"], worker["role"] or "", worker["host"] or ""],
-                          0 if worker["state"] == "offline" else 1)
-        yield up
-
-        duty = GaugeMetricFamily("cuzk_device_duty_cycle",
-                                 "Fraction of the timeline window each device spent in prove_start",
-                                 labels=["worker"])
-        for dev in status["timeline"]["devices"]:
-            if dev["duty_cycle"] is not None:
-                duty.add_metric([dev["worker"]], dev["duty_cycle"])
-        yield duty
-
-        active = GaugeMetricFamily("cuzk_jobs_active", "Unfinished jobs")
-        active.add_metric([], len(status["jobs"]))
-        yield active
-        thr = GaugeMetricFamily("cuzk_throughput_per_minute", "Partition proofs per minute",
-                                labels=["window_s"])
-        for t in status["throughput"]:
-            thr.add_metric([str(t["window_s"])], t["per_min"])
-        yield thr
+        yield from counter_families(status["counters"])
+        yield histogram_family(self.store)
+        yield from gauge_families(status)
 
 
 def make_registry(reader, store) -> CollectorRegistry:
@@ -106,3 +120,12 @@ def make_registry(reader, store) -> CollectorRegistry:
 
 def exposition(registry) -> bytes:
     return generate_latest(registry)
+
+
+@bp.get("/metrics")
+def metrics():
+    services = get_services()
+    if services.metrics_registry is None:
+        services.metrics_registry = make_registry(services.reader, services.store)
+    return Response(exposition(services.metrics_registry),
+                    headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -13,7 +13,14 @@ import logging
 import threading
 import time
 
+from flask import Response, jsonify, render_template, request
+
 log = logging.getLogger("webapp")
+
+#: the endpoints that read Redis: one that answers ends an outage (static files, /login do not)
+READS_REDIS = frozenset({"pages.index", "pages.job", "api.status", "api.events", "api.job",
+                         "api.job_result", "api.healthz", "metrics.metrics"})
+HTML_PAGES = ("pages.index", "pages.job")
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
@@ -60,3 +67,29 @@ class OutageLog:
         since = self.failed(exc)
         return {"error": "state store unreachable", "redis": type(exc).__name__,
                 "since": round(since, 3), "retry_after_s": 1}
+
+
+def register(app, outage: OutageLog) -> None:
+    """Answer 503 for every read that finds Redis unreachable, and end the outage at the
+    first read that succeeds."""
+
+    def unreachable(exc):
+        body = outage.body(exc)
+        if request.endpoint in HTML_PAGES and "text/html" in request.headers.get("Accept", ""):
+            resp = Response(render_template("unavailable.html", o=body), status=503,
+                            mimetype="text/html")
+        else:
+            resp = jsonify(body)
+            resp.status_code = 503
+        resp.headers["Retry-After"] = str(body["retry_after_s"])
+        resp.headers["Cache-Control"] = "no-store"
+        return resp
+
+    def answered(resp):
+        if request.endpoint in READS_REDIS and resp.status_code != 503:
+            outage.ok()
+        return resp
+
+    for error in redis_errors():
+        app.register_error_handler(error, unreachable)
+    app.after_request(answered)

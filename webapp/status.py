@@ -196,6 +196,11 @@ class StatusModel:
                 self.cursor = None
             return self.read()
         self.queue_names.update(dict.fromkeys(new_queues))
+        self._apply(d)
+        return self._document(d)
+
+    def _apply(self, d):
+        """Merge a delta into the kept jobs and device activity."""
         if d["full"]:
             self.jobs = {}
             self.activity = _Activity()
@@ -213,6 +218,8 @@ class StatusModel:
         self.activity.apply(d["acts"], now)
         self.activity.prune(now - self.window_s)
 
+    def _document(self, d) -> tuple[dict, bytes, str]:
+        now = d["now"]
         workers = [_worker(w, now) for w in d["workers"]]
         online_since = [w.get("registered_at") for w in d["workers"]
                         if w.get("online") and w.get("registered_at")]
@@ -298,6 +305,11 @@ class StatusReader:
         # weak ETags: unique per document of this process (a new read = a new document)
         self._etag_prefix = os.urandom(6).hex()
         self._seq = 0
+
+    @property
+    def cached(self) -> bool:
+        """True once a document has been read (what a request may be answered from)."""
+        return self._entry is not None
 
     def get(self) -> tuple[dict, bytes, str]:
         """``(status, json bytes, last event id)``."""

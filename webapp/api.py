@@ -1,0 +1,119 @@
+"""The JSON API (docs/api.md): /api/status, /api/events (Server-Sent Events), /api/jobs/<id>,
+/api/jobs/<id>/result, /healthz."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from flask import Blueprint, Response, jsonify, request, url_for
+
+from .outage import redis_errors
+from .services import get_services, get_store
+from .status import SCHEMA_VERSION
+
+bp = Blueprint("api", __name__)
+
+JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "request_id", "submitted_at",
+              "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error",
+              "deadline_s", "deadline_at")
+JOB_PART_FIELDS = ("idx", "state", "attempt", "deliveries", "redispatches", "worker", "synth_ms",
+                   "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
+                   "t_gpu_start", "t_gpu_end", "t_done", "t_end", "error")
+
+
+def job_document(job_id) -> dict | None:
+    """The /api/jobs/<id> document (also what /jobs/<id> renders), None for an unknown job."""
+    store = get_store()
+    job = store.get_job(job_id)
+    if job is None:
+        return None
+    parts = []
+    for p in store.list_partitions(job_id):
+        d = {k: p.get(k) for k in JOB_PART_FIELDS}
+        d["has_proof"] = bool(p.get("proof"))
+        parts.append(d)
+    done = job.get("state") == "done"
+    return {"version": SCHEMA_VERSION, "job": {k: job.get(k) for k in JOB_FIELDS},
+            "partitions": parts,
+            "result_url": url_for("api.job_result", job_id=job_id) if done else None}
+
+
+@bp.get("/api/status")
+def status():
+    # the cached document's bytes as they are: nothing is encoded per request
+    e = get_services().reader.entry()
+    if request.if_none_match and request.if_none_match.contains_weak(e.etag[3:-1]):  # W/"tag"
+        resp = Response(status=304)
+    elif request.accept_encodings["gzip"] > 0:
+        resp = Response(e.gzipped(), mimetype="application/json")
+        resp.headers["Content-Encoding"] = "gzip"
+    else:
+        resp = Response(e.body, mimetype="application/json")
+    resp.headers["ETag"] = e.etag
+    resp.headers["Vary"] = "Accept-Encoding"
+    # stored, but revalidated on every use (If-None-Match: a 304 when unchanged)
+    resp.headers["Cache-Control"] = "private, no-cache"
+    return resp
+
+
+@bp.get("/api/events")
+def events():
+    services = get_services()
+    live, config, outage = services.live, services.config, services.outage
+    sub = live.subscribe()
+
+    def stream():
+        deadline = time.monotonic() + config.sse_max_stream_s
+        try:
+            yield f"retry: {max(500, config.poll_interval_ms // 2)}\n\n".encode()
+            try:
+                yield live.status_frame()
+            except redis_errors() as exc:  # the reader thread sends one when Redis is back
+                outage.failed(exc)
+            while time.monotonic() < deadline:
+                frames = sub.take(timeout=15.0)
+                yield b"".join(frames) if frames else b": keep-alive\n\n"
+        finally:
+            live.unsubscribe(sub)
+
+    resp = Response(stream(), mimetype="text/event-stream")
+    resp.headers["Cache-Control"] = "no-store"
+    resp.headers["X-Accel-Buffering"] = "no"
+    return resp
+
+
+@bp.get("/api/jobs/<job_id>")
+def job(job_id):
+    doc = job_document(job_id)
+    if doc is None:
+        return jsonify({"error": "no such job", "job": job_id}), 404
+    return jsonify(doc)
+
+
+@bp.get("/api/jobs/<job_id>/result")
+def job_result(job_id):
+    store = get_store()
+    job = store.get_job(job_id)
+    if job is None:
+        return jsonify({"error": "no such job", "job": job_id}), 404
+    if job.get("state") != "done":
+        return jsonify({"error": f"job is {job.get('state')}, not done", "job": job_id}), 409
+    result = store.get_result(job_id) or store.collect_result(job_id)
+    resp = Response(json.dumps(result, indent=1), mimetype="application/json")
+    safe = "".join(c for c in job_id if c.isalnum() or c in "-_.")[:80] or "job"
+    resp.headers["Content-Disposition"] = f'attachment; filename="proofs-{safe}.json"'
+    return resp
+
+
+@bp.get("/healthz")
+def healthz():
+    services = get_services()
+    try:
+        t0 = time.perf_counter()
+        services.store.redis.ping()
+        return jsonify({"ok": True, "redis": "ok",
+                        "redis_ms": round((time.perf_counter() - t0) * 1000, 2)})
+    except Exception as exc:  # never echo the URL: it may carry a password
+        services.outage.failed(exc)
+        return jsonify({"ok": False, "redis": type(exc).__name__}), 503
