@@ -16,7 +16,7 @@ import pytest
 
 from cuzk_tasks import pipeline, wire
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.state.store import _script_text
+from cuzk_tasks.state.store import script_text
 
 ON_DONE = {"task": "svc.job_done", "queue": "svc.callbacks"}
 
@@ -106,7 +106,7 @@ def test_filled_message_matches_what_celery_send_task_pushes(celery_app):
 def test_lua_fills_the_message_as_wire_does(store):
     """The Lua step's base64 must equal Python's (every padding length, non-ASCII bytes) and
     its kwargs decode to what the job ended with."""
-    prelude = _script_text("workers").split("-- ==== workers.lua ====")[0]
+    prelude = script_text("workers").split("-- ==== workers.lua ====")[0]
     for n in range(4):
         job = "jé" + "x" * n
         new_job(store, n=1, job_id=job)
@@ -117,7 +117,7 @@ def test_lua_fills_the_message_as_wire_does(store):
                                        "error": "stop/" + "y" * n}
         assert base64.b64encode(body.encode("utf-8")).decode("ascii") == envelope["body"]
     for text in ("", "a", "ab", "abc", "abcd", "\x00\xff\x80é"):
-        got = store.redis.eval(prelude + "return base64(ARGV[#ARGV])", 0, *store._common, text)
+        got = store.redis.eval(prelude + "return base64(ARGV[#ARGV])", 0, *store.common_args, text)
         assert got == base64.b64encode(text.encode("utf-8")).decode("ascii"), text
 
 
@@ -181,12 +181,12 @@ def test_sent_exactly_once_when_the_end_step_runs_again(store):
     """finish_job re-run on an ended job (a future end path that forgets its guard) sends
     nothing more: the kept message is consumed by the step that sends it."""
     new_job(store, n=1)
-    prelude = _script_text("workers").split("-- ==== workers.lua ====")[0]
+    prelude = script_text("workers").split("-- ==== workers.lua ====")[0]
     rerun = prelude + "return send_on_done(ARGV[#ARGV], 'failed', 'late', nil)"
     assert store.cancel_job("j1")
-    assert store.redis.eval(rerun, 0, *store._common, "j1") == 0
+    assert store.redis.eval(rerun, 0, *store.common_args, "j1") == 0
     assert store.redis.eval(prelude + "finish_job(ARGV[#ARGV], 'failed', 'x'); return 1", 0,
-                            *store._common, "j1") == 1
+                            *store.common_args, "j1") == 1
     assert len(callbacks(store)) == 1
 
 
@@ -200,8 +200,8 @@ def test_a_job_without_on_done_pushes_nothing(store):
 
 
 def test_lua_on_done_key_matches_keys_py(store):
-    prelude = _script_text("workers").split("-- ==== workers.lua ====")[0]
-    assert store.redis.eval(prelude + "return K.on_done('J')", 0, *store._common) == \
+    prelude = script_text("workers").split("-- ==== workers.lua ====")[0]
+    assert store.redis.eval(prelude + "return K.on_done('J')", 0, *store.common_args) == \
         store.keys.on_done("J")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
-from cuzk_tasks.state.store import _script_text
+from cuzk_tasks.state.store import script_text
 
 # --- helpers ----------------------------------------------------------------------------
 
@@ -123,18 +123,50 @@ def test_bad_prefix_and_ids_raise(store):
 
 def test_lua_key_functions_match_keys_py(store):
     keys = store.keys
-    lua = _script_text("workers")  # any script: they all start with the prelude
+    lua = script_text("workers")  # any script: they all start with the prelude
     prelude = lua.split("-- ==== workers.lua ====")[0]
     body = prelude + """
 return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request('R'),
         K.result('J'), K.workers(), K.worker('W'), K.hb('W'), K.routed('W'), K.unrouted(),
-        K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4)}
+        K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4),
+        K.histograms()}
 """
-    got = store.redis.eval(body, 0, *store._common)
+    got = store.redis.eval(body, 0, *store.common_args)
     assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
                    keys.request("R"), keys.result("J"), keys.workers(), keys.worker("W"),
                    keys.hb("W"), keys.routed("W"), keys.unrouted(), keys.counters(),
-                   keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4)]
+                   keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4),
+                   keys.phase_histograms()]
+
+
+def test_phase_histogram_buckets_are_one_list_in_lua_and_python(store):
+    """finalize_end counts into the buckets of _lib.lua; /metrics labels them with
+    reads.PHASE_BUCKETS_MS: the two lists are the same."""
+    from cuzk_tasks.state import reads
+
+    prelude = script_text("workers").split("-- ==== workers.lua ====")[0]
+    got = store.redis.eval(prelude + "return PHASE_BUCKETS_MS", 0, *store.common_args)
+    assert tuple(int(b) for b in got) == reads.PHASE_BUCKETS_MS
+
+
+def test_a_completed_partition_is_counted_in_the_phase_histograms(store):
+    """The transition that completes a partition counts its phase durations, so the web
+    tier only reads them (reads.phase_histograms)."""
+    from cuzk_tasks.state import reads
+
+    new_job(store, n=1)
+    w = device(store)
+    to_finalizing(store, "j1", 0, w)
+    assert store.finalize_end("j1", 0, 0, 30.0, "{}", "[]").ok
+    hist = reads.phase_histograms(store)
+    assert hist["finalize_ms"]["count"] == 1 and hist["finalize_ms"]["sum_ms"] == 30.0
+    # 30 ms falls in the (25, 50] bucket: cumulative counts 0 up to 25 ms, 1 from 50 ms on
+    assert dict(hist["finalize_ms"]["buckets"])[25] == 0
+    assert dict(hist["finalize_ms"]["buckets"])[50] == 1
+    assert hist["finalize_ms"]["buckets"][-1] == (float("inf"), 1)
+    # a stale second finalize of the same partition counts nothing
+    assert not store.finalize_end("j1", 0, 0, 30.0, "{}", "[]").ok
+    assert reads.phase_histograms(store)["finalize_ms"]["count"] == 1
 
 
 def test_every_key_is_under_the_prefix_and_named_by_keys(store):
@@ -148,7 +180,7 @@ def test_every_key_is_under_the_prefix_and_named_by_keys(store):
     k = store.keys
     expected = {k.job("j1"), k.part("j1", 0), k.part("j1", 1), k.jobs_recent(), k.request("req"),
                 k.result("j1"), k.workers(), k.worker(w), k.hb(w), k.counters(), k.completions(),
-                k.failures(), k.events()}
+                k.failures(), k.events(), k.phase_histograms()}
     assert names == expected
 
 

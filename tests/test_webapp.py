@@ -381,7 +381,7 @@ def test_status_bytes_gzip_etag_304(store):
 
 def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
     from cuzk_tasks.wire import queue_keys
-    from cuzk_tasks.state import read_extra
+    from cuzk_tasks.state import reads
 
     app = make_app(store, cache_max_age_ms=0)
     c = app.test_client()
@@ -389,13 +389,13 @@ def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
     job(store, "jq", n=2)
     status(c)  # the first read is a full one
     cursors = []
-    real = read_extra.status_delta
+    real = reads.status_delta
 
     def spy(store_, cursor, *a, **kw):
         cursors.append(cursor)
         return real(store_, cursor, *a, **kw)
 
-    monkeypatch.setattr(read_extra, "status_delta", spy)
+    monkeypatch.setattr(reads, "status_delta", spy)
     device(store, "h:dev2")  # a new device, with a queue not read before
     store.redis.lpush(queue_keys("cuzk.dev.h.2")[0], "m")
     try:

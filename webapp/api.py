@@ -8,6 +8,8 @@ import time
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
+from cuzk_tasks.state.reads import JOB_PARTITION_FIELDS
+
 from .outage import redis_errors
 from .services import get_services, get_store
 from .status import SCHEMA_VERSION
@@ -17,9 +19,6 @@ bp = Blueprint("api", __name__)
 JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "request_id", "submitted_at",
               "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error",
               "deadline_s", "deadline_at")
-JOB_PART_FIELDS = ("idx", "state", "attempt", "deliveries", "redispatches", "worker", "synth_ms",
-                   "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
-                   "t_gpu_start", "t_gpu_end", "t_done", "t_end", "error")
 
 
 def job_document(job_id) -> dict | None:
@@ -30,7 +29,7 @@ def job_document(job_id) -> dict | None:
         return None
     parts = []
     for p in store.list_partitions(job_id):
-        d = {k: p.get(k) for k in JOB_PART_FIELDS}
+        d = {k: p.get(k) for k in JOB_PARTITION_FIELDS}
         d["has_proof"] = bool(p.get("proof"))
         parts.append(d)
     done = job.get("state") == "done"

@@ -103,7 +103,7 @@ class Broadcaster:
         while not self._stop.is_set():
             try:
                 if last_id is None:
-                    from cuzk_tasks.state.read_extra import last_event_id
+                    from cuzk_tasks.state.reads import last_event_id
 
                     last_id = last_event_id(self.store) or "0-0"
                 wait_s = self.min_interval_s if dirty else min(1.0, self.refresh_s)

@@ -1,8 +1,9 @@
 """GET /metrics: Prometheus exposition built from Redis at scrape time.
 
 Counters and gauges come from the status document (the same cached, consistent read the
-page uses); phase-duration histograms come from ``read_extra.phase_histograms``, folded in
-Redis so every web process reports the same cumulative counts.
+page uses); phase-duration histograms from ``reads.phase_histograms``: the transition that
+completes a partition counts it in Redis, so every web process reports the same counts and
+a scrape writes nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from flask import Blueprint, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from cuzk_tasks.state import read_extra
+from cuzk_tasks.state import reads
 
 from .services import get_services
 
@@ -50,7 +51,7 @@ def histogram_family(store):
     h = HistogramMetricFamily("cuzk_partition_phase_seconds",
                               "Partition phase durations (synth, gpu = prove_start, finalize)",
                               labels=["phase"])
-    for phase, data in read_extra.phase_histograms(store).items():
+    for phase, data in reads.phase_histograms(store).items():
         buckets = [("+Inf" if upper == float("inf") else repr(upper / 1000.0), n)
                    for upper, n in data["buckets"]]
         h.add_metric([phase.removesuffix("_ms")], buckets, data["sum_ms"] / 1000.0)

@@ -1,8 +1,8 @@
 """The /api/status document (schema in docs/api.md) and its cached, single-flight reader.
 
-Everything comes from the state store's read API: ``read_extra.status_delta`` (one Lua run,
+Everything comes from the state store's read API: ``reads.status_delta`` (one Lua run,
 ``scripts/status_delta.lua``: workers, the jobs changed since the previous read, queues,
-counters, throughput, failures, device activity) and ``read_extra.last_event_id``.
+counters, throughput, failures, device activity) and ``reads.last_event_id``.
 No Celery inspect/control call is ever made.
 
 A read yields the document's JSON bytes once; every request is then answered with those
@@ -18,14 +18,14 @@ import threading
 import time
 
 from cuzk_tasks.wire import queue_keys
-from cuzk_tasks.state import read_extra
+from cuzk_tasks.state import reads
+from cuzk_tasks.state.codec import decode
 
 SCHEMA_VERSION = 2
 """2: in /api/status, each partition is an array of values in ``partition_fields`` order
 (the document's own list); 1 had an object per partition (2.3x the bytes at 500 x 16)."""
 
-PART_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "gpu_ms", "finalize_ms",
-               "t_synth_start", "t_gpu_start", "t_gpu_end", "t_done", "error")
+PART_FIELDS = reads.STATUS_PARTITION_FIELDS  # docs/api.md, "partition_fields"
 JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "submitted_at", "started_at",
               "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
               "deadline_at")
@@ -157,7 +157,7 @@ class _Activity:
 
 
 class StatusModel:
-    """The status document, kept current with ``read_extra.status_delta``: after one full
+    """The status document, kept current with ``reads.status_delta``: after one full
     read, each read fetches only the jobs named by events since the last one (plus workers,
     queues, counters, failures: small).  The merged result equals a full consistent read at
     the newest event: every job/partition change appends an event naming its job."""
@@ -181,7 +181,7 @@ class StatusModel:
         """``(status, body, last event id)``: ``body`` is the /api/status document as sent
         (JSON bytes, partitions as arrays); ``status`` is the same document with each
         partition as an object keyed by ``partition_fields`` (templates, /metrics)."""
-        d = read_extra.status_delta(
+        d = reads.status_delta(
             self.store, self.cursor, self._queues(), PART_FIELDS, recent_jobs=self.recent_jobs,
             failures=self.failures, lookback_s=self.window_s + 600)
         missing = [j for j in d["active"] + d["recent"] if j not in d["jobs"] and j not in self.jobs]
@@ -205,7 +205,7 @@ class StatusModel:
             self.jobs = {}
             self.activity = _Activity()
         for job_id, rec in d["jobs"].items():
-            job = {k: v for k, v in _decode_job(rec["fields"]).items() if k in JOB_FIELDS}
+            job = {k: v for k, v in decode(rec["fields"]).items() if k in JOB_FIELDS}
             job = {k: job.get(k) for k in JOB_FIELDS}
             job["partitions"] = [_part(PART_FIELDS, vals) for vals in rec["parts"]]
             wire = dict(job, partitions=[[p[k] for k in PART_FIELDS] for p in job["partitions"]])
@@ -249,12 +249,6 @@ class StatusModel:
                 + b'],"recent_jobs":[' + b",".join(b for _, b in recent) + b"]}")
         status = dict(head, jobs=[j for j, _ in active], recent_jobs=[j for j, _ in recent])
         return status, body, d["last_id"]
-
-
-def _decode_job(fields):
-    from cuzk_tasks.state.store import _decode
-
-    return _decode(fields)
 
 
 class _Entry:
@@ -331,7 +325,7 @@ class StatusReader:
         entry = None
         try:
             checked = time.monotonic()
-            event_id = read_extra.last_event_id(self.store)
+            event_id = reads.last_event_id(self.store)
             e = self._entry
             if (e is not None and e.event_id == event_id and checked - e.built < self.max_age_s
                     and checked < e.expires):

@@ -127,10 +127,8 @@ class Keys:
         deleted in the step that sends it; absent for a job without on_done."""
         return f"{self.prefix}:on_done:{job_id}"
 
-    # --- appended for the web status page (webapp/, cuzk_tasks/state/read_extra.py) ---
-
-    def web_histograms(self) -> str:
-        """hash: partition phase-duration histograms folded from ``partition_done`` events
-        (``cursor``, ``<phase>:<bucket>``, ``<phase>:sum``, ``<phase>:count``); written only
-        by ``scripts/phase_histograms.lua``."""
-        return f"{self.prefix}:web:histograms"
+    def phase_histograms(self) -> str:
+        """hash: partition phase-duration histograms (``<phase>:<bucket>``, ``<phase>:sum``,
+        ``<phase>:count``; phases synth_ms, gpu_ms, finalize_ms), counted by the transition
+        that completes a partition (``finalize_end``), read by /metrics."""
+        return f"{self.prefix}:histograms"

@@ -30,28 +30,20 @@ import uuid
 
 from .. import defaults
 from ..errors import StateError
-from .enums import WorkerRole, WorkerState
+from . import reads
+from .codec import as_list, decode, decode_value, worker_record
+from .enums import WorkerRole
 from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
 
 SCRIPTS = (
     "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
-    "worker_offline", "workers", "snapshot", "claim_host_slot", "retire_workers",
+    "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines",
 )
 
-# partition fields the snapshot reports (large ones -- input, proof, public -- are left out)
-SNAPSHOT_PART_FIELDS = (
-    "idx", "state", "attempt", "deliveries", "redispatches", "worker", "token", "witness_ref",
-    "synth_ms", "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
-    "t_gpu_start", "t_gpu_end", "t_redispatched", "t_done", "t_end", "error",
-)
 
-_INT_FIELDS = {"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt", "deliveries",
-               "redispatches", "lost_messages", "partition", "hb_ttl_ms", "pid", "device_faults",
-               "verify_faults"}
-_FLOAT_FIELDS = {"since", "last_hb", "deadline_s"}
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding",
                            "holding_requests"}
@@ -214,7 +206,8 @@ class FinalizeEnd:
     reason: str = "ok"
 
 
-def _script_text(name: str) -> str:
+def script_text(name: str) -> str:
+    """The Lua source the store runs for script ``name``: ``_lib.lua`` then ``<name>.lua``."""
     folder = importlib.resources.files("cuzk_tasks.state") / "scripts"
     lib = (folder / "_lib.lua").read_text(encoding="utf-8")
     body = (folder / f"{name}.lua").read_text(encoding="utf-8")
@@ -229,43 +222,6 @@ def _arg(value) -> str:
     if isinstance(value, WorkerRole):
         return value.value
     return str(value)
-
-
-def _decode_value(key: str, value):
-    if value is None or value is False or value == "":
-        return None
-    if key in _INT_FIELDS or key == "device":
-        try:
-            return int(value)
-        except ValueError:
-            return value
-    if key in _FLOAT_FIELDS or key.startswith("t_") or key.endswith("_ms") or key.endswith("_at"):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    if key in ("resident", "holding", "holding_requests"):
-        try:
-            return list(json.loads(value))
-        except ValueError:
-            return []
-    return value
-
-
-def _decode(fields: dict) -> dict:
-    return {k: _decode_value(k, v) for k, v in fields.items()}
-
-
-def _pairs(flat) -> dict:
-    """A flat [k1, v1, k2, v2, ...] list (cjson may encode an empty one as {})."""
-    if not flat:
-        return {}
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def _list(value) -> list:
-    """cjson encodes an empty Lua table as {} (redis) or [] (fakeredis)."""
-    return value if isinstance(value, list) else []
 
 
 def _check_job_id(job_id) -> str:
@@ -311,7 +267,7 @@ class StateStore:
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
                         str(int(failures_kept)), str(int(completions_kept_s)),
                         str(self.job_retention_s)]
-        self._scripts = {name: redis_client.register_script(_script_text(name)) for name in SCRIPTS}
+        self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
 
@@ -348,6 +304,17 @@ class StateStore:
                             result_ttl_s=settings.result_ttl_s,
                             job_retention_s=settings.job_retention_s,
                             outage_s=settings.redis_outage_s if outage_s is None else outage_s)
+
+    @property
+    def common_args(self) -> list[str]:
+        """The arguments every script of this store takes first (``_lib.lua``: prefix and
+        limits), before its own."""
+        return list(self._common)
+
+    def script(self, name: str):
+        """The registered Lua script ``name`` of ``scripts/`` (redis-py ``Script``: call it
+        with ``keys=`` and ``args=``, the latter after :attr:`common_args`)."""
+        return self._scripts[name]
 
     def _run(self, name, keys, args):
         script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]
@@ -408,28 +375,28 @@ class StateStore:
     def expire_deadlines(self) -> list[str]:
         """Fail every live job past its deadline ("deadline exceeded (...)"), its live
         partitions cancelled; returns their ids."""
-        return sorted(_list(self._run("expire_deadlines", [self.keys.jobs_deadlines()], [])))
+        return sorted(as_list(self._run("expire_deadlines", [self.keys.jobs_deadlines()], [])))
 
     def get_job(self, job_id) -> dict | None:
         fields = self.redis.hgetall(self.keys.job(job_id))
-        return _decode(fields) if fields else None
+        return decode(fields) if fields else None
 
     def get_partition(self, job_id, idx) -> dict | None:
         fields = self.redis.hgetall(self.keys.part(job_id, idx))
-        return _decode(fields) if fields else None
+        return decode(fields) if fields else None
 
     def partition_fields(self, job_id, idx, *fields) -> list:
         """Some fields of a partition, decoded (None where absent), in one HMGET: what a
         step needs without reading inputs and proofs."""
         values = self.redis.hmget(self.keys.part(job_id, idx), list(fields))
-        return [_decode_value(f, v) for f, v in zip(fields, values)]
+        return [decode_value(f, v) for f, v in zip(fields, values)]
 
     def list_partitions(self, job_id) -> list[dict]:
         n = int(self.redis.hget(self.keys.job(job_id), "n_partitions") or 0)
         pipe = self.redis.pipeline(transaction=True)
         for i in range(n):
             pipe.hgetall(self.keys.part(job_id, i))
-        return [_decode(f) for f in pipe.execute() if f]
+        return [decode(f) for f in pipe.execute() if f]
 
     def cancel_job(self, job_id, reason: str = "cancelled by user") -> bool:
         """A pending/running job -> cancelled with its live partitions; workers untouched."""
@@ -588,7 +555,7 @@ class StateStore:
         most ``limit``).  The sweeper checks each has a queued message or a live lease."""
         rows = json.loads(self._run("stage_partitions", [self.keys.jobs_active()], [int(limit)]))
         return [(job, int(idx), state, int(attempt), worker)
-                for job, idx, state, attempt, worker in _list(rows)]
+                for job, idx, state, attempt, worker in as_list(rows)]
 
     def queue_depth(self, list_keys) -> int:
         """Messages waiting in the broker lists ``list_keys`` (one queue's priority steps)."""
@@ -633,7 +600,7 @@ class StateStore:
 
     def job_status(self, job_id) -> dict | None:
         """A job and its partitions' states, without inputs and proofs, JSON-able:
-        the job hash (``on_done`` decoded) plus ``"partitions"`` (SNAPSHOT_PART_FIELDS each);
+        the job hash (``on_done`` decoded) plus ``"partitions"`` (reads.PARTITION_FIELDS each);
         None for an unknown job.  The partitions are read in one transaction with the job."""
         n = self.redis.hget(self.keys.job(job_id), "n_partitions")
         if n is None:
@@ -641,14 +608,14 @@ class StateStore:
         pipe = self.redis.pipeline(transaction=True)
         pipe.hgetall(self.keys.job(job_id))
         for i in range(int(n or 0)):
-            pipe.hmget(self.keys.part(job_id, i), list(SNAPSHOT_PART_FIELDS))
+            pipe.hmget(self.keys.part(job_id, i), list(reads.PARTITION_FIELDS))
         fields, *parts = pipe.execute()
         if not fields:
             return None
-        job = _decode(fields)
+        job = decode(fields)
         if job.get("on_done"):
             job["on_done"] = json.loads(job["on_done"])
-        job["partitions"] = [_decode(dict(zip(SNAPSHOT_PART_FIELDS, vals))) for vals in parts]
+        job["partitions"] = [decode(dict(zip(reads.PARTITION_FIELDS, vals))) for vals in parts]
         return job
 
     # --- workers ----------------------------------------------------------------------
@@ -749,12 +716,12 @@ class StateStore:
         fields, pttl, hb, outstanding, (sec, usec) = pipe.execute()
         if not fields:
             return None
-        return _worker({"id": worker_id, "fields": fields, "hb_pttl": pttl, "hb": hb or "",
+        return worker_record({"id": worker_id, "fields": fields, "hb_pttl": pttl, "hb": hb or "",
                         "outstanding": outstanding}, sec + usec / 1e6)
 
     def _workers(self) -> list[dict]:
-        records = _list(json.loads(self._run("workers", [self.keys.workers()], [])))
-        return sorted((_worker(r) for r in records), key=lambda w: w["worker_id"])
+        records = as_list(json.loads(self._run("workers", [self.keys.workers()], [])))
+        return sorted((worker_record(r) for r in records), key=lambda w: w["worker_id"])
 
     def all_workers(self) -> list[dict]:
         """Every registered worker (as :meth:`get_worker`), sorted by id."""
@@ -803,41 +770,8 @@ class StateStore:
                  recent_jobs: int = defaults.SNAPSHOT_RECENT_JOBS,
                  failures: int = defaults.FAILURES_KEPT,
                  windows_s=defaults.THROUGHPUT_WINDOWS_S) -> dict:
-        """Everything a status panel shows, read by ONE Lua script (a consistent view).
-
-        ``queues``: queue name -> list of Redis list keys whose LLEN are summed (Celery's
-        Redis transport keeps priority-suffixed lists besides the queue name); a bare string
-        counts as one key.  Returns ``{"now", "workers", "jobs" (active, by submit time, each
-        with "partitions"), "recent_jobs" (finished, newest first), "queues" {name: depth},
-        "counters" {name: int}, "throughput" [{"window_s", "completed", "per_min"}],
-        "failures" [dict, newest first]}``.
-        """
-        qspec = []
-        for name, qkeys in (queues or {}).items():
-            qspec.append([name, [qkeys] if isinstance(qkeys, str) else list(qkeys)])
-        raw = json.loads(self._run("snapshot", [], [
-            int(recent_jobs), int(failures), json.dumps([int(w) for w in windows_s]),
-            json.dumps(qspec), json.dumps(SNAPSHOT_PART_FIELDS)]))
-        now = float(raw["now"])
-
-        def job(rec):
-            d = _decode(_pairs(rec["fields"]))
-            d["partitions"] = [_decode(dict(zip(SNAPSHOT_PART_FIELDS, vals)))
-                               for vals in _list(rec["parts"])]
-            return d
-
-        return {
-            "now": now,
-            "workers": sorted((_worker(r, now) for r in _list(raw["workers"])),
-                              key=lambda w: w["worker_id"]),
-            "jobs": [job(r) for r in _list(raw["active"])],
-            "recent_jobs": [job(r) for r in _list(raw["recent"])],
-            "queues": {name: int(depth) for name, depth in _list(raw["queues"])},
-            "counters": {k: int(v) for k, v in _pairs(raw["counters"]).items()},
-            "throughput": [{"window_s": int(w), "completed": int(n), "per_min": n * 60.0 / w}
-                           for w, n in _list(raw["throughput"])],
-            "failures": [json.loads(f) for f in _list(raw["failures"])],
-        }
+        """Everything a status panel shows, in one consistent read: :func:`.reads.snapshot`."""
+        return reads.snapshot(self, queues, recent_jobs, failures, windows_s)
 
     def events(self, last_id: str = "$", count: int = 100,
                block_ms: int | None = None) -> list[tuple[str, dict]]:
@@ -851,23 +785,6 @@ class StateStore:
             return []
         entries = reply[0][1] if isinstance(reply, list) else reply.get(key, [[]])[0]
         return [(eid, fields) for eid, fields in entries]
-
-
-def _worker(rec: dict, now: float | None = None) -> dict:
-    fields = _decode(_pairs(rec["fields"]) if isinstance(rec["fields"], list) else rec["fields"])
-    pttl = int(rec["hb_pttl"])
-    online = pttl != -2
-    stored = fields.get("state") or WorkerState.IDLE.value
-    d = {"worker_id": rec["id"], **fields}
-    d["stored_state"] = stored
-    d["state"] = stored if online else WorkerState.OFFLINE.value
-    d["online"] = online
-    d["hb_ttl_left_ms"] = pttl if pttl >= 0 else None
-    d["outstanding"] = int(rec["outstanding"])
-    d["resident"] = fields.get("resident") or []
-    last = fields.get("last_hb")
-    d["hb_age_s"] = (now - last) if (now is not None and last is not None) else None
-    return d
 
 
 __all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault",

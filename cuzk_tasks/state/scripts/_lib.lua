@@ -36,6 +36,7 @@ function K.completions() return P .. ':completions' end
 function K.failures() return P .. ':failures' end
 function K.events() return P .. ':events' end
 function K.on_done(j) return P .. ':on_done:' .. j end
+function K.histograms() return P .. ':histograms' end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -355,4 +356,25 @@ local function route_core(job, idx, attempt, worker, circuit, msg_head, msg_tail
   redis.call('SADD', K.routed(worker), m)
   emit('route', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker)
   return {1, 'ok', worker, queue}
+end
+
+-- phase-duration histograms (GET /metrics): bucket upper bounds in ms, +Inf implied; the
+-- list of cuzk_tasks/state/reads.py PHASE_BUCKETS_MS (tests/test_state_store.py compares)
+local PHASE_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
+local PHASES = {'synth_ms', 'gpu_ms', 'finalize_ms'}
+-- count a completed partition's phase durations into K.histograms()
+local function observe_phases(partkey)
+  local v = redis.call('HMGET', partkey, unpack(PHASES))
+  for i, phase in ipairs(PHASES) do
+    local ms = tonumber(v[i])
+    if ms then
+      local b = #PHASE_BUCKETS_MS
+      for j = 1, #PHASE_BUCKETS_MS do
+        if ms <= PHASE_BUCKETS_MS[j] then b = j - 1; break end
+      end
+      redis.call('HINCRBY', K.histograms(), phase .. ':' .. b, 1)
+      redis.call('HINCRBYFLOAT', K.histograms(), phase .. ':sum', ms)
+      redis.call('HINCRBY', K.histograms(), phase .. ':count', 1)
+    end
+  end
 end

@@ -27,6 +27,7 @@ clear_worker_if(p[3], tok)
 local kind = j[2] or ''
 local n_done = redis.call('HINCRBY', KEYS[1], 'n_done', 1)
 redis.call('HINCRBY', K.counters(), 'completed:' .. kind, 1)
+observe_phases(KEYS[2])
 redis.call('ZADD', K.completions(), NOW_S, member(job, idx) .. ':' .. attempt)
 redis.call('ZREMRANGEBYSCORE', K.completions(), '-inf', '(' .. tostring(NOW - COMPLETIONS_KEPT_S))
 emit('partition_done', 'job', job, 'idx', idx, 'attempt', attempt, 'finalize_ms', A(4))

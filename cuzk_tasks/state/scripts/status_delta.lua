@@ -45,9 +45,11 @@ local function act(f)
   end
 end
 if full then
-  local min_id = string.format('%d-0', math.floor((NOW - tonumber(A(10))) * 1000))
-  local back = redis.call('XREVRANGE', K.events(), last_id, min_id, 'COUNT', tonumber(A(11)))
-  for i = #back, 1, -1 do act(back[i][2]) end
+  if tonumber(A(11)) > 0 then  -- (XREVRANGE ... COUNT 0 answers nil: no look-back asked)
+    local min_id = string.format('%d-0', math.floor((NOW - tonumber(A(10))) * 1000))
+    local back = redis.call('XREVRANGE', K.events(), last_id, min_id, 'COUNT', tonumber(A(11)))
+    for i = #back, 1, -1 do act(back[i][2]) end
+  end
 else
   for _, e in ipairs(entries) do
     local f = e[2]
