@@ -35,8 +35,18 @@ def work_ms():
     return gpu_ms, finalize_ms
 
 
-def first_message(settings, t0):
-    return wire.task_message(T_SYNTHESIZE, (t0,), queue=settings.cpu_queue, priority=5)
+def message(app, task, t0, queue):
+    """The bare task's message, from the template Celery renders for it (as the product's)."""
+    templates = getattr(app, "bench_templates", None)
+    if templates is None:
+        from cuzk_tasks.message_templates import Templates
+
+        templates = app.bench_templates = Templates(app)
+    return wire.task_message(templates(task), task, (t0,), queue=queue, priority=5)
+
+
+def first_message(app, settings, t0):
+    return message(app, T_SYNTHESIZE, t0, settings.cpu_queue)
 
 
 def make_app(settings):
@@ -57,12 +67,12 @@ def make_app(settings):
 
     @app.task(name=T_SYNTHESIZE)
     def synthesize(t0):
-        push(wire.task_message(T_PROVE, (t0,), queue=settings.device_queue(0), priority=5))
+        push(message(app, T_PROVE, t0, settings.device_queue(0)))
 
     @app.task(name=T_PROVE)
     def prove(t0):
         busy_wait(work_ms()[0])
-        push(wire.task_message(T_FINALIZE, (t0,), queue=settings.cpu_queue, priority=5))
+        push(message(app, T_FINALIZE, t0, settings.cpu_queue))
 
     @app.task(name=T_FINALIZE)
     def finalize(t0):

@@ -149,9 +149,11 @@ def run_floor(workdir, redis_url, args):
     procs.start("floor-cpu", script + ["cpu"], env)
     procs.start("floor-dev", script + ["device"], env)
 
+    floor_app = celery_floor.make_app(settings)  # renders the bare tasks' message template
+
     def one():
         before = client.llen(celery_floor.DONE_KEY)
-        message = celery_floor.first_message(settings, time.time())
+        message = celery_floor.first_message(floor_app, settings, time.time())
         client.lpush(message.list_key, message.payload)
         deadline = time.monotonic() + 60
         while client.llen(celery_floor.DONE_KEY) == before:

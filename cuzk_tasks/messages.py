@@ -1,10 +1,12 @@
-"""The stage messages of the pipeline, built from the settings alone.
+"""The stage messages of the pipeline, built from the settings and Celery's templates.
 
 :class:`StageMessages` makes each next stage's Celery task message (``cuzk_tasks.wire``)
 for the transition that makes it due to push (docs/architecture.md, "Enqueue inside the
 transition"): synthesize (cpu queue), prove_start (the device queue routing picks inside
 the transition), finalize (cpu queue), and a job's on_done callback.  It reads no state
-and calls nothing back: what a message carries is what its caller passes.
+and calls nothing back: what a message carries is what its caller passes.  Each message is
+its task's template, rendered by Celery (``templates``: task name -> EnvelopeTemplate,
+:class:`cuzk_tasks.message_templates.Templates`), with this message's fields filled in.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ from . import wire
 
 
 class StageMessages:
-    def __init__(self, settings):
+    def __init__(self, settings, templates):
         self.settings = settings
-        # (hard, soft) seconds, as Celery's publish would put them in the headers
-        self.time_limits = (settings.time_limit_s, settings.soft_time_limit_s)
+        self.templates = templates
 
     def _priority(self, priority) -> int:
         return self.settings.default_priority if priority is None else int(priority)
@@ -28,9 +29,9 @@ class StageMessages:
         kwargs = {"circuit": circuit, "priority": priority}
         if attempt:  # a recovery's; submit's attempt 0 is the task's default
             kwargs["attempt"] = attempt
-        return wire.task_message(wire.TASK_SYNTHESIZE, (job_id, idx), kwargs,
-                                 queue=self.settings.cpu_queue, priority=priority,
-                                 time_limits=self.time_limits)
+        return wire.task_message(self.templates(wire.TASK_SYNTHESIZE), wire.TASK_SYNTHESIZE,
+                                 (job_id, idx), kwargs, queue=self.settings.cpu_queue,
+                                 priority=priority)
 
     def prove_start(self, job_id, idx, attempt, circuit, witness_ref,
                     priority) -> wire.QueueLateMessage:
@@ -39,26 +40,25 @@ class StageMessages:
         has advanced the partition: one plain message instead of a Celery canvas chain."""
         priority = self._priority(priority)
         return wire.task_message_any_queue(
-            wire.TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
-            {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority,
-            time_limits=self.time_limits)
+            self.templates(wire.TASK_PROVE_START), wire.TASK_PROVE_START,
+            (job_id, idx, attempt, circuit, witness_ref),
+            {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority)
 
     def finalize(self, result, queue, priority) -> wire.QueuedMessage:
         """The finalize task of a prove_start ``result``, for gpu_end to queue when the
         partition advances (before prove_start's own message is acked, as a chain's next
         step would be)."""
         # argsrepr: a short log form instead of the whole partial proof
-        return wire.task_message(wire.TASK_FINALIZE, (result,), queue=queue,
-                                 priority=self._priority(priority),
+        return wire.task_message(self.templates(wire.TASK_FINALIZE), wire.TASK_FINALIZE,
+                                 (result,), queue=queue, priority=self._priority(priority),
                                  argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
-                                          f"attempt: {result['attempt']}}},)",
-                                 time_limits=self.time_limits)
+                                          f"attempt: {result['attempt']}}},)")
 
-    @staticmethod
-    def on_done(job_id, on_done) -> wire.KwargsLateMessage:
+    def on_done(self, job_id, on_done) -> wire.KwargsLateMessage:
         """The job's on_done task without its kwargs (the step ending the job writes them):
         priority 0, so it lands on the list named by the queue, which any Redis consumer
         reads."""
         kwargsrepr = f"{{'job_id': {job_id!r}, 'state': ..., 'proofs' | 'error': ...}}"
-        return wire.task_message_late_kwargs(on_done["task"], queue=on_done["queue"], priority=0,
+        return wire.task_message_late_kwargs(self.templates(on_done["task"]), on_done["task"],
+                                             queue=on_done["queue"], priority=0,
                                              kwargsrepr=kwargsrepr)

@@ -1,4 +1,4 @@
-"""Celery task messages as kombu's Redis transport stores them, built without Celery.
+"""Celery task messages as kombu's Redis transport stores them, filled in without Celery.
 
 Why: the state store enqueues the next stage's message inside the Lua transition that
 makes it due (``create_job`` queues synthesize, ``synth_end``/``route`` queue prove_start
@@ -9,9 +9,13 @@ partition -- and one Redis round trip instead of a transition plus Celery's publ
 
 The format is Celery's task message protocol 2 (docs.celeryq.dev, "Message Protocol")
 inside kombu's Redis envelope (a JSON object with the body base64-encoded, pushed with
-LPUSH on the list of the queue's priority step).  ``tests/test_wire.py`` checks that a
-message built here has the same shape as what ``app.send_task`` pushes, and the
-end-to-end tests run real Celery workers on these messages.
+LPUSH on the list of the queue's priority step).  Nothing of it is written here by hand:
+Celery renders one message per task once per process (:class:`EnvelopeTemplate`, made by
+:mod:`cuzk_tasks.message_templates` through ``app.send_task`` on a capturing connection), and
+a message is that template with only what differs between two messages filled in -- ids,
+body, priority, routing key, the log reprs.  ``tests/test_wire.py`` checks the result
+against what ``app.send_task`` pushes to a real Redis, and the end-to-end tests run real
+Celery workers on these messages.
 
 This module imports neither Celery nor Redis.
 """
@@ -19,11 +23,10 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import json
-import os
 import re
-import socket
 import uuid
 
 from .errors import CuzkError
@@ -129,45 +132,39 @@ def _body_text(args, kwargs) -> str:
     return json.dumps([list(args), dict(kwargs or {}), _EMBED])
 
 
-_ORIGIN = {}
+@dataclasses.dataclass(frozen=True)
+class EnvelopeTemplate:
+    """One task's message as Celery rendered it (kombu's envelope, a JSON-able dict);
+    :meth:`fill` makes a message of it.  Every header and property but the filled ones is
+    kept as rendered (:data:`FILLED_HEADERS`, :data:`FILLED_PROPERTIES`)."""
 
+    envelope: dict
 
-def _origin() -> str:
-    """Celery's ``origin`` header, ``gen<pid>@<host>``: built once per process (a forked pool
-    process gets its own), not per message."""
-    pid = os.getpid()
-    origin = _ORIGIN.get(pid)
-    if origin is None:
-        origin = _ORIGIN[pid] = f"gen{pid}@{socket.gethostname()}"
-    return origin
+    #: what differs between two messages of one task (the rest is the task's, or the process's)
+    FILLED_HEADERS = frozenset({"task", "id", "root_id", "argsrepr", "kwargsrepr"})
+    FILLED_PROPERTIES = frozenset({"correlation_id", "delivery_tag", "priority", "delivery_info",
+                                   "argsrepr", "kwargsrepr"})
 
-
-def _envelope(task: str, args, kwargs, queue: str, priority: int, argsrepr: str | None,
-              kwargsrepr: str | None, time_limits, body: str | None = None) -> dict:
-    """``body``: the envelope's ``body`` text as is (a slot); None: encode args and kwargs."""
-    task_id = str(uuid.uuid4())
-    if body is None:
-        body = base64.b64encode(_body_text(args, kwargs).encode("utf-8")).decode("ascii")
-    return {
-        "body": body,
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": {
-            "lang": "py", "task": task, "id": task_id, "shadow": None, "eta": None,
-            "expires": None, "group": None, "group_index": None, "retries": 0,
-            "timelimit": list(time_limits), "root_id": task_id, "parent_id": None,
-            "argsrepr": argsrepr if argsrepr is not None else repr(tuple(args)),
-            "kwargsrepr": kwargsrepr if kwargsrepr is not None else repr(dict(kwargs or {})),
-            "origin": _origin(), "ignore_result": True, "replaced_task_nesting": 0,
-            "stamped_headers": None, "stamps": {},
-        },
-        "properties": {
-            "correlation_id": task_id, "reply_to": None, "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": queue},
-            "priority": int(priority), "body_encoding": "base64",
-            "delivery_tag": str(uuid.uuid4()),
-        },
-    }
+    def fill(self, task: str, args, kwargs, queue: str, priority: int, argsrepr: str | None,
+             kwargsrepr: str | None, body: str | None = None) -> dict:
+        """The envelope of one message.  ``body``: the envelope's ``body`` text as is (a
+        slot); None: Celery protocol 2's ``[args, kwargs, embed]`` as JSON, base64."""
+        task_id = str(uuid.uuid4())
+        if body is None:
+            body = base64.b64encode(_body_text(args, kwargs).encode("utf-8")).decode("ascii")
+        argsrepr = argsrepr if argsrepr is not None else repr(tuple(args))
+        kwargsrepr = kwargsrepr if kwargsrepr is not None else repr(dict(kwargs or {}))
+        envelope = copy.deepcopy(self.envelope)
+        envelope["body"] = body
+        envelope["headers"].update(task=task, id=task_id, root_id=task_id, argsrepr=argsrepr,
+                                   kwargsrepr=kwargsrepr)
+        props = envelope["properties"]
+        props.update(correlation_id=task_id, delivery_tag=str(uuid.uuid4()), priority=int(priority))
+        props["delivery_info"] = dict(props.get("delivery_info") or {}, routing_key=queue)
+        for name, value in (("argsrepr", argsrepr), ("kwargsrepr", kwargsrepr)):
+            if name in props:  # kombu copies them there too (5.4 on)
+                props[name] = value
+        return envelope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,14 +186,13 @@ class QueueLateMessage:
     step: int
 
 
-def task_message(task: str, args=(), kwargs=None, *, queue: str, priority: int,
-                 argsrepr: str | None = None, kwargsrepr: str | None = None,
-                 time_limits=(None, None)) -> QueuedMessage:
+def task_message(template: EnvelopeTemplate, task: str, args=(), kwargs=None, *, queue: str,
+                 priority: int, argsrepr: str | None = None,
+                 kwargsrepr: str | None = None) -> QueuedMessage:
     """The message ``app.send_task(task, args, kwargs, queue=queue, priority=priority)`` would
-    push.  ``time_limits``: (hard, soft) seconds, as Celery copies them from the task's
-    options (None: the worker's defaults)."""
-    envelope = _envelope(task, args, kwargs, check_queue_name(queue), priority, argsrepr,
-                         kwargsrepr, time_limits)
+    push, from ``template`` (the task's, rendered by Celery)."""
+    envelope = template.fill(task, args, kwargs, check_queue_name(queue), priority, argsrepr,
+                             kwargsrepr)
     return QueuedMessage(queue_list_key(queue, priority), json.dumps(envelope))
 
 
@@ -207,12 +203,12 @@ def _split_once(text: str, slot: str) -> tuple[str, str]:
     return head, tail
 
 
-def task_message_any_queue(task: str, args=(), kwargs=None, *, priority: int,
-                           argsrepr: str | None = None, kwargsrepr: str | None = None,
-                           time_limits=(None, None)) -> QueueLateMessage:
+def task_message_any_queue(template: EnvelopeTemplate, task: str, args=(), kwargs=None, *,
+                           priority: int, argsrepr: str | None = None,
+                           kwargsrepr: str | None = None) -> QueueLateMessage:
     """As :func:`task_message`, for a queue picked later (by the ``route`` transition)."""
-    text = json.dumps(_envelope(task, args, kwargs, _QUEUE_SLOT, priority, argsrepr, kwargsrepr,
-                                time_limits))
+    text = json.dumps(template.fill(task, args, kwargs, _QUEUE_SLOT, priority, argsrepr,
+                                    kwargsrepr))
     head, tail = _split_once(text, _QUEUE_SLOT)
     return QueueLateMessage(head, tail, priority_step(priority))
 
@@ -243,16 +239,16 @@ class KwargsLateMessage:
         return json.dumps([self.list_key, self.head, self.tail, self.body_head, self.body_tail])
 
 
-def task_message_late_kwargs(task: str, *, queue: str, priority: int = 0,
-                             kwargsrepr: str | None = None,
-                             time_limits=(None, None)) -> KwargsLateMessage:
+def task_message_late_kwargs(template: EnvelopeTemplate, task: str, *, queue: str,
+                             priority: int = 0,
+                             kwargsrepr: str | None = None) -> KwargsLateMessage:
     """As :func:`task_message` with no args, for kwargs a Lua script fills in later
     (:func:`fill_kwargs` does the same in Python)."""
     check_queue_name(queue)
     # as _body_text((), kwargs) writes it, the kwargs object a slot
     body_head, body_tail = _split_once(json.dumps([[], _KWARGS_SLOT, _EMBED]), _KWARGS_SLOT)
-    text = json.dumps(_envelope(task, (), {}, queue, priority, "()", kwargsrepr, time_limits,
-                                body=_BODY_SLOT))
+    text = json.dumps(template.fill(task, (), {}, queue, priority, "()", kwargsrepr,
+                                    body=_BODY_SLOT))
     head, tail = _split_once(text, _BODY_SLOT)
     return KwargsLateMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail)
 

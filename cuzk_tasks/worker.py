@@ -261,6 +261,7 @@ def claim_host_name(settings: Settings, store):
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     from .celery_app import create_app
+    from .message_templates import check_app
     from .pipeline import WorkerIdentity
     from .state import WorkerRole
 
@@ -274,6 +275,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     dump_stacks_on(STACK_DUMP_SIGNAL)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
+    check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
     app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
@@ -297,6 +299,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                    sweeper: bool = True):
     from . import pipeline
     from .celery_app import create_app
+    from .message_templates import check_app
     from .pipeline import WorkerIdentity
     from .routing import Sweeper
     from .state import WorkerRole
@@ -309,6 +312,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     dump_stacks_on(STACK_DUMP_SIGNAL)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
+    check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
     app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cuzk_tasks import broker, wire
+from message_template import template
 
 UNACKED, INDEX = "t-unacked", "t-unacked_index"
 
@@ -23,7 +24,7 @@ def client(redis_server_url):
 
 def _deliver(client, tag, queue, priority):
     """What kombu's QoS.append records for a delivered message."""
-    message = json.loads(wire.task_message("cuzk.synthesize", ("j", 1), queue=queue,
+    message = json.loads(wire.task_message(template("cuzk.synthesize"), "cuzk.synthesize", ("j", 1), queue=queue,
                                            priority=priority).payload)
     client.zadd(INDEX, {tag: time.time()})
     client.hset(UNACKED, tag, json.dumps([message, "", queue]))

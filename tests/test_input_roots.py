@@ -21,6 +21,7 @@ from cuzk_tasks import pipeline, wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
 from cuzk_tasks.paths import OUTSIDE, OutsideInputRootsError, absolute_refs, confined_path
+from cuzk_tasks.celery_app import create_app
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -189,7 +190,7 @@ def test_cli_submit_stores_absolute_paths(tree, redis_server_url, monkeypatch, c
     url = redis_server_url
     settings = load_settings(toml, env={}).replace(redis_url=url, broker_url=url,
                                                    result_backend=url, state_url=url)
-    ctx = pipeline.Context(app=None, settings=settings, worker_id="test")
+    ctx = pipeline.Context(app=create_app(settings), settings=settings, worker_id="test")
     try:
         parts = ctx.store.list_partitions(job_id)
         assert parts[0]["input_ref"] == str(tree["inputs"] / "input.json")
@@ -214,7 +215,7 @@ def ctx(tree, redis_server_url):
         "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": "ir" + uuid.uuid4().hex[:8],
         "CUZK_SPOOL_DIR": str(tree["spool"]), "CUZK_ALLOWED_INPUT_ROOTS": str(tree["inputs"]),
         "CUZK_CPU_QUEUE": "q.ir." + uuid.uuid4().hex[:8]})
-    c = pipeline.Context(app=None, settings=settings, worker_id="irhost:dev0")
+    c = pipeline.Context(app=create_app(settings), settings=settings, worker_id="irhost:dev0")
     c.queue = "q.ir.dev." + uuid.uuid4().hex[:8]
     yield c
     c.store.redis.delete(*wire.queue_keys(settings.cpu_queue), *wire.queue_keys(c.queue))

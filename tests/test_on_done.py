@@ -15,8 +15,10 @@ import json
 import pytest
 
 from cuzk_tasks import pipeline, wire
+from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.state.store import script_text
+from message_template import template
 
 ON_DONE = {"task": "svc.job_done", "queue": "svc.callbacks"}
 
@@ -27,7 +29,7 @@ def spec_for(store):
 
 
 def on_done_for(job_id, spec=ON_DONE):
-    return spec, wire.task_message_late_kwargs(spec["task"], queue=spec["queue"],
+    return spec, wire.task_message_late_kwargs(template(spec["task"]), spec["task"], queue=spec["queue"],
                                                kwargsrepr=f"{{'job_id': {job_id!r}}}")
 
 
@@ -70,7 +72,6 @@ def finish_partition(store, job_id, idx, worker_id, proof, public):
 
 @pytest.fixture
 def celery_app(redis_server_url):
-    from cuzk_tasks.celery_app import create_app
     from cuzk_tasks.config import load_settings
 
     return create_app(load_settings(env={"CUZK_REDIS_URL": redis_server_url}))
@@ -89,7 +90,7 @@ def test_filled_message_matches_what_celery_send_task_pushes(celery_app):
     celery_app.send_task("svc.job_done", kwargs=kwargs, queue=queue, ignore_result=True,
                          time_limit=None, soft_time_limit=None, priority=0,
                          kwargsrepr="{job j/1}")
-    late = wire.task_message_late_kwargs("svc.job_done", queue=queue, kwargsrepr="{job j/1}")
+    late = wire.task_message_late_kwargs(template("svc.job_done"), "svc.job_done", queue=queue, kwargsrepr="{job j/1}")
     ours = wire.fill_kwargs(late, json.dumps(kwargs))
     assert ours.list_key == queue and client.llen(queue) == 1
     theirs, mine = json.loads(client.lpop(queue)), json.loads(ours.payload)
@@ -237,6 +238,6 @@ def test_on_done_is_refused_when_the_broker_is_another_redis():
 
     settings = load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0",
                                   "CUZK_STATE_URL": "redis://127.0.0.1:1/1"})
-    ctx = pipeline.Context(None, settings, worker_id="t")
+    ctx = pipeline.Context(create_app(settings), settings, worker_id="t")
     with pytest.raises(CuzkError, match="same Redis database"):
         pipeline.submit_job(ctx, "c", [{"input": {}}], on_done=ON_DONE)

@@ -12,6 +12,8 @@ import pytest
 from cuzk_tasks import routing, wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.pipeline import Context
+from message_template import template
+from cuzk_tasks.celery_app import create_app
 
 
 def test_prove_delay_instrument_parsing():
@@ -29,7 +31,7 @@ def ctx(redis_server_url):
     settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url,
                                   "CUZK_PREFIX": "r" + uuid.uuid4().hex[:8],
                                   "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.5"})
-    c = Context(app=None, settings=settings, worker_id="test")
+    c = Context(app=create_app(settings), settings=settings, worker_id="test")
     assert c.enqueue_in_store
     c.queues = {}  # worker id -> its (unique) queue name
     yield c
@@ -161,7 +163,7 @@ def lossy(redis_server_url):
                                   "CUZK_PREFIX": "l" + uuid.uuid4().hex[:8],
                                   "CUZK_CPU_QUEUE": "cpu." + uuid.uuid4().hex[:8],
                                   "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.3"})
-    c = Context(app=None, settings=settings, worker_id="test")
+    c = Context(app=create_app(settings), settings=settings, worker_id="test")
     c.queues = {}
     yield c
     r = c.store.redis
@@ -333,7 +335,7 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     assert wire.message_partition(synth.payload) == ("cuzk.synthesize", "j", 3, 0)
     assert wire.message_partition(again.payload) == ("cuzk.synthesize", "j", 3, 2)
     assert wire.message_partition(prove.payload) == ("cuzk.prove_start", "j", 4, 2)
-    other = wire.task_message("svc.cb", (), {"job_id": "j"}, queue="q", priority=0)
+    other = wire.task_message(template("svc.cb"), "svc.cb", (), {"job_id": "j"}, queue="q", priority=0)
     assert wire.message_partition(other.payload) is None
     assert wire.message_partition("not json") is None
     finalize = {"job": "j", "idx": 5, "attempt": 1, "partial": None}

@@ -12,6 +12,7 @@ import pytest
 from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
 from cuzk_tasks.state.store import script_text
+from message_template import template
 
 # --- helpers ----------------------------------------------------------------------------
 
@@ -307,7 +308,7 @@ def test_create_job_pushes_its_messages_once(store):
     from cuzk_tasks import wire
 
     queue = "q.create." + store.prefix
-    msgs = [wire.task_message("cuzk.synthesize", ("jm", i), queue=queue, priority=4) for i in (0, 1)]
+    msgs = [wire.task_message(template("cuzk.synthesize"), "cuzk.synthesize", ("jm", i), queue=queue, priority=4) for i in (0, 1)]
     parts = [{"input": "{}"}] * 2
     assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
     assert [m["headers"]["id"] for m in _queued(store, f"{queue}:4")] == \
@@ -322,7 +323,7 @@ def test_synth_end_and_route_push_prove_start_on_the_chosen_queue(store):
     from cuzk_tasks import wire
 
     new_job(store, n=2)
-    late = wire.task_message_any_queue("cuzk.prove_start", ("j1", 0, 0, "c", "/w"), priority=2)
+    late = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j1", 0, 0, "c", "/w"), priority=2)
     assert store.synth_begin("j1", 0, 0)
     end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
@@ -345,7 +346,7 @@ def test_gpu_end_pushes_finalize_only_when_the_partition_advances(store):
     new_job(store, n=1)
     w = device(store, "w1")
     token = to_gpu(store, "j1", 0, w)
-    fin = wire.task_message("cuzk.finalize", ({"job": "j1"},), queue="q.fin." + store.prefix,
+    fin = wire.task_message(template("cuzk.finalize"), "cuzk.finalize", ({"job": "j1"},), queue="q.fin." + store.prefix,
                             priority=0)
     stale = store.gpu_end(w, "not-the-token", "j1", 0, 0, 5.0, message=fin)
     assert not stale.partition_advanced and store.redis.llen(fin.list_key) == 0
@@ -361,7 +362,7 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     new_job(store, n=2)
     w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
     token = to_gpu(store, "j1", 0, w1)
-    retry = wire.task_message_any_queue("cuzk.prove_start", ("j1", 0, 1, "c", "/w"), priority=5)
+    retry = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j1", 0, 1, "c", "/w"), priority=5)
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
     stale = store.gpu_fault(w1, "other-token", "j1", 0, 0, "late", "c", 3, message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")

@@ -21,6 +21,7 @@ import pytest
 from cuzk_tasks import wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
+from message_template import template
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -49,32 +50,47 @@ def test_message_matches_what_celery_send_task_pushes(celery_app, priority):
     celery_app.send_task("cuzk.finalize", args=args, kwargs=kwargs, queue=queue,
                          priority=priority, ignore_result=True, argsrepr="(short,)")
     theirs_key = [k for k in wire.queue_keys(queue) if client.llen(k)]
-    settings = celery_app.cuzk_settings
-    ours = wire.task_message("cuzk.finalize", args, kwargs, queue=queue, priority=priority,
-                             argsrepr="(short,)",
-                             time_limits=(settings.time_limit_s, settings.soft_time_limit_s))
+    from cuzk_tasks.message_templates import render
+
+    ours = wire.task_message(render(celery_app, "cuzk.finalize"), "cuzk.finalize", args, kwargs,
+                             queue=queue, priority=priority, argsrepr="(short,)")
     assert theirs_key == [ours.list_key]
     theirs = json.loads(client.lpop(ours.list_key))
     mine = json.loads(ours.payload)
 
+    # the same message but for what differs between any two messages: ids and the tag
     assert set(mine) == set(theirs)
     for field in ("content-type", "content-encoding"):
         assert mine[field] == theirs[field]
     assert _body(mine) == _body(theirs)
-    assert set(theirs["headers"]) <= set(mine["headers"])
-    for field in ("lang", "task", "eta", "expires", "retries", "timelimit", "argsrepr",
-                  "kwargsrepr", "group", "parent_id", "shadow", "ignore_result", "stamps"):
-        assert mine["headers"][field] == theirs["headers"][field], field
+    per_message = {"id", "root_id"}
+    assert {k: v for k, v in mine["headers"].items() if k not in per_message} == \
+        {k: v for k, v in theirs["headers"].items() if k not in per_message}
     assert mine["headers"]["root_id"] == mine["headers"]["id"]
-    # properties: kombu also copies argsrepr there (unused by the worker)
-    assert set(theirs["properties"]) - {"argsrepr"} <= set(mine["properties"])
-    for field in ("delivery_info", "priority", "body_encoding", "delivery_mode"):
-        assert mine["properties"][field] == theirs["properties"][field], field
+    # (kombu also copies an explicitly given argsrepr / kwargsrepr into the properties; the
+    # worker reads the headers' copies)
+    per_message = {"correlation_id", "delivery_tag", "argsrepr", "kwargsrepr"}
+    assert {k: v for k, v in mine["properties"].items() if k not in per_message} == \
+        {k: v for k, v in theirs["properties"].items() if k not in per_message}
     assert mine["properties"]["correlation_id"] == mine["headers"]["id"]
 
 
+def test_a_message_field_celery_adds_stops_the_worker_at_start(celery_app):
+    """The template check (cuzk_tasks/message_templates.py): a header a newer Celery would
+    add per message is not silently copied into every message."""
+    from cuzk_tasks.errors import ConfigError
+    from cuzk_tasks.message_templates import check, render
+
+    good = render(celery_app, "cuzk.synthesize")
+    check(good, "cuzk.synthesize")
+    bad = json.loads(json.dumps(good.envelope))
+    bad["headers"]["trace_id"] = "per-message"
+    with pytest.raises(ConfigError, match=r"headers\.trace_id.*written for celery >= 5\.3"):
+        check(wire.EnvelopeTemplate(bad), "cuzk.synthesize")
+
+
 def test_queue_late_message_fills_to_the_same_message_shape():
-    late = wire.task_message_any_queue("cuzk.prove_start", ("j", 0, 1, "c", "/w"),
+    late = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j", 0, 1, "c", "/w"),
                                        {"finalize_queue": "cuzk.cpu", "priority": 7}, priority=7)
     filled = wire.fill_queue(late, "cuzk.dev.host-a.3")
     assert filled.list_key == "cuzk.dev.host-a.3:7"
@@ -82,7 +98,7 @@ def test_queue_late_message_fills_to_the_same_message_shape():
     assert envelope["properties"]["delivery_info"] == {"exchange": "",
                                                        "routing_key": "cuzk.dev.host-a.3"}
     assert _body(envelope)[0] == ["j", 0, 1, "c", "/w"]
-    assert wire.fill_queue(wire.task_message_any_queue("t", priority=0), "q").list_key == "q"
+    assert wire.fill_queue(wire.task_message_any_queue(template("t"), "t", priority=0), "q").list_key == "q"
 
 
 def test_list_keys_follow_the_transport_priority_steps():
@@ -93,7 +109,7 @@ def test_list_keys_follow_the_transport_priority_steps():
 @pytest.mark.parametrize("name", ["", "has space", 'quote"', "slash/", None])
 def test_unusable_queue_names_are_refused(name):
     with pytest.raises(CuzkError, match="queue name"):
-        wire.task_message("t", queue=name, priority=0)
+        wire.task_message(template("t"), "t", queue=name, priority=0)
 
 
 def test_config_refuses_a_cpu_queue_the_wire_cannot_carry():

@@ -16,6 +16,7 @@ import time
 
 from .. import defaults, wire
 from ..config import Settings
+from ..message_templates import Templates
 from ..messages import StageMessages
 from ..paths import confined_path
 
@@ -49,7 +50,7 @@ class Context:
         self.backend_name = self.identity.backend or defaults.backend_name()
         self._backend = None
         self._prover = None
-        self.messages = StageMessages(settings)
+        self.messages = StageMessages(settings, Templates(app))
         self._store = None
         self._broker_redis = None
         #: the transitions push the next stage's message themselves (same Redis database)
