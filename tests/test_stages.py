@@ -1,0 +1,137 @@
+"""Each pipeline stage in-process (cuzk_tasks/pipeline/), beside the end-to-end tests.
+
+A real redis-server, the real mulchain circuit and prover, and the real messages: every
+stage is called directly, as its Celery task would call it, with the arguments decoded from
+the message the previous stage's transition pushed.  So each stage's contract -- what it
+reads, what it writes, what it queues next, and what it refuses -- is checked on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import uuid
+
+import pytest
+from processes import write_circuits_toml
+
+from cuzk_tasks import pipeline, wire
+from cuzk_tasks.celery_app import create_app
+from cuzk_tasks.config import load_settings
+
+FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
+HOST = "stagehost"
+
+
+@pytest.fixture
+def stack(redis_server_url, tmp_path):
+    """A CPU worker's and a device worker's contexts on one settings file, the device
+    registered and live."""
+    prefix = "st" + uuid.uuid4().hex[:8]
+    config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", FIX / "mulchain")})
+    settings = load_settings(config, env={
+        "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": prefix, "CUZK_HOSTNAME": HOST,
+        "CUZK_SPOOL_DIR": str(tmp_path / "spool"), "CUZK_THREADS": "1",
+        "CUZK_CPU_QUEUE": f"{prefix}.cpu",
+        "CUZK_DEVICE_QUEUE_PATTERN": f"{prefix}.dev.{{host}}.{{device}}"})
+    app = create_app(settings)
+    cpu = pipeline.Context(app, settings, pipeline.WorkerIdentity(settings.cpu_worker_id(), "cpu", "cpu"))
+    device_id = settings.device_worker_id(0)
+    device = pipeline.Context(app, settings, pipeline.WorkerIdentity(device_id, "device", "cpu"))
+    cpu.store.register_worker(device_id, "device", HOST, device=0, queue=settings.device_queue(0))
+    cpu.store.heartbeat(device_id, 60)
+    yield {"cpu": cpu, "device": device, "settings": settings, "device_id": device_id}
+    keys = [k for q in (settings.cpu_queue, settings.device_queue(0)) for k in wire.queue_keys(q)]
+    cpu.store.redis.delete(*keys)
+
+
+def _pop(ctx, queue):
+    """(task, args, kwargs) of every message waiting on ``queue``, oldest first; removed."""
+    out = []
+    for key in wire.queue_keys(queue):
+        while (raw := ctx.store.redis.rpop(key)) is not None:
+            envelope = json.loads(raw)
+            args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+            out.append((envelope["headers"]["task"], args, kwargs))
+    return out
+
+
+def _input():
+    return json.loads((FIX / "mulchain" / "input.json").read_text())
+
+
+def test_submit_creates_the_job_and_queues_one_synthesize_per_partition(stack):
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 3, request_id="r-1")
+    assert cpu.store.get_job(job)["state"] == "pending"
+    queued = _pop(cpu, settings.cpu_queue)
+    assert [(t, a[:2]) for t, a, _ in queued] == [("cuzk.synthesize", [job, i]) for i in range(3)]
+    # idempotent on the request id: the same job, nothing queued again
+    assert pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 3, request_id="r-1") == job
+    assert _pop(cpu, settings.cpu_queue) == []
+
+
+def test_submit_refuses_bad_input_without_queueing_work(stack):
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "no_such_circuit", [{"input": _input()}])
+    assert cpu.store.get_job(job)["state"] == "failed"
+    assert "unknown circuit 'no_such_circuit'" in cpu.store.get_job(job)["error"]
+    big = {"input": {"a": "1" * (settings.max_inline_input_bytes + 1)}}
+    job = pipeline.submit_job(cpu, "mulchain", [big])
+    assert "over the inline limit" in cpu.store.get_job(job)["error"]
+    assert _pop(cpu, settings.cpu_queue) == []
+
+
+def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(stack):
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    witness_ref = pipeline.synthesize(cpu, *args, **kwargs)
+    part = cpu.store.get_partition(job, 0)
+    assert part["state"] == "synth_done" and part["worker"] == stack["device_id"]
+    assert pathlib.Path(witness_ref).read_bytes()[:4] == b"wtns"
+    (task, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    assert task == "cuzk.prove_start" and args == [job, 0, 0, "mulchain", witness_ref]
+    # a second delivery of the same synthesize is a stale no-op
+    assert pipeline.synthesize(cpu, job, 0, circuit="mulchain") is None
+    assert _pop(cpu, settings.device_queue(0)) == []
+
+
+def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack):
+    from cuzk_tasks.groth16 import verify
+
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    pipeline.synthesize(cpu, *args, **kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    assert pipeline.prove_start(device, *args, **kwargs) is None  # finalize was queued instead
+    assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+    (task, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    assert task == "cuzk.finalize" and args[0]["job"] == job and args[0]["backend"] == "cpu"
+    pipeline.finalize(cpu, *args, **kwargs)
+    assert cpu.store.get_job(job)["state"] == "done"
+    result = cpu.store.get_result(job)
+    vk = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
+    (proof,) = result["proofs"]
+    assert verify(vk, proof["public"], proof["proof"])
+    # the same finalize again (a redelivery): no second completion
+    before = cpu.store.snapshot()["counters"]
+    pipeline.finalize(cpu, *args, **kwargs)
+    assert cpu.store.snapshot()["counters"] == before
+
+
+def test_a_stale_prove_start_does_not_touch_the_device(stack):
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    pipeline.synthesize(cpu, *args, **kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    stale = list(args)
+    stale[2] = 7  # an attempt the partition never had
+    assert pipeline.prove_start(device, *stale, **kwargs) is None
+    assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+    assert _pop(cpu, settings.cpu_queue) == []
