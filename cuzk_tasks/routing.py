@@ -71,7 +71,9 @@ class Sweeper(PeriodicThread):
         expired = store.expire_deadlines()
         for job_id in expired:
             log.warning("job %s failed: its deadline passed", job_id)
-        for dead in store.dead_workers_with_routed():
+        # one read of every worker per sweep (an O(workers) script): each step below uses it
+        workers = store.all_workers()
+        for dead in store.dead_workers_with_routed(workers):
             for job_id, idx in store.routed_partitions(dead):
                 part = store.get_partition(job_id, idx)
                 if not part:
@@ -85,10 +87,10 @@ class Sweeper(PeriodicThread):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
-        recovered = self.recover_stages()  # before routing: re-driven ones go out now
-        requests = self.recover_requests()
+        recovered = self.recover_stages(workers)  # before routing: re-driven ones go out now
+        requests = self.recover_requests(workers)
         waiting = store.unrouted_partitions()
-        if waiting and not store.live_device_workers():
+        if waiting and not store.live_device_workers(workers):
             waiting = []  # no live device: they keep waiting
         for job_id, idx in waiting:
             part = store.get_partition(job_id, idx)
@@ -115,7 +117,7 @@ class Sweeper(PeriodicThread):
     #: states whose message has been delivered: only a live lease accounts for them
     RUNNING_STATES = (PartitionState.SYNTHESIZING.value, PartitionState.GPU.value)
 
-    def recover_stages(self) -> int:
+    def recover_stages(self, workers=None) -> int:
         """Re-drive the partitions whose stage no one holds (docs/architecture.md, "Stage
         leases").  A partition whose stage is due or running (``stage_partitions``) is held
         when a live worker reported its attempt in its last heartbeat (the lease: reserved or
@@ -124,7 +126,8 @@ class Sweeper(PeriodicThread):
         a heartbeat TTL apart (a message between a worker's pop and its next heartbeat is
         held) has lost its stage: its message was lost, or is stranded in kombu's unacked
         hash with no live worker running it.  ``recover_stage`` moves it back one step with
-        attempt + 1 and queues that stage again.  Returns how many were re-driven."""
+        attempt + 1 and queues that stage again.  ``workers``: this sweep's read of every
+        worker (None: read here).  Returns how many were re-driven."""
         import time
 
         store, settings = self.ctx.store, self.ctx.settings
@@ -132,7 +135,7 @@ class Sweeper(PeriodicThread):
         if not due:
             self._suspects = {}
             return 0
-        workers = store.all_workers()
+        workers = store.all_workers() if workers is None else workers
         queues = {w["worker_id"]: w.get("queue") for w in workers}
         held = store.held_stages(workers)
         now = time.monotonic()
@@ -178,7 +181,7 @@ class Sweeper(PeriodicThread):
         self._suspects = suspects
         return recovered
 
-    def recover_requests(self) -> int:
+    def recover_requests(self, workers=None) -> int:
         """Put back on their queue the by-name requests no live worker holds
         (:class:`~cuzk_tasks.request_leases.RequestLeases`); returns how many."""
         if self._requests is None:
@@ -190,7 +193,7 @@ class Sweeper(PeriodicThread):
             settings = self.ctx.settings
             self._requests = RequestLeases(broker, self.ctx.store, settings.heartbeat_ttl_s,
                                            settings.heartbeat_interval_s)
-        return self._requests.recover()
+        return self._requests.recover(workers)
 
     def step(self):
         try:

@@ -727,15 +727,18 @@ class StateStore:
         """Every registered worker (as :meth:`get_worker`), sorted by id."""
         return self._workers()
 
-    def live_device_workers(self) -> list[dict]:
+    def live_device_workers(self, workers=None) -> list[dict]:
         """Device workers with a heartbeat; each has worker_id, queue, outstanding (size of its
-        routed set), resident (list) and the rest of its hash."""
-        return [w for w in self._workers()
+        routed set), resident (list) and the rest of its hash.  ``workers``: what
+        :meth:`all_workers` returned, if the caller has it."""
+        return [w for w in (self._workers() if workers is None else workers)
                 if w.get("role") == WorkerRole.DEVICE.value and w["online"]]
 
-    def dead_workers_with_routed(self) -> list[str]:
-        """Ids of workers without a heartbeat whose routed set is not empty."""
-        return [w["worker_id"] for w in self._workers() if not w["online"] and w["outstanding"]]
+    def dead_workers_with_routed(self, workers=None) -> list[str]:
+        """Ids of workers without a heartbeat whose routed set is not empty (``workers`` as
+        for :meth:`live_device_workers`)."""
+        return [w["worker_id"] for w in (self._workers() if workers is None else workers)
+                if not w["online"] and w["outstanding"]]
 
     def held_stages(self, workers=None) -> set[tuple[str, int, int]]:
         """``(job, idx, attempt)`` of every stage message an ONLINE worker reported holding in
