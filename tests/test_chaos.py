@@ -228,6 +228,54 @@ def test_redis_paused_longer_than_the_heartbeat_ttl(cluster, aof_redis):
     assert took < 2 * HB_TTL + 30, cluster.logs()
 
 
+def test_redis_down_for_thirty_seconds_while_clients_wait(cluster, aof_redis):
+    """Redis killed for 30 s (issue 11, "Reconnects"): the workers' transitions, heartbeats
+    and sweeper, and the clients blocked in ``Client.wait`` all ride it out -- bounded
+    backoff, no unrecoverable crash -- and every job completes once Redis is back on its
+    AOF, with one proof per partition."""
+    import threading
+
+    c = cluster
+    inputs = json.loads((FIX / "mulchain" / "input.json").read_text())
+    before = _completed(c.store)
+    poller = SnapshotPoller(c.store)
+    poller.start()
+    results, errors = {}, []
+
+    def wait(job):
+        try:
+            results[job] = c.client.wait(job, timeout=150)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(f"{job}: {type(exc).__name__}: {exc}")
+
+    try:
+        jobs = [c.client.submit("mulchain", [{"input": inputs}] * 4) for _ in range(3)]
+        waiters = [threading.Thread(target=wait, args=(j,), daemon=True) for j in jobs]
+        for t in waiters:
+            t.start()
+        deadline = time.monotonic() + 30
+        while not _both_stages_busy(c, jobs):
+            assert time.monotonic() < deadline, "the moment of the fault never came\n" + c.logs()
+            time.sleep(0.005)
+        aof_redis.kill()
+        time.sleep(30)
+        aof_redis.restart()
+        back = time.monotonic()
+        for t in waiters:
+            t.join(150)
+        took = time.monotonic() - back
+    finally:
+        poller.stop.set()
+        poller.join(5)
+    assert not errors, errors
+    _check_outcome(c, results, 4, before, poller)
+    print(f"redis down 30 s: all jobs done {took:.1f} s after the restart")
+    assert took < 2 * HB_TTL + 30, c.logs()
+    for name in WORKERS:
+        log = (c.base / f"{name}.log").read_text(errors="replace")
+        assert "Unrecoverable error" not in log, f"{name}\n{log[-3000:]}"
+
+
 def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     """kill -9 of a device worker's process group while it proves one partition and more
     prove_starts wait in its own queue (and one more reserved by its Celery consumer): once
