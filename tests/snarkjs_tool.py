@@ -24,6 +24,10 @@ FIXTURES_DIR = ROOT / "tests" / "fixtures"
 # and an extra ``input_bad.json`` whose witness computation fails.
 FIXTURES = ["mulchain", "mulchain_1k", "poseidon"]
 
+# The same file set over BLS12-381 (circom --prime bls12381, snarkjs curve "bls12381"),
+# in tests/fixtures/bls12381/<name>/.  Kept apart: tests over FIXTURES assume BN254.
+BLS12381_FIXTURES = ["bls12381/mulchain", "bls12381/poseidon"]
+
 # Files present in every directory named in FIXTURES.
 FIXTURE_FILES = [
     "circuit.r1cs",
