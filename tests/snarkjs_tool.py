@@ -75,6 +75,19 @@ def run_snarkjs(*args, timeout: float = 300, check: bool = False,
     )
 
 
+def snarkjs_verify(tmp_path, vkey: dict, public: list, proof: dict) -> bool:
+    """``snarkjs groth16 verify`` on the given JSON objects (written, as snarkjs writes
+    them, into ``tmp_path``): True iff snarkjs accepts the proof."""
+    from cuzk_tasks.groth16 import jsonio
+
+    jsonio.dump_json(vkey, tmp_path / "vk.json")
+    jsonio.dump_json(public, tmp_path / "pub.json")
+    jsonio.dump_json(proof, tmp_path / "proof.json")
+    proc = run_snarkjs("groth16", "verify", tmp_path / "vk.json", tmp_path / "pub.json",
+                       tmp_path / "proof.json", timeout=120)
+    return proc.returncode == 0
+
+
 def strip_ansi(text: str) -> str:
     """Remove ANSI colour escape sequences (snarkjs colours its log)."""
     import re

@@ -144,13 +144,7 @@ def test_g2_subgroup_check_matches_textbook():
 
 
 def _mul_raw(p, k):
-    acc, add = None, p
-    while k:
-        if k & 1:
-            acc = G2.add(acc, add)
-        add = G2.double(add)
-        k >>= 1
-    return acc
+    return G2.mul_unreduced(p, k)
 
 
 def _fq2_sqrt(a):
