@@ -293,3 +293,33 @@ def test_snarkjs_accepts_reference_bls12_381_proof(tmp_path):
     bad = copy.deepcopy(proof)
     bad["pi_c"] = proof["pi_a"]
     assert not snarkjs_verify(tmp_path, vkey, public, bad) and verify(vkey, public, bad) is False
+
+
+# -------------------------------------------------------------------- CLI ---
+
+def test_cli_witness_vkey_verify_and_prove_refusal(tmp_path, capsys):
+    from cuzk_tasks.cli import main as cli_main
+
+    d = fixture_dir(MULCHAIN)
+    assert cli_main(["witness", str(d / "circuit.wasm"), str(d / "input.json"),
+                     str(tmp_path / "w.wtns")]) == 0
+    assert (tmp_path / "w.wtns").read_bytes() == (d / "witness.wtns").read_bytes()
+    assert cli_main(["vkey", str(d / "circuit.zkey"), str(tmp_path / "vk.json")]) == 0
+    assert (tmp_path / "vk.json").read_text() == (d / "verification_key.json").read_text()
+    assert cli_main(["verify", str(tmp_path / "vk.json"), str(d / "public.json"),
+                     str(d / "proof.json")]) == 0
+    public = _load(MULCHAIN, "public.json")
+    public[0] = str(int(public[0]) + 1)
+    jsonio.dump_json(public, tmp_path / "bad.json")
+    assert cli_main(["verify", str(tmp_path / "vk.json"), str(tmp_path / "bad.json"),
+                     str(d / "proof.json")]) == 1
+    capsys.readouterr()
+    assert cli_main(["prove", str(d / "circuit.zkey"), str(tmp_path / "w.wtns"),
+                     str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 2
+    assert "BLS12-381 proving is not supported yet by the native core" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
+    # a BN254 witness for the BLS12-381 zkey: refused naming both files
+    assert cli_main(["prove", str(d / "circuit.zkey"), str(fixture_dir("mulchain") / "witness.wtns"),
+                     str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 2
+    err = capsys.readouterr().err
+    assert "different curves" in err and "mulchain/witness.wtns" in err and "bls12381/mulchain" in err
