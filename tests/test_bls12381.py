@@ -323,3 +323,22 @@ def test_cli_witness_vkey_verify_and_prove_refusal(tmp_path, capsys):
                      str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 2
     err = capsys.readouterr().err
     assert "different curves" in err and "mulchain/witness.wtns" in err and "bls12381/mulchain" in err
+
+
+def test_pipeline_prover_refuses_bls12_381_and_mismatched_witnesses():
+    """Groth16Prover (what prove_start/finalize tasks call) reads the witness with the
+    resident zkey: a mismatched curve names both files, a BLS12-381 job fails clearly."""
+    from types import SimpleNamespace
+
+    from cuzk_tasks.provers import Groth16Prover
+
+    zk = read_zkey(fixture_dir(MULCHAIN) / "circuit.zkey")
+    ctx = SimpleNamespace(resident=SimpleNamespace(get=lambda name: zk), backend="cpu",
+                          backend_name="cpu")
+    prover = Groth16Prover(ctx)
+    bn_wtns = str(fixture_dir("mulchain") / "witness.wtns")
+    with pytest.raises(FormatError, match="different curves") as ei:
+        prover.prove_start("bls-mulchain", bn_wtns)
+    assert bn_wtns in str(ei.value) and zk.path in str(ei.value)
+    with pytest.raises(ProofError, match="BLS12-381 proving is not supported yet"):
+        prover.prove_start("bls-mulchain", str(fixture_dir(MULCHAIN) / "witness.wtns"))
