@@ -123,17 +123,21 @@ class Tower:
                 sr * pr - si * pi - t0r - t1r, sr * pi + si * pr - t0i - t1i,
                 t1r + a4 * m0r - a5 * m0i, t1i + a4 * m0i + a5 * m0r)
 
-    def fq6_add(self, a, b):
+    # coefficient-wise operations, the same for Fq6 and Fq12 tuples
+    def _add(self, a, b):
         Q = self.q
         return tuple((x + y) % Q for x, y in zip(a, b))
 
-    def fq6_sub(self, a, b):
+    def _sub(self, a, b):
         Q = self.q
         return tuple((x - y) % Q for x, y in zip(a, b))
 
-    def fq6_neg(self, a):
+    def _neg(self, a):
         Q = self.q
         return tuple(-x % Q for x in a)
+
+    fq6_add, fq6_sub, fq6_neg = _add, _sub, _neg
+    fq12_add, fq12_sub, fq12_neg = _add, _sub, _neg
 
     def fq6_mul(self, a, b):
         Q = self.q
@@ -179,18 +183,6 @@ class Tower:
         )
 
     # ---------------------------------------------------------------- Fq12 ---
-
-    def fq12_add(self, a, b):
-        Q = self.q
-        return tuple((x + y) % Q for x, y in zip(a, b))
-
-    def fq12_sub(self, a, b):
-        Q = self.q
-        return tuple((x - y) % Q for x, y in zip(a, b))
-
-    def fq12_neg(self, a):
-        Q = self.q
-        return tuple(-x % Q for x in a)
 
     def fq12_eq(self, a, b):
         Q = self.q
