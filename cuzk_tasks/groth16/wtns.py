@@ -28,10 +28,8 @@ from .zkey import limbs_ge
 WTNS_MAGIC = b"wtns"
 N8 = 32  # the scalar fields of every supported curve are 32-byte (n8r)
 assert all(c.n8r == N8 for c in CURVES)
-_KNOWN_PRIMES = {}
-for _c in CURVES:
-    _KNOWN_PRIMES[_c.q] = f"the {_c.snarkjs_name} base field q"
-    _KNOWN_PRIMES[_c.r] = f"the {_c.snarkjs_name} scalar field r"
+_KNOWN_PRIMES = {p: f"the {c.snarkjs_name} {what}" for c in CURVES
+                 for p, what in ((c.q, "base field q"), (c.r, "scalar field r"))}
 
 
 @dataclass
