@@ -36,7 +36,7 @@ def _cmd_prove(args):
 
     t0 = time.perf_counter()
     zkey = read_zkey(args.zkey)
-    witness = read_wtns(args.witness, expected_length=zkey.n_vars)
+    witness = read_wtns(args.witness, zkey=zkey)
     backend = get_backend(args.backend)
     # One proof and exit: release each zkey section once consumed (peak RSS ~ one section).
     partial = prove_start(zkey, witness, backend=backend, release_pages=True)

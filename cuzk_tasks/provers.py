@@ -36,7 +36,7 @@ class Groth16Prover:
         from .groth16.wtns import read_wtns
 
         zkey = self.ctx.resident.get(circuit)
-        witness = read_wtns(witness_path, expected_length=zkey.n_vars)
+        witness = read_wtns(witness_path, zkey=zkey)
         try:
             return prove_start(zkey, witness, backend=self.ctx.backend).to_json()
         finally:
@@ -49,7 +49,7 @@ class Groth16Prover:
         from .groth16.wtns import read_wtns
 
         zkey = self.ctx.resident.get(circuit)
-        witness = read_wtns(witness_path, expected_length=zkey.n_vars)
+        witness = read_wtns(witness_path, zkey=zkey)
         try:
             return prove_finish(PartialProof.from_json(partial), zkey, witness)
         finally:

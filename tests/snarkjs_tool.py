@@ -24,6 +24,10 @@ FIXTURES_DIR = ROOT / "tests" / "fixtures"
 # and an extra ``input_bad.json`` whose witness computation fails.
 FIXTURES = ["mulchain", "mulchain_1k", "poseidon"]
 
+# The same file set over BLS12-381 (circom --prime bls12381, snarkjs curve "bls12381"),
+# in tests/fixtures/bls12381/<name>/.  Kept apart: tests over FIXTURES assume BN254.
+BLS12381_FIXTURES = ["bls12381/mulchain", "bls12381/poseidon"]
+
 # Files present in every directory named in FIXTURES.
 FIXTURE_FILES = [
     "circuit.r1cs",
@@ -69,6 +73,19 @@ def run_snarkjs(*args, timeout: float = 300, check: bool = False,
         cwd=cwd,
         env=env,
     )
+
+
+def snarkjs_verify(tmp_path, vkey: dict, public: list, proof: dict) -> bool:
+    """``snarkjs groth16 verify`` on the given JSON objects (written, as snarkjs writes
+    them, into ``tmp_path``): True iff snarkjs accepts the proof."""
+    from cuzk_tasks.groth16 import jsonio
+
+    jsonio.dump_json(vkey, tmp_path / "vk.json")
+    jsonio.dump_json(public, tmp_path / "pub.json")
+    jsonio.dump_json(proof, tmp_path / "proof.json")
+    proc = run_snarkjs("groth16", "verify", tmp_path / "vk.json", tmp_path / "pub.json",
+                       tmp_path / "proof.json", timeout=120)
+    return proc.returncode == 0
 
 
 def strip_ansi(text: str) -> str:

@@ -144,13 +144,7 @@ def test_g2_subgroup_check_matches_textbook():
 
 
 def _mul_raw(p, k):
-    acc, add = None, p
-    while k:
-        if k & 1:
-            acc = G2.add(acc, add)
-        add = G2.double(add)
-        k >>= 1
-    return acc
+    return G2.mul_unreduced(p, k)
 
 
 def _fq2_sqrt(a):
@@ -170,3 +164,119 @@ def test_pairing_check_speed():
     t0 = time.perf_counter()
     P.pairing_check(pairs)
     assert time.perf_counter() - t0 < 1.0
+
+
+# ---------------------------------------------------- BLS12-381 (same code) --
+# The reference is one implementation with the curve as a parameter: the checks below
+# run it on BLS12-381 (M-type twist, loop over x = -0xd201000000010000, the zkcrypto
+# hard part); the BN254 tests above are unchanged.
+
+from cuzk_tasks.groth16.curves import BLS12_381, BN254  # noqa: E402
+from cuzk_tasks.groth16.reference.curve import g1_of, g2_of  # noqa: E402
+from cuzk_tasks.groth16.reference.field import fq2_ops, sqrt_mod  # noqa: E402
+from cuzk_tasks.groth16.reference.pairing import pairing_of  # noqa: E402
+from cuzk_tasks.groth16.reference.tower import tower  # noqa: E402
+
+BLS = pairing_of(BLS12_381)
+TB = tower(BLS12_381)
+QB, RB = BLS12_381.q, BLS12_381.r
+bg1, bg2 = BLS12_381.g1, BLS12_381.g2
+
+
+def test_bls_tower_relations_and_frobenius():
+    rng = random.Random(11)
+    w = (0,) * 6 + (1,) + (0,) * 5
+    v = (0, 0, 1, 0, 0, 0) + (0,) * 6
+    assert TB.fq12_sqr(w) == v
+    assert TB.fq12_pow(v, 3) == (1, 1) + (0,) * 10       # v^3 = xi = 1 + u
+    a, b = (tuple(rng.randrange(QB) for _ in range(12)) for _ in range(2))
+    assert TB.fq12_mul(a, b) == TB.fq12_mul(b, a)
+    assert TB.fq12_mul(a, TB.fq12_inv(a)) == T.FQ12_ONE
+    assert TB.fq12_sqr(a) == TB.fq12_mul(a, a)
+    assert TB.fq12_frobenius(a, 1) == TB.fq12_pow(a, QB)
+    assert TB.fq12_frobenius(a, 6) == TB.fq12_conj(a)
+
+
+def test_bls_non_degenerate_bilinear_order_r():
+    e = BLS.pairing(bg1, bg2)
+    assert e != T.FQ12_ONE
+    assert TB.fq12_pow(e, RB) == T.FQ12_ONE
+    rng = random.Random(12)
+    a, b = rng.randrange(1, RB), rng.randrange(1, RB)
+    pa, qb = BLS.g1.mul(bg1, a), BLS.g2.mul(bg2, b)
+    assert BLS.pairing(pa, qb) == TB.fq12_pow(e, a * b % RB)
+    p2, q2 = BLS.g1.mul(bg1, 17), BLS.g2.mul(bg2, 19)
+    assert BLS.pairing(BLS.g1.add(pa, p2), qb) == TB.fq12_mul(BLS.pairing(pa, qb), BLS.pairing(p2, qb))
+    assert BLS.pairing(pa, BLS.g2.add(qb, q2)) == TB.fq12_mul(BLS.pairing(pa, qb), BLS.pairing(pa, q2))
+    assert BLS.pairing(None, bg2) == T.FQ12_ONE and BLS.pairing(bg1, None) == T.FQ12_ONE
+
+
+def test_bls_snarkjs_convention_is_cube_of_textbook():
+    e_tb = BLS.pairing_textbook(bg1, bg2)
+    assert TB.fq12_pow(e_tb, RB) == T.FQ12_ONE and e_tb != T.FQ12_ONE
+    assert BLS.gt_exponent == 3
+    assert TB.fq12_pow(e_tb, 3) == BLS.pairing(bg1, bg2)
+    # the zkcrypto chain's exponent equals 3 (q^4 - q^2 + 1)/r exactly
+    x = BLS12_381.x
+    lam = (QB ** 3 * (x - 1) ** 2 + QB ** 2 * x * (x - 1) ** 2
+           + QB * (x ** 4 - 2 * x ** 3 + 2 * x - 1) + (x ** 5 - 2 * x ** 4 + 2 * x ** 2 - x + 3))
+    assert lam == 3 * BLS.hard_part_exponent
+
+
+def test_bls_pairing_check():
+    a, b = 1234567, 7654321
+    pa, qb = BLS.g1.mul(bg1, a), BLS.g2.mul(bg2, b)
+    g1b = BLS.g1
+    assert BLS.pairing_check([(pa, qb), (g1b.neg(g1b.mul(bg1, a * b % RB)), bg2)])
+    assert not BLS.pairing_check([(pa, qb), (g1b.neg(g1b.mul(bg1, a * b + 1)), bg2)])
+    assert BLS.pairing_check([])
+
+
+def _twist_sqrt(f2, q, a):
+    """sqrt in Fq2 = Fq[u]/(u^2+1) for q = 3 mod 4 (Adj-Rodriguez-Henriquez), or None."""
+    a1 = f2.pow(a, (q - 3) // 4)
+    alpha = f2.mul(a1, f2.mul(a1, a))
+    x0 = f2.mul(a1, a)
+    if alpha == (q - 1, 0):
+        y = f2.mul((0, 1), x0)
+    else:
+        y = f2.mul(f2.pow(f2.add((1, 0), alpha), (q - 1) // 2), x0)
+    return y if f2.mul(y, y) == a else None
+
+
+@pytest.mark.parametrize("curve", [BN254, BLS12_381], ids=lambda c: c.name)
+def test_subgroup_checks_match_textbook(curve):
+    pr = pairing_of(curve)
+    g1c, g2c, f2, q = g1_of(curve), g2_of(curve), fq2_ops(curve), curve.q
+    assert pr.g2_in_subgroup(curve.g2) and pr.g2_in_subgroup(g2c.mul(curve.g2, 987654321))
+    assert pr.g1_in_subgroup(curve.g1) and pr.g1_in_subgroup(g1c.mul(curve.g1, 987654321))
+    rng = random.Random(13)
+    found = 0
+    while found < 2:
+        x = (rng.randrange(q), rng.randrange(q))
+        y = _twist_sqrt(f2, q, f2.add(f2.mul(f2.mul(x, x), x), curve.b2))
+        if y is None:
+            continue
+        pt = (x, y)
+        assert g2c.is_on_curve(pt)
+        assert pr.g2_in_subgroup(pt) == g2c.in_subgroup(pt) == False  # noqa: E712
+        torsion = g2c.mul_unreduced(pt, curve.r)   # order divides the cofactor
+        assert not pr.g2_in_subgroup(torsion) and not pr.g2_in_subgroup(g2c.add(torsion, curve.g2))
+        found += 1
+    found = 0
+    while found < 2:   # G1: cofactor 1 on BN254, 0x396c8c005555e1568c00aaab0000aaab on BLS12-381
+        x = rng.randrange(q)
+        y = sqrt_mod(x ** 3 + curve.b, q)
+        if y is None:
+            continue
+        pt = (x, y)
+        assert pr.g1_in_subgroup(pt) == g1c.in_subgroup(pt) == (curve is BN254)
+        found += 1
+
+
+def test_bls_pairing_check_speed():
+    import time
+    pairs = [(BLS.g1.mul(bg1, 3 + i), BLS.g2.mul(bg2, 5 + i)) for i in range(4)]
+    t0 = time.perf_counter()
+    assert not BLS.pairing_check(pairs)
+    assert time.perf_counter() - t0 < 2.0

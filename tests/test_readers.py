@@ -376,10 +376,16 @@ def test_zkey_other_prime(tmp_path, which):
 def test_zkey_other_n8q(tmp_path):
     p = copy(tmp_path, "mulchain", ZK)
     _, _, off, _ = sec(p.read_bytes(), 2)
-    patch(p, off, struct.pack("<I", 48))
+    patch(p, off, struct.pack("<I", 40))
     with pytest.raises(FormatError) as ei:
         read_zkey(p)
     assert_format_error(ei, p, "n8q")
+    assert ei.value.field == "n8q" and "expected 32 or 48" in str(ei.value)
+    # 48 is BLS12-381's size: the 48 bytes read as q are then no known prime
+    patch(p, off, struct.pack("<I", 48))
+    with pytest.raises(FormatError) as ei:
+        read_zkey(p)
+    assert ei.value.field == "q" and "unsupported curve" in str(ei.value)
 
 
 def test_zkey_domain_not_power_of_two(tmp_path):

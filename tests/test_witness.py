@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cuzk_tasks.errors import CuzkError, FormatError, WitnessError
 from cuzk_tasks.groth16.binfile import BN254_R as R
+from cuzk_tasks.groth16.curves import BLS12_381
 from cuzk_tasks.groth16.r1cs import read_r1cs
 from cuzk_tasks.groth16.witness import (WitnessCalculator, fnv1a64,
                                         generate_witness, get_calculator,
@@ -20,10 +21,10 @@ from cuzk_tasks.groth16.witness import (WitnessCalculator, fnv1a64,
 from cuzk_tasks.groth16.wtns import limbs_to_ints, read_wtns
 
 try:
-    from snarkjs_tool import (FIXTURES, fixture_dir, requires_snarkjs,
+    from snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
                               run_snarkjs)
 except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import (FIXTURES, fixture_dir, requires_snarkjs,
+    from tests.snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
                                     run_snarkjs)
 
 ALL = FIXTURES + ["assert_fail"]
@@ -145,6 +146,41 @@ def test_witness_matches_fresh_snarkjs(name, inp, tmp_path):
             _nullcontext():
         generate_witness(d / "circuit.wasm", input_path, ours)
     assert ours.read_bytes() == out.read_bytes()
+
+
+# BLS12-381 circuits (circom --prime bls12381): the calculator takes the prime from the
+# wasm, so the same code gives snarkjs's bytes; inputs that reduce differently mod the two
+# scalar fields (negative, >= BN254's r) show the prime really is BLS12-381's.
+@pytest.mark.parametrize("name", BLS12381_FIXTURES)
+def test_bls12381_witness_matches_fixture(name, tmp_path):
+    d = fixture_dir(name)
+    wc = calc(name)
+    assert wc.prime == BLS12_381.r != R
+    assert wc.calculate_wtns(load_input_json(d / "input.json")) == (d / "witness.wtns").read_bytes()
+    out = tmp_path / "w.wtns"
+    generate_witness(d / "circuit.wasm", d / "input.json", out)
+    assert out.read_bytes() == (d / "witness.wtns").read_bytes()
+    assert read_wtns(out).curve is BLS12_381
+
+
+@pytest.mark.snarkjs
+@requires_snarkjs
+@pytest.mark.parametrize("name,inp", [
+    ("bls12381/mulchain", {"a": "-5", "b": "0x1f"}),
+    ("bls12381/mulchain", {"a": str(R + 2), "b": str(BLS12_381.r + 3)}),
+    ("bls12381/poseidon", {"x": "-1", "y": str(R)}),
+])
+def test_bls12381_witness_matches_fresh_snarkjs(name, inp, tmp_path):
+    d = fixture_dir(name)
+    input_path = write_input(tmp_path, inp)
+    out = tmp_path / "snarkjs.wtns"
+    proc = run_snarkjs("wtns", "calculate", d / "circuit.wasm", input_path, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ours = tmp_path / "ours.wtns"
+    generate_witness(d / "circuit.wasm", input_path, ours)
+    assert ours.read_bytes() == out.read_bytes()
+    r1 = read_r1cs(d / "circuit.r1cs")
+    assert r1.curve is BLS12_381 and r1.is_satisfied(read_wtns(ours).as_ints()) is None
 
 
 class _nullcontext:

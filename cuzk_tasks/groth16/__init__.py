@@ -1,4 +1,5 @@
-"""Pure Groth16 proving library (snarkjs-compatible, BN254).
+"""Pure Groth16 proving library (snarkjs-compatible; BN254, and BLS12-381 for everything
+but proving: see :mod:`.curves`).
 
 It never imports Celery or Redis: the pipeline builds on it, not the reverse.
 

@@ -29,7 +29,9 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import FormatError
-from .reference.field import FQ as BN254_Q, FR as BN254_R  # noqa: F401 (the BN254 "bn128" primes, re-exported)
+from .curves import BN254
+
+BN254_Q, BN254_R = BN254.q, BN254.r  # the BN254 "bn128" primes (re-exported; see .curves)
 
 _FILE_HEADER = struct.Struct("<4sII")
 _SECTION_HEADER = struct.Struct("<IQ")

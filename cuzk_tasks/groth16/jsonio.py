@@ -9,10 +9,15 @@ Points are affine standard-form Python-int tuples (``None`` = infinity), as in
 strings: G1 ``[x, y, "1"]``, G2 ``[[x0, x1], [y0, y1], ["1", "0"]]``; snarkjs
 writes infinity as ``["0", "1", "0"]`` / ``[["0","0"], ["1","0"], ["0","0"]]``.
 
+Curves: a verification key names its curve (``"curve"``: ``"bn128"``, ``"bls12381"``, or
+another name snarkjs accepts for them, see :func:`.curves.curve_by_name`; BN254 when
+absent); proofs and public signals are parsed for a given curve (BN254 by default) and a
+proof's own ``"curve"`` must agree with it.
+
 Errors: structural problems (wrong shape, non-decimal numbers, coordinates
->= q, z other than 1 / 0) raise :class:`FormatError` naming the file and field;
-mathematically invalid values (point not on the curve, not in the subgroup,
-public signal >= r) raise :class:`VerificationError` naming the field.
+>= q, z other than 1 / 0, an unknown or mismatched curve) raise :class:`FormatError`
+naming the file and field; mathematically invalid values (point not on the curve, not in
+the subgroup, public signal >= r) raise :class:`VerificationError` naming the field.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import FormatError, VerificationError
-from .reference.curve import G1, G2
-from .reference.field import FQ, FR
-from .reference.pairing import g2_in_subgroup, gt_from_json, gt_to_json
+from .curves import BN254, Curve, curve_by_name, known_curves
+from .reference.curve import g1_of, g2_of
+from .reference.pairing import pairing_of
 
 _DECIMAL = re.compile(r"[0-9]+\Z")
 
@@ -55,13 +60,13 @@ def g2_to_json(p):
     return [[str(x0), str(x1)], [str(y0), str(y1)], ["1", "0"]]
 
 
-def proof_to_json(pi_a, pi_b, pi_c) -> dict:
+def proof_to_json(pi_a, pi_b, pi_c, curve: Curve = BN254) -> dict:
     return {
         "pi_a": g1_to_json(pi_a),
         "pi_b": g2_to_json(pi_b),
         "pi_c": g1_to_json(pi_c),
         "protocol": "groth16",
-        "curve": "bn128",
+        "curve": curve.snarkjs_name,
     }
 
 
@@ -97,31 +102,37 @@ def _list(value, n, path, field):
     return value
 
 
-def g1_from_json(value, path=None, field="point", check=True):
-    """``[x, y, z]`` (or ``[x, y]``) -> affine point or None; z must be "1" (or "0" for infinity)."""
+def g1_from_json(value, path=None, field="point", check=True, curve: Curve = BN254):
+    """``[x, y, z]`` (or ``[x, y]``) -> affine point or None; z must be "1" (or "0" for
+    infinity); with ``check``, on the curve and in the order-r subgroup."""
     if not isinstance(value, list) or len(value) not in (2, 3):
         raise FormatError(path, field, f"expected [x, y, z] of decimal strings, got {_short(value)}")
-    x = _num(value[0], path, f"{field}[0]", FQ)
-    y = _num(value[1], path, f"{field}[1]", FQ)
-    z = _num(value[2], path, f"{field}[2]", FQ) if len(value) == 3 else 1
+    q = curve.q
+    x = _num(value[0], path, f"{field}[0]", q)
+    y = _num(value[1], path, f"{field}[1]", q)
+    z = _num(value[2], path, f"{field}[2]", q) if len(value) == 3 else 1
     if z == 0:
         return None
     if z != 1:
         raise FormatError(path, field, "only affine points (z = \"1\") or infinity (z = \"0\") are accepted")
     p = (x, y)
-    if check and not G1.is_on_curve(p):
-        raise VerificationError(f"{_where(path)}{field}: point is not on the curve")
+    if check:
+        if not g1_of(curve).is_on_curve(p):
+            raise VerificationError(f"{_where(path)}{field}: point is not on the curve")
+        if not _in_subgroup_cached(curve, 1, p):
+            raise VerificationError(f"{_where(path)}{field}: point is not in the G1 subgroup")
     return p
 
 
-def g2_from_json(value, path=None, field="point", check=True):
+def g2_from_json(value, path=None, field="point", check=True, curve: Curve = BN254):
     """``[[x0,x1],[y0,y1],[z0,z1]]`` -> affine point or None, on the twist and in G2."""
     if not isinstance(value, list) or len(value) not in (2, 3):
         raise FormatError(path, field, f"expected [[x0, x1], [y0, y1], [z0, z1]], got {_short(value)}")
+    q = curve.q
     coords = []
     for i, c in enumerate(value):
         _list(c, 2, path, f"{field}[{i}]")
-        coords.append((_num(c[0], path, f"{field}[{i}][0]", FQ), _num(c[1], path, f"{field}[{i}][1]", FQ)))
+        coords.append((_num(c[0], path, f"{field}[{i}][0]", q), _num(c[1], path, f"{field}[{i}][1]", q)))
     z = coords[2] if len(coords) == 3 else (1, 0)
     if z == (0, 0):
         return None
@@ -130,9 +141,9 @@ def g2_from_json(value, path=None, field="point", check=True):
                           "only affine points (z = [\"1\", \"0\"]) or infinity (z = [\"0\", \"0\"]) are accepted")
     p = (coords[0], coords[1])
     if check:
-        if not G2.is_on_curve(p):
+        if not g2_of(curve).is_on_curve(p):
             raise VerificationError(f"{_where(path)}{field}: point is not on the curve")
-        if not _g2_subgroup_cached(p):
+        if not _in_subgroup_cached(curve, 2, p):
             raise VerificationError(f"{_where(path)}{field}: point is not in the G2 subgroup")
     return p
 
@@ -140,13 +151,17 @@ def g2_from_json(value, path=None, field="point", check=True):
 _SUBGROUP_CACHE: dict = {}
 
 
-def _g2_subgroup_cached(p):
-    ok = _SUBGROUP_CACHE.get(p)
+def _in_subgroup_cached(curve, group, p):
+    """G1 (group 1) or G2 (group 2) membership of an on-curve point, remembered: a
+    verification key's points are checked again on every verify."""
+    key = (curve.name, group, p)
+    ok = _SUBGROUP_CACHE.get(key)
     if ok is None:
-        ok = g2_in_subgroup(p)
+        pr = pairing_of(curve)
+        ok = pr.g1_in_subgroup(p) if group == 1 else pr.g2_in_subgroup(p)
         if len(_SUBGROUP_CACHE) > 1024:
             _SUBGROUP_CACHE.clear()
-        _SUBGROUP_CACHE[p] = ok
+        _SUBGROUP_CACHE[key] = ok
     return ok
 
 
@@ -154,8 +169,18 @@ def _where(path):
     return f"{path}: " if path is not None else ""
 
 
-def proof_from_json(obj, path=None):
-    """proof.json dict -> ``(pi_a, pi_b, pi_c)`` validated affine points."""
+def curve_from_json(name, path, field="curve") -> Curve:
+    """The curve a JSON ``"curve"`` value names; FormatError naming the file and field."""
+    curve = curve_by_name(name)
+    if curve is None:
+        raise FormatError(path, field, f"unsupported curve {_short(name)}, expected one of "
+                                       f"{known_curves()}")
+    return curve
+
+
+def proof_from_json(obj, path=None, curve: Curve = BN254):
+    """proof.json dict -> ``(pi_a, pi_b, pi_c)`` validated affine points of ``curve``
+    (the verification key's); the proof's own ``"curve"`` must name the same one."""
     if not isinstance(obj, dict):
         raise FormatError(path, "proof", f"expected a JSON object, got {_short(obj)}")
     for key in ("pi_a", "pi_b", "pi_c"):
@@ -164,16 +189,18 @@ def proof_from_json(obj, path=None):
     protocol = obj.get("protocol", "groth16")
     if protocol != "groth16":
         raise FormatError(path, "protocol", f"expected \"groth16\", got {_short(protocol)}")
-    curve = obj.get("curve", "bn128")
-    if curve != "bn128":
-        raise FormatError(path, "curve", f"expected \"bn128\", got {_short(curve)}")
-    pi_a = g1_from_json(obj["pi_a"], path, "pi_a")
-    pi_b = g2_from_json(obj["pi_b"], path, "pi_b")
-    pi_c = g1_from_json(obj["pi_c"], path, "pi_c")
+    if "curve" in obj:
+        named = curve_from_json(obj["curve"], path)
+        if named is not curve:
+            raise FormatError(path, "curve", f"proof is for {named} but the verification key "
+                                             f"is for {curve}")
+    pi_a = g1_from_json(obj["pi_a"], path, "pi_a", curve=curve)
+    pi_b = g2_from_json(obj["pi_b"], path, "pi_b", curve=curve)
+    pi_c = g1_from_json(obj["pi_c"], path, "pi_c", curve=curve)
     return pi_a, pi_b, pi_c
 
 
-def public_from_json(obj, path=None):
+def public_from_json(obj, path=None, curve: Curve = BN254):
     """public.json list -> list of ints, each < r (VerificationError naming the index otherwise)."""
     if not isinstance(obj, list):
         raise FormatError(path, "public signals", f"expected a JSON list, got {_short(obj)}")
@@ -182,7 +209,7 @@ def public_from_json(obj, path=None):
         if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, str) and _DECIMAL.match(v))):
             raise FormatError(path, f"public signal [{i}]", f"expected a decimal string, got {_short(v)}")
         n = int(v)
-        if n < 0 or n >= FR:
+        if n < 0 or n >= curve.r:
             raise VerificationError(
                 f"{_where(path)}public signal [{i}]: value is not a field element (>= r)")
         out.append(n)
@@ -200,16 +227,19 @@ class VerificationKey:
     delta2: Optional[tuple]
     ic: list
     alphabeta_12: Optional[tuple] = None  # flat Fq12 12-tuple, as in the JSON (not used to verify)
+    curve: Curve = BN254
 
 
-def vkey_to_json(n_public, alpha1, beta2, gamma2, delta2, alphabeta_12, ic) -> dict:
+def vkey_to_json(n_public, alpha1, beta2, gamma2, delta2, alphabeta_12, ic,
+                 curve: Curve = BN254) -> dict:
     """The dict ``snarkjs zkey export verificationkey`` writes (same key order).
 
     ``alphabeta_12`` is a flat Fq12 tuple (see :mod:`.reference.tower`).
     """
+    gt_to_json = pairing_of(curve).gt_to_json
     return {
         "protocol": "groth16",
-        "curve": "bn128",
+        "curve": curve.snarkjs_name,
         "nPublic": int(n_public),
         "vk_alpha_1": g1_to_json(alpha1),
         "vk_beta_2": g2_to_json(beta2),
@@ -228,8 +258,7 @@ def vkey_from_json(obj, path=None) -> VerificationKey:
             raise FormatError(path, key, "missing")
     if obj.get("protocol", "groth16") != "groth16":
         raise FormatError(path, "protocol", f"expected \"groth16\", got {_short(obj.get('protocol'))}")
-    if obj.get("curve", "bn128") != "bn128":
-        raise FormatError(path, "curve", f"expected \"bn128\", got {_short(obj.get('curve'))}")
+    curve = curve_from_json(obj.get("curve", BN254.snarkjs_name), path)
     n_public = obj["nPublic"]
     if isinstance(n_public, str) and _DECIMAL.match(n_public):
         n_public = int(n_public)
@@ -247,16 +276,17 @@ def vkey_from_json(obj, path=None) -> VerificationKey:
             for i in range(3):
                 _list(ab[h][i], 2, path, f"vk_alphabeta_12[{h}][{i}]")
                 for j in range(2):
-                    _num(ab[h][i][j], path, f"vk_alphabeta_12[{h}][{i}][{j}]", FQ)
-        alphabeta = gt_from_json(ab)
+                    _num(ab[h][i][j], path, f"vk_alphabeta_12[{h}][{i}][{j}]", curve.q)
+        alphabeta = pairing_of(curve).gt_from_json(ab)
     return VerificationKey(
         n_public=n_public,
-        alpha1=g1_from_json(obj["vk_alpha_1"], path, "vk_alpha_1"),
-        beta2=g2_from_json(obj["vk_beta_2"], path, "vk_beta_2"),
-        gamma2=g2_from_json(obj["vk_gamma_2"], path, "vk_gamma_2"),
-        delta2=g2_from_json(obj["vk_delta_2"], path, "vk_delta_2"),
-        ic=[g1_from_json(p, path, f"IC[{i}]") for i, p in enumerate(ic_json)],
+        alpha1=g1_from_json(obj["vk_alpha_1"], path, "vk_alpha_1", curve=curve),
+        beta2=g2_from_json(obj["vk_beta_2"], path, "vk_beta_2", curve=curve),
+        gamma2=g2_from_json(obj["vk_gamma_2"], path, "vk_gamma_2", curve=curve),
+        delta2=g2_from_json(obj["vk_delta_2"], path, "vk_delta_2", curve=curve),
+        ic=[g1_from_json(p, path, f"IC[{i}]", curve=curve) for i, p in enumerate(ic_json)],
         alphabeta_12=alphabeta,
+        curve=curve,
     )
 
 

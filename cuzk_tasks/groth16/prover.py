@@ -27,6 +27,8 @@ from .. import defaults
 from ..errors import FormatError, ProofError, SelfVerificationError
 from . import jsonio, points
 from .backends import get_backend
+from .curves import BN254
+from .wtns import check_witness_curve
 from .reference.curve import G1
 from .reference.field import FR
 
@@ -113,11 +115,22 @@ class _Timer:
         return _Step()
 
 
+def require_native_curve(zkey):
+    """The native core (and so every backend) proves BN254 only, for now: a zkey for
+    another curve is refused here, before any backend work, rather than half-proved."""
+    if zkey.curve is not BN254:
+        raise ProofError(f"{zkey.curve.name} proving is not supported yet by the native core "
+                         f"(zkey {zkey.path} is for {zkey.curve}; only {BN254} zkeys can be proved)")
+
+
 def witness_values(witness, zkey, source=None):
-    """The witness as an (nVars, 4) uint64 array, checked against the zkey."""
+    """The witness as an (nVars, 4) uint64 array, checked against the zkey (curve, length)."""
     values = getattr(witness, "values", witness)
     values = np.ascontiguousarray(values, dtype="<u8")
     source = source or getattr(witness, "path", None)
+    prime = getattr(witness, "prime", None)
+    if prime is not None:
+        check_witness_curve(prime, source, zkey)
     if values.ndim != 2 or values.shape[1] != 4:
         raise FormatError(source, "witness", f"expected an (n, 4) uint64 array, got shape {values.shape}")
     if values.shape[0] != zkey.n_vars:
@@ -146,6 +159,7 @@ def _consumed(zkey, release_pages, *names):
 
 def prove_start(zkey, witness, backend=None, release_pages=False):
     """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
+    require_native_curve(zkey)
     backend = _backend(backend)
     w = witness_values(witness, zkey)
     timings = {}
@@ -215,6 +229,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
     With ``verify`` (the default) a proof that fails the pairing check raises
     :class:`SelfVerificationError` (a :class:`ProofError`) and is never returned.
     """
+    require_native_curve(zkey)
     if isinstance(partial, dict):
         partial = PartialProof.from_json(partial)
     if partial.n_vars != zkey.n_vars or partial.zkey_delta1 != zkey.delta1:
@@ -247,6 +262,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
 
 def prove(zkey, witness, backend=None, verify=defaults.SELF_VERIFY, vkey=None, release_pages=False):
     """One-call prove: :func:`prove_start` then :func:`prove_finish`."""
+    require_native_curve(zkey)
     backend = _backend(backend)
     partial = prove_start(zkey, witness, backend=backend, release_pages=release_pages)
     finish_backend = backend if backend.name == "cpu" else None

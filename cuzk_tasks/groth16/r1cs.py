@@ -10,7 +10,9 @@ Sections::
     3 wire2label   nWires x uint64
     4, 5           custom gates (PLONK only; ignored here)
 
-Coefficients are stored in standard (non-Montgomery) form.  This reader turns
+The prime is the scalar field r of the circuit's curve (``circom --prime bn128`` or
+``bls12381``); ``R1CS.curve`` says which.  Coefficients are stored in standard
+(non-Montgomery) form.  This reader turns
 constraints into Python dicts and is meant for small circuits (tests, checks).
 """
 
@@ -23,7 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_R, BinFile
+from .binfile import BinFile
+from .curves import curve_from_primes, known_curves
 
 R1CS_MAGIC = b"r1cs"
 LinearCombination = Dict[int, int]
@@ -43,6 +46,12 @@ class R1CS:
     n_constraints: int
     constraints: List[Constraint] = field(default_factory=list, repr=False)
     wire2label: Optional[np.ndarray] = field(default=None, repr=False)
+
+    @property
+    def curve(self):
+        """The curve whose scalar field the circuit is over (None for another prime,
+        read with ``expected_prime=None``)."""
+        return curve_from_primes(None, self.prime)
 
     @property
     def n_public(self) -> int:
@@ -66,7 +75,12 @@ class R1CS:
         return None
 
 
-def read_r1cs(path, expected_prime: int | None = BN254_R) -> R1CS:
+ANY_CURVE = "any supported curve"
+
+
+def read_r1cs(path, expected_prime=ANY_CURVE) -> R1CS:
+    """Read a circuit.  ``expected_prime``: by default the scalar field r of a supported
+    curve (BN254 or BLS12-381); an int pins it; None accepts any prime."""
     with BinFile(path, R1CS_MAGIC, (1,)) as bf:
         p = bf.path
         s1 = bf.section(1, "header")
@@ -79,10 +93,13 @@ def read_r1cs(path, expected_prime: int | None = BN254_R) -> R1CS:
                               f"size is {s1.size} bytes, expected {want} for n8={n8}")
         hdr = bf.read(s1)
         prime = int.from_bytes(hdr[4:4 + n8], "little")
-        if expected_prime is not None and prime != expected_prime:
+        if expected_prime == ANY_CURVE:
+            if curve_from_primes(None, prime) is None:
+                raise FormatError(p, "prime", f"circuit is for prime {prime}, expected the scalar "
+                                              f"field r of {known_curves()}")
+        elif expected_prime is not None and prime != expected_prime:
             raise FormatError(p, "prime",
-                              f"circuit is for prime {prime}, expected "
-                              f"{'bn128 scalar field r' if expected_prime == BN254_R else expected_prime}")
+                              f"circuit is for prime {prime}, expected {expected_prime}")
         n_wires, n_pub_out, n_pub_in, n_prv_in, n_labels, m = struct.unpack_from(
             "<IIIIQI", hdr, 4 + n8)
         r = R1CS(path=p, n8=n8, prime=prime, n_wires=n_wires, n_pub_out=n_pub_out,

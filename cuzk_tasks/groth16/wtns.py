@@ -5,6 +5,9 @@ Layout::
     "wtns" | uint32 version=2 | uint32 nSections=2
     section 1 (size 8+n8): uint32 n8 | prime (n8 bytes LE) | uint32 nWitness
     section 2 (size n8*nWitness): nWitness values, n8 bytes LE, standard form
+
+The prime is the scalar field r of the circuit's curve (BN254 or BLS12-381, both
+n8 = 32).
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from typing import Optional
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_Q, BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
+from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
+from .curves import CURVES, curve_from_primes, known_curves
 from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)
 from .zkey import limbs_ge
 
 WTNS_MAGIC = b"wtns"
-N8 = 32
-_KNOWN_PRIMES = {BN254_Q: "the bn128 base field q", BN254_R: "the bn128 scalar field r"}
+N8 = 32  # the scalar fields of every supported curve are 32-byte (n8r)
+assert all(c.n8r == N8 for c in CURVES)
+_KNOWN_PRIMES = {p: f"the {c.snarkjs_name} {what}" for c in CURVES
+                 for p, what in ((c.q, "base field q"), (c.r, "scalar field r"))}
 
 
 @dataclass
@@ -37,14 +43,38 @@ class Witness(MappedFileOwner):
     def __len__(self) -> int:
         return int(self.values.shape[0])
 
+    @property
+    def curve(self):
+        """The curve whose scalar field the witness is over (a :class:`.curves.Curve`)."""
+        return curve_from_primes(None, self.prime)
+
     def as_ints(self) -> list:
         """Values as Python ints (slow; small witnesses / tests)."""
         return limbs_to_ints(self.values)
 
 
+def check_witness_curve(prime: int, source, zkey) -> None:
+    """The one check that a witness (over ``prime``, read from ``source``) and ``zkey`` are for
+    the same curve: FormatError naming both files and both curves otherwise.  The readers,
+    the prover and synthesize all call this."""
+    if prime == zkey.r:
+        return
+    found = curve_from_primes(None, prime)
+    what = (f"{found} (its scalar field r)" if found is not None
+            else _KNOWN_PRIMES.get(prime, "another prime field"))
+    raise FormatError(source, "prime",
+                      f"witness is for {what} but zkey {zkey.path} is for {zkey.curve}: "
+                      "the witness and the zkey are for different curves")
+
+
 def read_wtns(path, expected_prime: int | None = None,
-              expected_length: int | None = None) -> Witness:
-    """Read and validate a .wtns file (BN254 scalar field only)."""
+              expected_length: int | None = None, zkey=None) -> Witness:
+    """Read and validate a .wtns file over the scalar field of a supported curve
+    (BN254 or BLS12-381; ``Witness.curve`` says which).
+
+    ``zkey``: the zkey the witness is for; its curve (:func:`check_witness_curve`) and
+    ``nVars`` (as ``expected_length``) are checked.  ``expected_prime`` pins the prime.
+    """
     bf = BinFile(path, WTNS_MAGIC, (2,))
     try:
         p = bf.path
@@ -59,17 +89,22 @@ def read_wtns(path, expected_prime: int | None = None,
         hdr = bf.read(s1)
         prime = int.from_bytes(hdr[4:4 + n8], "little")
         n_witness = struct.unpack_from("<I", hdr, 4 + n8)[0]
-        want_prime = BN254_R if expected_prime is None else expected_prime
-        if prime != want_prime:  # named only when well known: never echo the file's bytes
-            found = _KNOWN_PRIMES.get(prime, "another prime field")
-            raise FormatError(p, "prime",
-                              f"witness is for {found}, expected "
-                              + ("bn128 scalar field r" if want_prime == BN254_R
-                                 else f"prime {want_prime}")
-                              + f" = {want_prime}")
+        # named only when well known: never echo the file's bytes
+        found = _KNOWN_PRIMES.get(prime, "another prime field")
+        if expected_prime is not None and prime != expected_prime:
+            raise FormatError(p, "prime", f"witness is for {found}, expected prime {expected_prime}")
+        if zkey is not None:
+            check_witness_curve(prime, p, zkey)
+        elif curve_from_primes(None, prime) is None:
+            base_of = curve_from_primes(prime, None)
+            expected = (f"{base_of.snarkjs_name} scalar field r = {base_of.r}" if base_of
+                        else f"the scalar field r of {known_curves()}")
+            raise FormatError(p, "prime", f"witness is for {found}, expected {expected}")
         if n8 != N8:
             raise FormatError(p, "n8", f"field element size is {n8}, expected 32")
         s2 = bf.section(2, "witness values", n_witness * n8)
+        if zkey is not None and expected_length is None:
+            expected_length = zkey.n_vars
         if expected_length is not None and n_witness != expected_length:
             raise FormatError(p, "nWitness",
                               f"witness has {n_witness} values, zkey expects "

@@ -16,37 +16,51 @@ Sections (snarkjs ``zkey_utils``)::
     10 contributions   (variable; not needed for proving)
 
 All curve points are stored affine, coordinates in Montgomery form
-(R = 2^256) little-endian; a point at infinity is all zero bytes.  G2
-coordinates are stored x.c0, x.c1, y.c0, y.c1.  The coefficient values are
-stored as Montgomery(coef * R) i.e. coef * R^2 mod r.
+(R = 2^(8 n8q): 2^256 on BN254, 2^384 on BLS12-381) little-endian; a point at
+infinity is all zero bytes.  G2 coordinates are stored x.c0, x.c1, y.c0, y.c1.  The
+coefficient values are stored as Montgomery(coef * R) i.e. coef * R^2 mod r
+(R = 2^(8 n8r) = 2^256 on both curves).
+
+The curve is the one whose primes the groth16 header names (:mod:`.curves`:
+BN254 = snarkjs "bn128", BLS12-381 = "bls12381"); ``ZKey.curve`` says which, and the
+point arrays have ``2 * curve.n64q`` (G1) and ``4 * curve.n64q`` (G2) limbs per row.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import numpy as np
 
 from ..errors import FormatError
 from . import points
-from .binfile import BN254_Q, BN254_R, BinFile, MappedFileOwner
+from .binfile import BinFile, MappedFileOwner
+from .curves import BN254, CURVES, Curve, curve_from_primes, known_curves
 
 ZKEY_MAGIC = b"zkey"
 ZKEY_VERSIONS = (1,)
 PROTOCOL_GROTH16 = 1
 
-N8 = 32  # bytes per field element (BN254 q and r)
+N8 = 32  # bytes per BN254 field element (q and r); see header_size() for any curve
 G1_BYTES = 2 * N8
 G2_BYTES = 4 * N8
+COEF_N8R = 32  # section-4 values are n8r = 32 bytes on every supported curve
+assert all(c.n8r == COEF_N8R for c in CURVES)
 COEF_DTYPE = np.dtype([("matrix", "<u4"), ("constraint", "<u4"),
-                       ("signal", "<u4"), ("value", "<u8", (4,))])
+                       ("signal", "<u4"), ("value", "<u8", (COEF_N8R // 8,))])
 assert COEF_DTYPE.itemsize == 44
 
-HEADER_SIZE_GROTH16 = 4 + N8 + 4 + N8 + 4 + 4 + 4 + 3 * G1_BYTES + 3 * G2_BYTES
 
-_R2_INV_R = pow(1 << 512, -1, BN254_R)  # undoes the R^2 of section-4 coefficients
+def header_size(curve: Curve) -> int:
+    """Size of the groth16 header (section 2) of a zkey for ``curve``."""
+    return (4 + curve.n8q + 4 + curve.n8r + 4 + 4 + 4
+            + 3 * curve.g1_bytes + 3 * curve.g2_bytes)
+
+
+HEADER_SIZE_GROTH16 = header_size(BN254)
 
 G1Point = Optional[Tuple[int, int]]
 G2Point = Optional[Tuple[Tuple[int, int], Tuple[int, int]]]
@@ -61,20 +75,21 @@ _SECTION_NAMES = {
 }
 
 
-def _g1_from_bytes(b: bytes) -> G1Point:
-    return points.g1_affine_from_mont(np.frombuffer(b, dtype="<u8"))
+def _g1_from_bytes(b: bytes, curve: Curve) -> G1Point:
+    return points.g1_affine_from_mont(np.frombuffer(b, dtype="<u8"), curve)
 
 
-def _g2_from_bytes(b: bytes) -> G2Point:
-    return points.g2_affine_from_mont(np.frombuffer(b, dtype="<u8"))
+def _g2_from_bytes(b: bytes, curve: Curve) -> G2Point:
+    return points.g2_affine_from_mont(np.frombuffer(b, dtype="<u8"), curve)
 
 
 def limbs_ge(values: np.ndarray, bound: int) -> np.ndarray:
-    """Vectorised ``value >= bound`` for (n, 4) little-endian uint64 limbs."""
+    """Vectorised ``value >= bound`` for (n, k) little-endian uint64 limbs (bound < 2^(64 k))."""
     v = np.asarray(values)
-    b = [(bound >> (64 * i)) & 0xFFFFFFFFFFFFFFFF for i in range(4)]
+    k = v.shape[1]
+    b = [(bound >> (64 * i)) & 0xFFFFFFFFFFFFFFFF for i in range(k)]
     ge = np.ones(v.shape[0], dtype=bool)      # equal so far => ">="
-    for i in range(4):                         # least significant first
+    for i in range(k):                         # least significant first
         li = v[:, i]
         bi = np.uint64(b[i])
         ge = (li > bi) | ((li == bi) & ge)
@@ -108,6 +123,7 @@ class ZKey(MappedFileOwner):
     coefs: Optional[np.ndarray] = None
     n_coefs: int = 0
     has_contributions: bool = False
+    curve: Curve = BN254
     header_raw: bytes = field(default=b"", repr=False)
     _bin: Optional[BinFile] = field(default=None, repr=False)
 
@@ -115,13 +131,15 @@ class ZKey(MappedFileOwner):
         """Header points as raw Montgomery limbs exactly as stored.
 
         Returns ``{"alpha1": (8,) uint64, "beta1": (8,), "beta2": (16,),
-        "gamma2": (16,), "delta1": (8,), "delta2": (16,)}`` (copies).
+        "gamma2": (16,), "delta1": (8,), "delta2": (16,)}`` (copies; on BN254, 12 and 24
+        limbs on BLS12-381).
         """
-        off = 4 + N8 + 4 + N8 + 12
+        c = self.curve
+        off = 4 + c.n8q + 4 + c.n8r + 12
+        g1, g2 = c.g1_bytes, c.g2_bytes
         out = {}
-        for name, size in (("alpha1", G1_BYTES), ("beta1", G1_BYTES),
-                           ("beta2", G2_BYTES), ("gamma2", G2_BYTES),
-                           ("delta1", G1_BYTES), ("delta2", G2_BYTES)):
+        for name, size in (("alpha1", g1), ("beta1", g1), ("beta2", g2), ("gamma2", g2),
+                           ("delta1", g1), ("delta2", g2)):
             out[name] = np.frombuffer(self.header_raw, dtype="<u8",
                                       count=size // 8, offset=off).copy()
             off += size
@@ -168,28 +186,35 @@ def _parse_header(bf: BinFile) -> ZKey:
                           f"size {sec2.size} is too small")
     raw = bf.read(sec2)
     n8q = struct.unpack_from("<I", raw, 0)[0]
-    if n8q != N8:
+    sizes = sorted({c.n8q for c in CURVES})
+    if n8q not in sizes:
         raise FormatError(path, "n8q",
-                          f"base field element size is {n8q} bytes, expected 32 "
-                          f"(unsupported curve, expected bn128)")
+                          f"base field element size is {n8q} bytes, expected "
+                          f"{' or '.join(map(str, sizes))} (unsupported curve, expected one of "
+                          f"{known_curves()})")
     if sec2.size < 4 + n8q + 4:
         raise FormatError(path, "section 2 (groth16 header)",
                           f"size {sec2.size} is too small")
     q = int.from_bytes(raw[4:4 + n8q], "little")
-    if q != BN254_Q:
-        raise FormatError(path, "q", f"unsupported curve: prime {q} (expected bn128)")
+    by_q = curve_from_primes(q, None)
+    if by_q is None or by_q.n8q != n8q:
+        raise FormatError(path, "q", f"unsupported curve: prime {q} (expected one of "
+                                     f"{known_curves()})")
     n8r = struct.unpack_from("<I", raw, 4 + n8q)[0]
-    if n8r != N8:
+    if n8r != by_q.n8r:
         raise FormatError(path, "n8r",
-                          f"scalar field element size is {n8r} bytes, expected 32 "
-                          f"(unsupported curve, expected bn128)")
-    if sec2.size != HEADER_SIZE_GROTH16:
+                          f"scalar field element size is {n8r} bytes, expected {by_q.n8r} "
+                          f"for {by_q} (q = its base field)")
+    if sec2.size != header_size(by_q):
         raise FormatError(path, "section 2 (groth16 header)",
                           f"size is {sec2.size} bytes, expected "
-                          f"{HEADER_SIZE_GROTH16}")
+                          f"{header_size(by_q)} for {by_q}")
     r = int.from_bytes(raw[4 + n8q + 4:4 + n8q + 4 + n8r], "little")
-    if r != BN254_R:
-        raise FormatError(path, "r", f"unsupported curve: prime {r} (expected bn128)")
+    curve = curve_from_primes(q, r)
+    if curve is None:
+        raise FormatError(path, "r", f"unsupported curve: prime {r} is not the scalar field of "
+                                     f"{by_q} whose base field q is (expected one of "
+                                     f"{known_curves()})")
     off = 4 + n8q + 4 + n8r
     n_vars, n_public, domain_size = struct.unpack_from("<III", raw, off)
     off += 12
@@ -200,29 +225,31 @@ def _parse_header(bf: BinFile) -> ZKey:
         raise FormatError(path, "nPublic",
                           f"nPublic={n_public} needs nVars > nPublic, nVars={n_vars}")
     pts = []
-    for size in (G1_BYTES, G1_BYTES, G2_BYTES, G2_BYTES, G1_BYTES, G2_BYTES):
+    g1, g2 = curve.g1_bytes, curve.g2_bytes
+    for size in (g1, g1, g2, g2, g1, g2):
         pts.append(raw[off:off + size])
         off += size
     zk = ZKey(
         path=path, n8q=n8q, q=q, n8r=n8r, r=r, n_vars=n_vars, n_public=n_public,
         domain_size=domain_size, log_domain_size=domain_size.bit_length() - 1,
-        alpha1=_g1_from_bytes(pts[0]), beta1=_g1_from_bytes(pts[1]),
-        beta2=_g2_from_bytes(pts[2]), gamma2=_g2_from_bytes(pts[3]),
-        delta1=_g1_from_bytes(pts[4]), delta2=_g2_from_bytes(pts[5]),
-        header_raw=bytes(raw),
+        alpha1=_g1_from_bytes(pts[0], curve), beta1=_g1_from_bytes(pts[1], curve),
+        beta2=_g2_from_bytes(pts[2], curve), gamma2=_g2_from_bytes(pts[3], curve),
+        delta1=_g1_from_bytes(pts[4], curve), delta2=_g2_from_bytes(pts[5], curve),
+        curve=curve, header_raw=bytes(raw),
     )
     zk.has_contributions = bf.has(SEC_CONTRIB)
     return zk
 
 
 def _expected_sizes(zk: ZKey) -> dict:
+    g1, g2 = zk.curve.g1_bytes, zk.curve.g2_bytes
     return {
-        SEC_IC: (zk.n_public + 1) * G1_BYTES,
-        SEC_A: zk.n_vars * G1_BYTES,
-        SEC_B1: zk.n_vars * G1_BYTES,
-        SEC_B2: zk.n_vars * G2_BYTES,
-        SEC_C: (zk.n_vars - zk.n_public - 1) * G1_BYTES,
-        SEC_H: zk.domain_size * G1_BYTES,
+        SEC_IC: (zk.n_public + 1) * g1,
+        SEC_A: zk.n_vars * g1,
+        SEC_B1: zk.n_vars * g1,
+        SEC_B2: zk.n_vars * g2,
+        SEC_C: (zk.n_vars - zk.n_public - 1) * g1,
+        SEC_H: zk.domain_size * g1,
     }
 
 
@@ -263,16 +290,18 @@ def read_zkey(path, validate_coefs: bool = True) -> ZKey:
     try:
         zk = _parse_header(bf)
         secs = _check_sections(bf, zk)
-        zk.ic = bf.array(secs[SEC_IC], "<u8", (zk.n_public + 1) * 8,
-                         shape=(zk.n_public + 1, 8))
-        zk.a_points = bf.array(secs[SEC_A], "<u8", zk.n_vars * 8, shape=(zk.n_vars, 8))
-        zk.b1_points = bf.array(secs[SEC_B1], "<u8", zk.n_vars * 8, shape=(zk.n_vars, 8))
-        zk.b2_points = bf.array(secs[SEC_B2], "<u8", zk.n_vars * 16,
-                                shape=(zk.n_vars, 16))
-        nc = zk.n_vars - zk.n_public - 1
-        zk.c_points = bf.array(secs[SEC_C], "<u8", nc * 8, shape=(nc, 8))
-        zk.h_points = bf.array(secs[SEC_H], "<u8", zk.domain_size * 8,
-                               shape=(zk.domain_size, 8))
+        g1 = 2 * zk.curve.n64q   # limbs per G1 row (8 on BN254, 12 on BLS12-381)
+        g2 = 2 * g1
+
+        def rows(stype, n, width):
+            return bf.array(secs[stype], "<u8", n * width, shape=(n, width))
+
+        zk.ic = rows(SEC_IC, zk.n_public + 1, g1)
+        zk.a_points = rows(SEC_A, zk.n_vars, g1)
+        zk.b1_points = rows(SEC_B1, zk.n_vars, g1)
+        zk.b2_points = rows(SEC_B2, zk.n_vars, g2)
+        zk.c_points = rows(SEC_C, zk.n_vars - zk.n_public - 1, g1)
+        zk.h_points = rows(SEC_H, zk.domain_size, g1)
         zk.coefs = bf.array(secs[SEC_COEFS], COEF_DTYPE, zk.n_coefs, start=4)
         if validate_coefs:
             _validate_coefs(zk)
@@ -316,6 +345,11 @@ def _validate_coefs(zk: ZKey):
                           f"({bad.size} bad records)")
 
 
-def coef_value(raw_limbs) -> int:
+@lru_cache(maxsize=None)
+def _r2_inv_r(curve: Curve) -> int:
+    return pow(curve.mont_r_r ** 2, -1, curve.r)  # undoes the R^2 of section-4 coefficients
+
+
+def coef_value(raw_limbs, curve: Curve = BN254) -> int:
     """Standard-form coefficient from a raw stored value (coef * R^2 mod r)."""
-    return points.limbs_to_int(raw_limbs) * _R2_INV_R % BN254_R
+    return points.limbs_to_int(raw_limbs) * _r2_inv_r(curve) % curve.r

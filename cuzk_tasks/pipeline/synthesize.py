@@ -67,7 +67,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             from ..groth16.wtns import read_wtns
 
             ref = ref_path(ctx, "witness_ref", part["witness_ref"])
-            w = read_wtns(ref, expected_length=zkey.n_vars)
+            w = read_wtns(ref, zkey=zkey)
             w.close()
             witness_ref = ref
         else:
@@ -75,10 +75,11 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
                 raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
                                 "give a witness_ref")
             from ..groth16.witness import get_calculator
-            from ..groth16.wtns import wtns_bytes
+            from ..groth16.wtns import check_witness_curve, wtns_bytes
 
             inputs, where = _load_inputs(ctx, part, idx)
             calc = get_calculator(spec.wasm)
+            check_witness_curve(calc.prime, spec.wasm, zkey)
             values = calc.calculate(inputs, where)
             if values.shape[0] != zkey.n_vars:
                 raise CuzkError(f"partition {idx}: witness has {values.shape[0]} values, the zkey "

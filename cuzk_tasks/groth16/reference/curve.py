@@ -2,60 +2,27 @@
 
 Points are affine tuples in standard (non-Montgomery) form: ``(x, y)`` for G1 and
 ``((x0, x1), (y0, y1))`` for G2; ``None`` is the point at infinity.
+
+:func:`g1_of` and :func:`g2_of` give any curve's groups (cached); the module-level
+``G1``, ``G2``, ``G2_B`` and :func:`is_in_g2_subgroup` are BN254's, as before.
 """
 
-from . import field as F
+from functools import lru_cache
 
-
-class _FqOps:
-    zero, one = 0, 1
-
-    @staticmethod
-    def add(a, b):
-        return (a + b) % F.FQ
-
-    @staticmethod
-    def sub(a, b):
-        return (a - b) % F.FQ
-
-    @staticmethod
-    def mul(a, b):
-        return a * b % F.FQ
-
-    @staticmethod
-    def neg(a):
-        return -a % F.FQ
-
-    @staticmethod
-    def inv(a):
-        return F.inv(a, F.FQ)
-
-    @staticmethod
-    def small(k):
-        return k % F.FQ
-
-
-class _Fq2Ops:
-    zero, one = F.FQ2_ZERO, F.FQ2_ONE
-    add = staticmethod(F.fq2_add)
-    sub = staticmethod(F.fq2_sub)
-    mul = staticmethod(F.fq2_mul)
-    neg = staticmethod(F.fq2_neg)
-    inv = staticmethod(F.fq2_inv)
-
-    @staticmethod
-    def small(k):
-        return (k % F.FQ, 0)
+from ..curves import BN254
+from .field import fq2_ops, fq_ops
 
 
 class Curve:
-    """Affine arithmetic on y^2 = x^3 + b (a = 0) over a field given by ``ops``."""
+    """Affine arithmetic on y^2 = x^3 + b (a = 0) over a field given by ``ops``,
+    for the subgroup of prime order ``order``."""
 
-    def __init__(self, name, ops, b, generator):
+    def __init__(self, name, ops, b, generator, order):
         self.name = name
         self.f = ops
         self.b = b
         self.generator = generator
+        self.order = order
 
     def is_on_curve(self, p):
         if p is None:
@@ -92,7 +59,22 @@ class Curve:
 
     def mul(self, p, k):
         """k·p for k taken mod r (points of the prime-order subgroup)."""
-        return _mul_unreduced(self, p, k % F.FR)
+        return self.mul_unreduced(p, k % self.order)
+
+    def mul_unreduced(self, p, k):
+        """k·p by double-and-add, k >= 0 not reduced (so it can test the subgroup order itself)."""
+        acc = None
+        addend = p
+        while k:
+            if k & 1:
+                acc = self.add(acc, addend)
+            addend = self.double(addend)
+            k >>= 1
+        return acc
+
+    def in_subgroup(self, p):
+        """order * p == infinity (the textbook test; slow, see :mod:`.pairing` for fast ones)."""
+        return self.mul_unreduced(p, self.order) is None
 
     def msm(self, points, scalars):
         """Sum of scalars[i] * points[i], by double-and-add (reference, slow)."""
@@ -102,40 +84,25 @@ class Curve:
         return acc
 
 
-G1 = Curve("G1", _FqOps, 3, (1, 2))
+@lru_cache(maxsize=None)
+def g1_of(curve):
+    """G1 of ``curve``: y^2 = x^3 + b over Fq."""
+    return Curve(f"{curve.name} G1", fq_ops(curve), curve.b, curve.g1, curve.r)
 
-G2_B = F.fq2_mul((3, 0), F.fq2_inv(F.XI))
-"""The twist's b' = 3 / (9 + u)."""
 
-G2 = Curve(
-    "G2",
-    _Fq2Ops,
-    G2_B,
-    (
-        (
-            10857046999023057135944570762232829481370756359578518086990519993285655852781,
-            11559732032986387107991004021392285783925812861821192530917403151452391805634,
-        ),
-        (
-            8495653923123431417604973247489272438418190587263600148770280649306958101930,
-            4082367875863433681332203403145435568316851327593401208105741076214120093531,
-        ),
-    ),
-)
+@lru_cache(maxsize=None)
+def g2_of(curve):
+    """G2 of ``curve``: the sextic twist y^2 = x^3 + b' over Fq2."""
+    return Curve(f"{curve.name} G2", fq2_ops(curve), curve.b2, curve.g2, curve.r)
+
+
+G1 = g1_of(BN254)
+G2 = g2_of(BN254)
+
+G2_B = BN254.b2
+"""BN254's twist b' = 3 / (9 + u)."""
 
 
 def is_in_g2_subgroup(p):
-    """r * p == infinity (G2 on the twist has a large cofactor, so this matters)."""
-    return _mul_unreduced(G2, p, F.FR) is None
-
-
-def _mul_unreduced(curve, p, k):
-    """k·p by double-and-add, k not reduced (so it can test the subgroup order itself)."""
-    acc = None
-    addend = p
-    while k:
-        if k & 1:
-            acc = curve.add(acc, addend)
-        addend = curve.double(addend)
-        k >>= 1
-    return acc
+    """r * p == infinity on BN254's twist (G2 has a large cofactor, so this matters)."""
+    return G2.in_subgroup(p)
