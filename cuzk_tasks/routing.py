@@ -23,8 +23,10 @@ past their deadline fail.
 from __future__ import annotations
 
 import logging
+import time
 
 from .periodic import PeriodicThread
+from .request_leases import RequestLeases
 from .state.enums import PartitionState
 
 log = logging.getLogger("cuzk_tasks.routing")
@@ -125,8 +127,6 @@ class Sweeper(PeriodicThread):
         held) has lost its stage: its message was lost, or is stranded in kombu's unacked
         hash with no live worker running it.  ``recover_stage`` moves it back one step with
         attempt + 1 and queues that stage again.  Returns how many were re-driven."""
-        import time
-
         store, settings = self.ctx.store, self.ctx.settings
         due = store.stage_partitions()
         if not due:
@@ -182,8 +182,6 @@ class Sweeper(PeriodicThread):
         """Put back on their queue the by-name requests no live worker holds
         (:class:`~cuzk_tasks.request_leases.RequestLeases`); returns how many."""
         if self._requests is None:
-            from .request_leases import RequestLeases
-
             broker = self.ctx.broker_client()
             if broker is None:
                 return 0
