@@ -85,16 +85,16 @@ def make_app(settings):
 
 
 def main(argv):
-    from cuzk_tasks.worker import DEVICE_WORKER_TUNING, _run_celery_worker
+    from cuzk_tasks.worker import DEVICE_WORKER_TUNING, run_celery_worker
 
     if argv[:1] != ["worker"] or argv[1:2] not in (["cpu"], ["device"]):
         raise SystemExit("usage: celery_floor.py worker cpu|device")
     settings = load_settings()
     app = make_app(settings)
     if argv[1] == "device":
-        return _run_celery_worker(app, settings.device_queue(0), 1, "floor-dev@bench", "WARNING",
+        return run_celery_worker(app, settings.device_queue(0), 1, "floor-dev@bench", "WARNING",
                                   **DEVICE_WORKER_TUNING)
-    return _run_celery_worker(app, settings.cpu_queue, 1, "floor-cpu@bench", "WARNING")
+    return run_celery_worker(app, settings.cpu_queue, 1, "floor-cpu@bench", "WARNING")
 
 
 if __name__ == "__main__":

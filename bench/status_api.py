@@ -35,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cuzk_tasks.wire import queue_keys  # noqa: E402
-from cuzk_tasks.local_redis import LocalRedis, _free_port  # noqa: E402
+from cuzk_tasks.local_redis import LocalRedis, free_port  # noqa: E402
 from cuzk_tasks.state import StateStore  # noqa: E402
 
 KIND = "groth16-porep-snap-deal-update-32gib-v1x"
@@ -282,7 +282,7 @@ def main():
         t = time.perf_counter()
         store.snapshot()
         print(f"one StateStore.snapshot() (Lua + decode): {(time.perf_counter() - t) * 1000:.1f} ms")
-        port = _free_port()
+        port = free_port()
         web = start_web(redis.url, port, args.web_workers)
         # the clients: one process each, forked now (before the churn thread exists)
         clients = Clients(args.clients)

@@ -15,10 +15,10 @@ from celery import Celery
 from .config import Settings, load_settings
 from .redis_url import is_sentinel
 
-# The Redis transport's priority steps (0 served first, 9 last), their separator in list
-# keys, and the task names: one definition each, in wire.py, which builds the messages.
-from .wire import (PRIORITY_SEP, PRIORITY_STEPS, TASK_FINALIZE, TASK_PROVE_START,  # noqa: F401
-                   TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE)
+from .task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
+# The Redis transport's priority steps (0 served first, 9 last) and their separator in list
+# keys: one definition each, in wire.py, which builds the messages.
+from .wire import PRIORITY_SEP, PRIORITY_STEPS
 
 
 def broker_transport_options(settings: Settings) -> dict:

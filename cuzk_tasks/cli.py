@@ -28,6 +28,7 @@ EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
 
 
 def _cmd_prove(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .groth16 import jsonio
     from .groth16.backends import get_backend
     from .groth16.prover import prove_finish, prove_start
@@ -51,6 +52,7 @@ def _cmd_prove(args):
 
 
 def _cmd_verify(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .groth16.verifier import verify_files
 
     if verify_files(args.verification_key, args.public, args.proof):
@@ -61,6 +63,7 @@ def _cmd_verify(args):
 
 
 def _cmd_witness(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .groth16.witness import generate_witness
 
     generate_witness(args.wasm, args.input, args.witness)
@@ -68,6 +71,7 @@ def _cmd_witness(args):
 
 
 def _cmd_vkey(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .groth16 import jsonio
     from .groth16.verifier import export_verification_key
     from .groth16.zkey import read_zkey
@@ -77,6 +81,7 @@ def _cmd_vkey(args):
 
 
 def _settings(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .config import load_settings
 
     settings = load_settings(getattr(args, "config", None))
@@ -87,6 +92,7 @@ def _settings(args):
 
 
 def _cmd_worker(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from . import worker
 
     settings = _settings(args)
@@ -102,6 +108,7 @@ _last_progress = [None]
 
 
 def _cmd_demo(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .demo import run_demo
 
     return run_demo(jobs=args.jobs, partitions=args.partitions, redis_url=args.redis,
@@ -122,10 +129,10 @@ def _progress_bar(job):
 
 
 def _cmd_submit(args):
-    import json as _json
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
+    import json
 
     from .client import Client
-
     from .paths import absolute_refs
 
     # absolute here: a worker would resolve a relative path against its own directory
@@ -149,9 +156,9 @@ def _cmd_submit(args):
         sys.stderr.write("\n")
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
-            _json.dump(result, f, indent=1)
+            json.dump(result, f, indent=1)
     else:
-        print(_json.dumps(result, indent=1))
+        print(json.dumps(result, indent=1))
     return EXIT_OK
 
 
@@ -188,26 +195,28 @@ def format_snapshot(snap):
 
 
 def _cmd_status(args):
-    import json as _json
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
+    import json
 
-    from .wire import queue_keys
     from .client import Client
+    from .wire import queue_keys
 
     settings = _settings(args)
     client = Client(settings=settings)
     if args.job:
-        print(_json.dumps(client.status(args.job), indent=1, default=str))
+        print(json.dumps(client.status(args.job), indent=1, default=str))
         return EXIT_OK
     queues = {settings.cpu_queue: queue_keys(settings.cpu_queue)}
     for w in client.store.live_device_workers():
         if w.get("queue"):
             queues[w["queue"]] = queue_keys(w["queue"])
     snap = client.store.snapshot(queues)
-    print(_json.dumps(snap, indent=1, default=str) if args.json else format_snapshot(snap))
+    print(json.dumps(snap, indent=1, default=str) if args.json else format_snapshot(snap))
     return EXIT_OK
 
 
 def _cmd_web(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from webapp.serve import exec_gunicorn
 
     _settings(args)  # fail early, with the usual message, on bad settings
@@ -216,6 +225,7 @@ def _cmd_web(args):
 
 
 def _cmd_cancel(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     from .client import Client
 
     if Client(settings=_settings(args)).cancel(args.job):

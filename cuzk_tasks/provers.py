@@ -32,6 +32,8 @@ class Groth16Prover:
     def prove_start(self, circuit: str, witness_path: str) -> dict:
         """The partial proof (JSON-able) of the witness at ``witness_path`` (a confined real
         path) for ``circuit``."""
+        # lazy: groth16 loads numpy and the native core, which a client never needs (it
+        # imports this module with the pipeline, for submit_job)
         from .groth16.prover import prove_start
         from .groth16.wtns import read_wtns
 
@@ -45,6 +47,7 @@ class Groth16Prover:
     def prove_finish(self, circuit: str, partial: dict, witness_path: str) -> tuple:
         """``(proof, public)`` JSON of a partial from :meth:`prove_start`; raises
         SelfVerificationError for a proof that does not verify."""
+        # lazy: as in prove_start (numpy and the native core)
         from .groth16.prover import PartialProof, prove_finish
         from .groth16.wtns import read_wtns
 

@@ -49,15 +49,16 @@ def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], dict]:
 def client(url: str, sentinel_master: str = "", **kwargs):
     """A ``redis.Redis`` for ``url``; for a ``sentinel://`` URL, the current master of group
     ``sentinel_master`` (``kwargs`` -- decode_responses, timeouts -- apply to it)."""
+    # lazy: config and the state package import this module without connecting; redis-py
+    # is loaded only by a process that connects (not by `cuzk-tasks web` before its exec)
     import redis
+    from redis.sentinel import Sentinel
 
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **kwargs)
     if not sentinel_master:
         raise ConfigError("a sentinel:// Redis URL needs the group's master name "
                           "(sentinel_master, CUZK_SENTINEL_MASTER)")
-    from redis.sentinel import Sentinel
-
     nodes, master = sentinel_nodes(url)
     timeouts = {k: kwargs[k] for k in ("socket_timeout", "socket_connect_timeout") if k in kwargs}
     sentinel = Sentinel(nodes, sentinel_kwargs=dict(timeouts) or None, **timeouts)

@@ -60,6 +60,7 @@ class ResidentZkeys:
 
     def get(self, name):
         """The loaded ZKey of circuit ``name`` (loads it, evicting LRU entries over budget)."""
+        # lazy: the zkey reader loads numpy, which a client's registry (names only) never needs
         from .groth16.zkey import read_zkey
 
         spec = self.registry.get(name)

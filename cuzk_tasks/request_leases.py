@@ -16,11 +16,13 @@ that created its job before its worker died returns that job again.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import time
 
 from . import wire
+from .task_names import REQUEST_TASKS
 
 log = logging.getLogger("cuzk_tasks.request_leases")
 
@@ -28,7 +30,7 @@ log = logging.getLogger("cuzk_tasks.request_leases")
 def held_requests(requests) -> list[str]:
     """The task ids of the by-name requests among Celery ``requests`` (the worker's
     registry, :func:`cuzk_tasks.worker.held_messages`)."""
-    return sorted({r.id for r in requests if r.task_name in wire.REQUEST_TASKS and r.id})
+    return sorted({r.id for r in requests if r.task_name in REQUEST_TASKS and r.id})
 
 
 def request_of(raw) -> tuple[str, str] | None:
@@ -41,12 +43,10 @@ def request_of(raw) -> tuple[str, str] | None:
         task, task_id = headers.get("task"), headers.get("id")
     except (ValueError, TypeError, AttributeError, IndexError, KeyError):
         return None
-    if task not in wire.REQUEST_TASKS or not task_id:
+    if task not in REQUEST_TASKS or not task_id:
         return None
     eta = headers.get("eta")
     if eta:
-        import datetime
-
         try:
             due = datetime.datetime.fromisoformat(str(eta))
         except ValueError:
@@ -76,6 +76,8 @@ class RequestLeases:
 
     def recover(self, workers=None) -> int:
         """One look; returns how many request messages were put back on their queue."""
+        # lazy: broker.py loads kombu's Redis transport; the pipeline imports this module
+        # (through routing) in processes that never restore a message
         from .broker import restore_tag
 
         now = time.monotonic()

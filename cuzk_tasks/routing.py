@@ -23,8 +23,10 @@ past their deadline fail.
 from __future__ import annotations
 
 import logging
+import time
 
 from .periodic import PeriodicThread
+from .request_leases import RequestLeases
 from .state.enums import PartitionState
 
 log = logging.getLogger("cuzk_tasks.routing")
@@ -128,8 +130,6 @@ class Sweeper(PeriodicThread):
         hash with no live worker running it.  ``recover_stage`` moves it back one step with
         attempt + 1 and queues that stage again.  ``workers``: this sweep's read of every
         worker (None: read here).  Returns how many were re-driven."""
-        import time
-
         store, settings = self.ctx.store, self.ctx.settings
         due = store.stage_partitions()
         if not due:
@@ -185,8 +185,6 @@ class Sweeper(PeriodicThread):
         """Put back on their queue the by-name requests no live worker holds
         (:class:`~cuzk_tasks.request_leases.RequestLeases`); returns how many."""
         if self._requests is None:
-            from .request_leases import RequestLeases
-
             broker = self.ctx.broker_client()
             if broker is None:
                 return 0

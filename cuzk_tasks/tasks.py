@@ -18,8 +18,8 @@ Names are stable (services without this package call them by name):
 from celery import shared_task
 
 from . import pipeline
-from .wire import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS, TASK_SUBMIT,
-                   TASK_SYNTHESIZE)
+from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
+                         TASK_SUBMIT, TASK_SYNTHESIZE)
 
 
 @shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False)

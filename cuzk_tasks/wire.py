@@ -30,6 +30,7 @@ import re
 import uuid
 
 from .errors import CuzkError
+from .task_names import STAGE_TASKS, TASK_FINALIZE, TASK_SYNTHESIZE
 
 #: Priority steps of the Redis transport: 0 is served first, 9 last.
 PRIORITY_STEPS = list(range(10))
@@ -77,19 +78,6 @@ def queue_keys(queue: str) -> list[str]:
 UNACKED_KEY = "unacked"
 #: ... and its index (sorted set: delivery tag -> Unix time of the delivery).
 UNACKED_INDEX_KEY = "unacked_index"
-
-
-#: The task names (stable: services without this package send them by name; tasks.py).
-TASK_SUBMIT = "cuzk.submit"
-TASK_SYNTHESIZE = "cuzk.synthesize"
-TASK_PROVE_START = "cuzk.prove_start"
-TASK_FINALIZE = "cuzk.finalize"
-TASK_STATUS = "cuzk.status"
-TASK_RESULT = "cuzk.result"
-#: The stage tasks, whose messages name one partition attempt (stage_partition reads them).
-STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE_START, TASK_FINALIZE)
-#: The by-name requests, which name no partition (their lease: cuzk_tasks/request_leases.py).
-REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
 
 
 def stage_partition(task: str, args, kwargs) -> tuple[str, int, int] | None:

@@ -19,15 +19,28 @@ configurable concurrency and runs the :class:`~cuzk_tasks.routing.Sweeper`.
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import logging
 import os
 import signal
+import socket
 import sys
+import time
 from typing import NamedTuple
 
+from celery import signals
+from celery.worker import state as celery_state
+
+from . import pipeline
+from .celery_app import create_app
 from .config import Settings
+from .message_templates import check_app
 from .periodic import PeriodicThread
+from .request_leases import held_requests
+from .routing import Sweeper
+from .state import StateStore, WorkerRole
+from .wire import stage_partition
 
 log = logging.getLogger("cuzk_tasks.worker")
 
@@ -81,14 +94,10 @@ def held_messages() -> HeldMessages:
     request leases, :mod:`cuzk_tasks.request_leases`).  Read in the worker's MAIN process,
     where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
     active`` reads it)."""
-    from celery.worker import state
-
-    from .request_leases import held_requests
-    from .wire import stage_partition
-
     for _ in range(5):
         try:
-            requests = tuple(state.requests.values())  # a copy: the consumer thread mutates it
+            # a copy: the consumer thread mutates it
+            requests = tuple(celery_state.requests.values())
             break
         except RuntimeError:  # changed size during the copy
             continue
@@ -149,7 +158,7 @@ def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
     return int(mb * 1024)
 
 
-def _run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
+def run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
     """Run a prefork Celery worker in this process (what ``celery worker`` runs) until it
     stops; ``tuning`` takes WorkController options the command line cannot express."""
     worker = app.Worker(queues=[queue], concurrency=concurrency, pool_cls="prefork",
@@ -176,8 +185,6 @@ def _start_after_pool_fork(app, *loops):
     thread holds at that instant (an import in progress, a connection pool's) stays held in
     the child for ever, and the child's first task that needs it hangs.  Each loop's first
     step has already run in this thread, so its imports are done before any fork."""
-    from celery import signals
-
     @signals.worker_ready.connect(weak=False)
     def _start(**_kwargs):
         for loop in loops:
@@ -187,10 +194,6 @@ def _start_after_pool_fork(app, *loops):
 
 def _init_child(app):
     """worker_process_init: build this pool process's context (and its backend)."""
-    from celery import signals
-
-    from . import pipeline
-
     @signals.worker_process_init.connect(weak=False)
     def _on_child(**_kwargs):
         dump_stacks_on(STACK_DUMP_SIGNAL)
@@ -204,8 +207,6 @@ def _init_child(app):
 def slot_holder() -> str:
     """Who holds a host slot: this process on this (container) host.  ops/healthcheck.py
     finds the slot of a worker's main process by the same text."""
-    import socket
-
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -217,8 +218,6 @@ def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
     the workers that depend on it.  One and a half heartbeat intervals tell the two apart: a
     live holder renews its slot within one.  Waits only while some slot is held; returns the
     indices found stale."""
-    import time
-
     sleep = time.sleep if sleep is None else sleep
     group, interval = settings.host_slot, settings.heartbeat_interval_s
     before = store.held_host_slots(group)
@@ -238,8 +237,6 @@ def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
 
 def _open_store(settings: Settings):
     """The worker process's state store: its transitions ride out a Redis restart."""
-    from .state import StateStore
-
     return StateStore.from_settings(settings)
 
 
@@ -249,8 +246,6 @@ def claim_host_name(settings: Settings, store):
     ``CUZK_HOSTNAME``), else ``(settings, None)``."""
     if not settings.host_slot:
         return settings, None
-    import dataclasses
-
     await_lapsing_slots(store, settings)
     slot = store.claim_host_slot(settings.host_slot, slot_holder(), settings.heartbeat_ttl_s)
     os.environ["CUZK_HOSTNAME"] = slot.host
@@ -260,11 +255,6 @@ def claim_host_name(settings: Settings, store):
 
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
-    from .celery_app import create_app
-    from .message_templates import check_app
-    from .pipeline import WorkerIdentity
-    from .state import WorkerRole
-
     store = _open_store(settings)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
@@ -276,7 +266,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
     check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
-    app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
+    app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
@@ -285,7 +275,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
-        exitcode = _run_celery_worker(
+        exitcode = run_celery_worker(
             app, queue, 1, f"dev{device}@{host}", loglevel, **DEVICE_WORKER_TUNING,
             max_memory_per_child=max_memory_per_child_kib(settings, "device"))
     finally:
@@ -297,13 +287,6 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
 
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
                    sweeper: bool = True):
-    from . import pipeline
-    from .celery_app import create_app
-    from .message_templates import check_app
-    from .pipeline import WorkerIdentity
-    from .routing import Sweeper
-    from .state import WorkerRole
-
     store = _open_store(settings)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
@@ -313,7 +296,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
     check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
-    app.cuzk_identity = WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
+    app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
                           holding_fn=held_messages)
@@ -325,7 +308,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
                 concurrency)
     try:
-        exitcode = _run_celery_worker(app, settings.cpu_queue, concurrency,
+        exitcode = run_celery_worker(app, settings.cpu_queue, concurrency,
                                       f"cpu{os.getpid()}@{host}", loglevel,
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:

@@ -24,6 +24,8 @@ import instruments
 import pytest
 from processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
 
+from cuzk_tasks.local_redis import free_port
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -46,12 +48,6 @@ if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
 
-def _free_port():
-    from cuzk_tasks.local_redis import _free_port as free
-
-    return free()
-
-
 def _config(base):
     return write_circuits_toml(base / "cuzk.toml", {
         "mulchain": (LONG_KIND, FIX / "mulchain"),
@@ -67,7 +63,7 @@ def stack(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("browser")
     server = RedisServer()
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update({
         "CUZK_CONFIG": str(_config(base)), "CUZK_REDIS_URL": server.url, "CUZK_PREFIX": "br",

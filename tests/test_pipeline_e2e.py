@@ -480,6 +480,7 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
     from celery import Celery
 
     from cuzk_tasks import wire
+    from cuzk_tasks.task_names import TASK_SUBMIT
 
     c, n = cluster, 3
     app = Celery("caller", broker=c.settings.broker_url, backend=c.settings.result_backend,
@@ -491,7 +492,7 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
         time.sleep(0.1)
     for pid in pool:
         os.kill(pid, signal.SIGSTOP)
-    reply = app.send_task(wire.TASK_SUBMIT, queue=c.settings.cpu_queue, kwargs={
+    reply = app.send_task(TASK_SUBMIT, queue=c.settings.cpu_queue, kwargs={
         "circuit": "mulchain", "partitions": [{"input": _input("mulchain")}] * n})
     deadline = time.monotonic() + 20
     while not any(json.loads(raw)[0]["headers"]["id"] == reply.id
@@ -517,7 +518,7 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
     assert job["request_id"] == f"celery:{reply.id}"
     _assert_valid(c.client.wait(job_id, timeout=60), "mulchain", n)
     # idempotent: the same request delivered again returns that job and creates nothing
-    again = app.send_task(wire.TASK_SUBMIT, queue=c.settings.cpu_queue, task_id=reply.id,
+    again = app.send_task(TASK_SUBMIT, queue=c.settings.cpu_queue, task_id=reply.id,
                           kwargs={"circuit": "mulchain",
                                   "partitions": [{"input": _input("mulchain")}] * n})
     assert again.get(timeout=30) == job_id

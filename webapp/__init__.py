@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import time
 
-from flask import Flask
+from flask import Flask, request
+
+from cuzk_tasks.state import StateStore
 
 from . import api, auth, filters, metrics, outage, pages
 from .config import WebConfig, load_web_config, redact_url
@@ -39,16 +41,12 @@ def _config(config) -> WebConfig:
 
 
 def _open_store(config: WebConfig):
-    from cuzk_tasks.state import StateStore
-
     return StateStore.from_url(config.state_url, prefix=config.prefix,
                                sentinel_master=config.sentinel_master,
                                socket_timeout_s=config.redis_timeout_s, retries=WEB_REDIS_RETRIES)
 
 
 def _security_headers(resp):
-    from flask import request
-
     resp.headers.setdefault("Content-Security-Policy", CSP)
     resp.headers.setdefault("X-Content-Type-Options", "nosniff")
     resp.headers.setdefault("Referrer-Policy", "no-referrer")

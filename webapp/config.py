@@ -7,6 +7,7 @@ import os
 import re
 
 from cuzk_tasks import defaults
+from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError
 
 
@@ -55,8 +56,6 @@ _ENV = [  # (field, env var, parse)
 
 def load_web_config(env=None, config_path=None) -> WebConfig:
     """Service settings (CUZK_CONFIG TOML + CUZK_* env) plus the CUZK_WEB_* variables."""
-    from cuzk_tasks.config import load_settings
-
     env = os.environ if env is None else env
     settings = load_settings(config_path, env=env)
     values = {"state_url": settings.state_url, "sentinel_master": settings.sentinel_master,

@@ -49,6 +49,8 @@ def post_worker_init(worker):
     at 500 jobs x 16 partitions) now, in the background, instead of in the first request.
     Requests that arrive meanwhile share that read (single-flight); Redis being down is
     not an error here (the page reports it)."""
+    # lazy: gunicorn's arbiter reads this file and never loads the app (Flask); this hook
+    # runs in a worker process, which has
     from webapp.services import EXTENSION
 
     services = getattr(worker.wsgi, "extensions", {}).get(EXTENSION)

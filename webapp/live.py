@@ -15,6 +15,8 @@ import logging
 import threading
 import time
 
+from cuzk_tasks.state.reads import last_event_id
+
 from .outage import OutageLog, redis_errors
 
 log = logging.getLogger("webapp.live")
@@ -103,8 +105,6 @@ class Broadcaster:
         while not self._stop.is_set():
             try:
                 if last_id is None:
-                    from cuzk_tasks.state.reads import last_event_id
-
                     last_id = last_event_id(self.store) or "0-0"
                 wait_s = self.min_interval_s if dirty else min(1.0, self.refresh_s)
                 events = self.store.events(last_id, count=1000, block_ms=max(1, int(wait_s * 1000)))

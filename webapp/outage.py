@@ -27,6 +27,8 @@ def redis_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean "Redis is unreachable", not "the request is wrong": refused or
     dropped connections, timeouts, a Redis loading its data set (``BusyLoadingError``) and
     a Sentinel group without a master yet (``MasterNotFoundError``) are all one of these."""
+    # lazy: redis-py comes with the store's connection (cuzk_tasks.redis_url); `cuzk-tasks
+    # web` imports this package (webapp.serve) before it execs gunicorn, and loads no Redis
     import redis
 
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)

@@ -14,11 +14,14 @@ import os
 import threading
 import time
 
-from .. import defaults, wire
+from .. import defaults, redis_url, wire
 from ..config import Settings
 from ..message_templates import Templates
 from ..messages import StageMessages
 from ..paths import confined_path
+from ..provers import load_prover
+from ..registry import CircuitRegistry, ResidentZkeys
+from ..state import StateStore
 
 log = logging.getLogger("cuzk_tasks.pipeline")
 
@@ -41,8 +44,6 @@ class Context:
     def __init__(self, app, settings: Settings, identity: WorkerIdentity | None = None,
                  worker_id: str | None = None):
         """``worker_id`` alone: a worker id without a role (tests, the client)."""
-        from ..registry import CircuitRegistry, ResidentZkeys
-
         self.app = app
         self.settings = settings
         self.identity = identity or WorkerIdentity(worker_id=worker_id or "")
@@ -64,14 +65,14 @@ class Context:
     @property
     def store(self):
         if self._store is None:
-            from ..state import StateStore
-
             self._store = StateStore.from_settings(self.settings)
         return self._store
 
     @property
     def backend(self):
         if self._backend is None:
+            # lazy: the compute backend loads numpy and the native core (or CuPy), which a
+            # client, importing the pipeline for submit_job, never needs
             from ..groth16.backends import get_backend
 
             self._backend = get_backend(self.backend_name)
@@ -81,8 +82,6 @@ class Context:
     def prover(self):
         """The compute of prove_start and finalize (the ``prover`` setting; cuzk_tasks.provers)."""
         if self._prover is None:
-            from ..provers import load_prover
-
             self._prover = load_prover(self)
         return self._prover
 
@@ -112,18 +111,15 @@ class Context:
         or None when the broker is not Redis."""
         if self.enqueue_in_store:
             return self.store.redis
-        from ..redis_url import is_sentinel
-
         url = self.settings.broker_url
-        return self._broker() if url.startswith(("redis://", "rediss://")) or is_sentinel(url) \
-            else None
+        redis = url.startswith(("redis://", "rediss://")) or redis_url.is_sentinel(url)
+        return self._broker() if redis else None
 
     def _broker(self):
         """A client of the broker's Redis when it is not the state store's."""
         if self._broker_redis is None:
-            from ..redis_url import client
-
-            self._broker_redis = client(self.settings.broker_url, self.settings.sentinel_master)
+            self._broker_redis = redis_url.client(self.settings.broker_url,
+                                                  self.settings.sentinel_master)
         return self._broker_redis
 
     def _publish_resident(self, names):

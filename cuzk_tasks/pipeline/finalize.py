@@ -10,13 +10,12 @@ import os
 import time
 
 from ..errors import CuzkError, SelfVerificationError
+from ..state import PartitionState
 from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
 
 
 
 def finalize(ctx: Context, started):
-    from ..state import PartitionState
-
     if not started:
         return None
     store = ctx.store

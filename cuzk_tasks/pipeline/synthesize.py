@@ -9,11 +9,15 @@ import os
 import time
 
 from ..errors import CuzkError
+from ..routing import after_route
+from ..state import JobState
 from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
 
 
 
 def _load_inputs(ctx, part, idx):
+    # lazy: the witness calculator loads numpy and wasmtime, which a client (importing the
+    # pipeline for submit_job) never needs
     from ..groth16 import witness as witness_mod
 
     text = part.get("input")
@@ -40,8 +44,6 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
     sender) they are read from the job.  ``attempt``: 0 from submit_job, more from a sweeper
     that found the stage lost (``recover_stage``).  synth_begin rejects a job that is not
     live and a message of another attempt (stale)."""
-    from ..state import JobState
-
     store = ctx.store
     if circuit is None or priority is None:
         job = store.get_job(job_id)
@@ -64,6 +66,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         part = begun.inputs
         zkey = ctx.resident.get(spec.name)
         if part.get("witness_ref"):
+            # lazy: groth16 loads numpy (see _load_inputs)
             from ..groth16.wtns import read_wtns
 
             ref = ref_path(ctx, "witness_ref", part["witness_ref"])
@@ -74,6 +77,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             if not spec.wasm:
                 raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
                                 "give a witness_ref")
+            # lazy: groth16 loads numpy and wasmtime (see _load_inputs)
             from ..groth16.witness import get_calculator
             from ..groth16.wtns import check_witness_curve, wtns_bytes
 
@@ -97,8 +101,6 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         log.exception("synthesize %s/%s crashed", job_id, idx)
         fail(ctx, job_id, idx, attempt, internal_error(exc))
         return None
-    from ..routing import after_route
-
     message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
     end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
                           message=ctx.outbox(message))

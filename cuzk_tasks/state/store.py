@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 
-from .. import defaults
+from .. import defaults, redis_url
 from ..errors import StateError
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
@@ -60,6 +60,8 @@ class OutageRetry:
 
     def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0,
                  what: str = "state transitions"):
+        # lazy: redis-py is loaded where a connection is made (redis_url.client); importing
+        # the state package (its enums, keys, codec) does not load it
         import redis
 
         self.budget_s = float(budget_s)
@@ -282,17 +284,16 @@ class StateStore:
         many times redis-py reconnects and sends a command again after a connection error or
         timeout.  None keeps redis-py's defaults for either (5 s; 10 retries, 10 ms backoff
         doubling to 1 s)."""
-        from ..redis_url import client
-
         options = {"decode_responses": True}
         if socket_timeout_s is not None:
             options.update(socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s)
         if retries is not None:
+            # lazy: as in OutageRetry, redis-py is loaded where a connection is made
             from redis.backoff import ExponentialBackoff
             from redis.retry import Retry
 
             options["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), retries)
-        return cls(client(url, sentinel_master, **options), prefix=prefix, **kwargs)
+        return cls(redis_url.client(url, sentinel_master, **options), prefix=prefix, **kwargs)
 
     @classmethod
     def from_settings(cls, settings, outage_s: float | None = None) -> "StateStore":
