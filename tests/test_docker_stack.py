@@ -29,13 +29,13 @@ import os
 import pathlib
 import re
 import secrets
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+from cuzk_tasks.local_redis import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -68,17 +68,11 @@ def _setup():
     return env
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Stack:
     def __init__(self, setup, base: pathlib.Path):
         self.docker = setup.get("DOCKER", "docker")
         self.project = "cuzkci" + secrets.token_hex(4)
-        self.port = _free_port()
+        self.port = free_port()
         # only these variables reach compose: nothing from the caller's shell or a .env
         empty = base / "empty.env"
         empty.write_text("")

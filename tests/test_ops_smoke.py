@@ -25,7 +25,6 @@ import pathlib
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import urllib.request
 
 import pytest
 from processes import start_logged, stop_process_group
+from cuzk_tasks.local_redis import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -71,12 +71,6 @@ if not (ROOT / "webapp" / "gunicorn.conf.py").exists():  # pragma: no cover
 PASSWORD = "pw" + secrets.token_hex(12)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def image_env():
     """ENV of the cpu image (Dockerfile), minus PATH."""
     env = {}
@@ -92,8 +86,8 @@ class Stack:
     def __init__(self, base: pathlib.Path):
         self.base = base
         self.procs = {}
-        self.redis_port = _free_port()
-        self.web_port = _free_port()
+        self.redis_port = free_port()
+        self.web_port = free_port()
         self.compose_env = {"REDIS_PASSWORD": PASSWORD, "REDIS_HOST": "127.0.0.1",
                             "REDIS_PORT": str(self.redis_port)}
         self.services = merged_compose(ROOT / "docker-compose.yml", env=self.compose_env)["services"]

@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ import urllib.request
 
 import pytest
 from processes import start_logged, stop_process_group
+from cuzk_tasks.local_redis import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
@@ -31,12 +31,6 @@ TIMEOUT_S = 1.0  # CUZK_WEB_REDIS_TIMEOUT_S of the served app
 
 if not __import__("shutil").which("redis-server"):
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url, accept="application/json"):
@@ -57,7 +51,7 @@ def web(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("web-outage")
     server = LocalRedis(aof=True)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, CUZK_REDIS_URL=server.url, CUZK_PREFIX="wo",
                CUZK_WEB_BIND=f"127.0.0.1:{port}", CUZK_WEB_WORKERS="2",
                CUZK_WEB_REDIS_TIMEOUT_S=str(TIMEOUT_S), CUZK_WEB_CACHE_MAX_AGE_MS="0",
