@@ -84,7 +84,9 @@ class _JsNumber:
         self.value = float(text)
 
 
-def _parse_int(text: str):
+def js_int(text: str):
+    """A JSON integer as snarkjs reads it (``json.loads(..., parse_int=js_int)``): exact up to
+    2^53, beyond that the double JavaScript rounds it to."""
     n = int(text)
     if abs(n) <= _JS_MAX_SAFE:
         return n
@@ -179,7 +181,7 @@ def load_input_json(path) -> dict:
         raise FormatError(path, "json", f"not UTF-8 text (invalid byte at offset {exc.start})") \
             from None
     try:
-        data = json.loads(text, parse_int=_parse_int)
+        data = json.loads(text, parse_int=js_int)
     except json.JSONDecodeError as exc:
         raise FormatError(path, "json", f"invalid JSON: {json_error(exc)}") from None
     if not isinstance(data, dict):

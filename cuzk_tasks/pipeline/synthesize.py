@@ -26,9 +26,8 @@ def _load_inputs(ctx, part, idx):
         if len(text.encode("utf-8")) > limit:
             raise CuzkError(f"partition {idx}: input is over the inline limit of {limit} bytes "
                             "(max_inline_input_bytes); pass it by reference (input_ref)")
-        parse_int = getattr(witness_mod, "_parse_int", int)
         try:
-            data = json.loads(text, parse_int=parse_int)
+            data = json.loads(text, parse_int=witness_mod.js_int)
         except json.JSONDecodeError as exc:
             raise CuzkError(f"partition {idx}: input.json is malformed: invalid JSON: {exc}") from None
         if not isinstance(data, dict):
