@@ -66,8 +66,11 @@ class Sweeper(PeriodicThread):
         self._suspects = {}  # (job, idx, state, attempt) -> when first seen held by no one
         self._last_look = None  # when the last sweep read the workers' leases (monotonic)
         self._requests = None  # RequestLeases, on the broker's Redis (made at the first sweep)
+        self._leases_looked = None  # when the lease checks last ran (monotonic)
 
-    def run_once(self) -> dict:
+    def run_once(self, leases: bool = True) -> dict:
+        """One sweep; ``leases``: run the lease checks too (the periodic thread runs them
+        every half heartbeat TTL, :meth:`_leases_due`)."""
         store = self.ctx.store
         redispatched = routed = 0
         expired = store.expire_deadlines()
@@ -89,8 +92,10 @@ class Sweeper(PeriodicThread):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
-        recovered = self.recover_stages(workers)  # before routing: re-driven ones go out now
-        requests = self.recover_requests(workers)
+        recovered = requests = 0
+        if leases:  # before routing: re-driven ones go out now
+            recovered = self.recover_stages(workers)
+            requests = self.recover_requests(workers)
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers(workers):
             waiting = []  # no live device: they keep waiting
@@ -111,6 +116,18 @@ class Sweeper(PeriodicThread):
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
                 "recovered": recovered, "expired": len(expired), "requests": requests}
+
+    def _leases_due(self) -> bool:
+        """The lease checks read every in-flight partition (their cost grows with the
+        backlog), so they run every half heartbeat TTL, not every sweep: a lost stage is still
+        seen twice a TTL apart within 1.5 TTLs of its loss (docs/architecture.md, "Stage
+        leases")."""
+        now = time.monotonic()
+        if self._leases_looked is not None and \
+                now - self._leases_looked < self.ctx.settings.heartbeat_ttl_s / 2:
+            return False
+        self._leases_looked = now
+        return True
 
     def _priority(self, job) -> int:
         priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
@@ -195,7 +212,7 @@ class Sweeper(PeriodicThread):
 
     def step(self):
         try:
-            self.run_once()
+            self.run_once(leases=self._leases_due())
         except Exception:
             # a sighting before an outage and one after it are not a TTL of evidence: the
             # workers' heartbeats have not reported what they hold since Redis came back

@@ -426,3 +426,18 @@ def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
     finally:
         r.hdel(wire.UNACKED_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
         r.zrem(wire.UNACKED_INDEX_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
+
+
+def test_the_sweeper_thread_checks_leases_every_half_ttl(ctx):
+    """The lease checks read every in-flight partition, so the periodic sweep runs them every
+    half heartbeat TTL (still two sightings a TTL apart within 1.5 TTLs), not every sweep."""
+    sweeper = routing.Sweeper(ctx)
+    calls = []
+    sweeper.recover_stages = lambda workers=None: calls.append(time.monotonic()) or 0
+    for _ in range(3):
+        sweeper.step()
+    assert len(calls) == 1
+    time.sleep(ctx.settings.heartbeat_ttl_s / 2 + 0.02)
+    sweeper.step()
+    assert len(calls) == 2
+    assert sweeper.run_once()["recovered"] == 0 and len(calls) == 3  # run_once: always
