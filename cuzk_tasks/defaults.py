@@ -196,7 +196,7 @@ DEFAULT_PRIORITY = 5
 PROVER = "groth16"
 """What computes prove_start and finalize (env ``CUZK_PROVER``, toml ``prover``): ``groth16``
 (the product, cuzk_tasks/provers.py) or ``module:Class`` importable in the workers -- how the
-tests (``tests/instruments.py``: delays, a poison pill) and the pipeline benchmark
+tests (``tests/support/instruments.py``: delays, a poison pill) and the pipeline benchmark
 (``bench/busywait.py``) swap it.  Set it alike on every worker."""
 
 # --- state store (cuzk_tasks.state) ----------------------------------------

@@ -5,7 +5,7 @@
 CPU core), ``prove_finish`` the G2 MSM, assembly and self-verification.  The pipeline calls
 these and nothing else, so each stage has one path.  A test or a benchmark swaps the
 whole prover through the ``prover`` setting (``CUZK_PROVER=module:Class``, the module on
-``PYTHONPATH``): ``tests/instruments.py`` (delays and a poison pill around the real one),
+``PYTHONPATH``): ``tests/support/instruments.py`` (delays and a poison pill around the real one),
 ``bench/busywait.py`` (a calibrated busy-wait instead of proving).  A prover is built once
 per process with its :class:`~cuzk_tasks.pipeline.Context`.
 """

@@ -4,10 +4,7 @@ import uuid
 
 import pytest
 
-try:  # pytest puts tests/ on sys.path (rootdir-relative imports also work)
-    from redis_server import RedisServer, have_redis_server
-except ImportError:  # pragma: no cover
-    from tests.redis_server import RedisServer, have_redis_server
+from support.redis_server import RedisServer, have_redis_server
 
 BACKENDS = ["fakeredis", "redis-server"]
 

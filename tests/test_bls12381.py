@@ -23,12 +23,8 @@ from cuzk_tasks.groth16.verifier import export_verification_key, verify, verify_
 from cuzk_tasks.groth16.wtns import read_wtns
 from cuzk_tasks.groth16.zkey import coef_value, read_zkey
 
-try:
-    from snarkjs_tool import (BLS12381_FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs,
-                              snarkjs_verify)
-except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import (BLS12381_FIXTURES, fixture_dir, requires_snarkjs,
-                                    run_snarkjs, snarkjs_verify)
+from support.snarkjs_tool import (BLS12381_FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs,
+                          snarkjs_verify)
 
 C = BLS12_381
 G1, G2 = g1_of(C), g2_of(C)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from cuzk_tasks import broker, wire
-from message_template import template
+from support.message_template import template
 
 UNACKED, INDEX = "t-unacked", "t-unacked_index"
 

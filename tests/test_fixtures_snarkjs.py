@@ -11,14 +11,9 @@ import json
 
 import pytest
 
-try:
-    from snarkjs_tool import (BLS12381_FIXTURES, FIXTURE_FILES, FIXTURES, FIXTURES_DIR,
-                              fixture_dir, requires_snarkjs, run_snarkjs,
-                              strip_ansi)
-except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import (BLS12381_FIXTURES, FIXTURE_FILES, FIXTURES, FIXTURES_DIR,
-                                    fixture_dir, requires_snarkjs,
-                                    run_snarkjs, strip_ansi)
+from support.snarkjs_tool import (BLS12381_FIXTURES, FIXTURE_FILES, FIXTURES, FIXTURES_DIR,
+                          fixture_dir, requires_snarkjs, run_snarkjs,
+                          strip_ansi)
 
 
 def _ok(proc) -> None:

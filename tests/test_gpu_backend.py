@@ -19,7 +19,7 @@ from cuzk_tasks.groth16 import native as N
 from cuzk_tasks.groth16 import points as P
 from cuzk_tasks.groth16.reference.curve import G1
 from cuzk_tasks.groth16.reference.field import FR, MONT_R
-from snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
+from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
 
 pytestmark = [
     pytest.mark.gpu,

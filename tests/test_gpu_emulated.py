@@ -1,6 +1,6 @@
 """The GPU backend's own tests, on the CPU: the CUDA kernels compiled with g++ under
 ``tests/cuda_emu/cuda_emu.h`` and driven by the unchanged ``GpuBackend`` through
-``tests/cupy_emu.py`` (a numpy stand-in for CuPy).
+``tests/support/cupy_emu.py`` (a numpy stand-in for CuPy).
 
 This checks the kernels' arithmetic on the DEVICE code paths of the shared headers, their
 indexing, launch geometry, shared-memory tiles and atomics, and the backend's
@@ -11,7 +11,7 @@ tests for real.
 
 import pytest
 
-import cupy_emu
+from support import cupy_emu
 from cuzk_tasks.groth16 import gpu as G
 from test_gpu_backend import (  # noqa: F401  (the tests and the fixture they share)
     bases,
@@ -81,7 +81,7 @@ class _EmulatedCluster:
 
         from cuzk_tasks.client import Client
         from cuzk_tasks.config import load_settings
-        from processes import start_logged, worker_argv, write_circuits_toml
+        from support.processes import start_logged, worker_argv, write_circuits_toml
 
         self.root = pathlib.Path(__file__).resolve().parent.parent
         self.fix = self.root / "tests" / "fixtures" / "mulchain"
@@ -140,7 +140,7 @@ class _EmulatedCluster:
         return job
 
     def stop(self):
-        from processes import stop_process_group
+        from support.processes import stop_process_group
 
         for proc in self.procs.values():
             stop_process_group(proc)
@@ -185,7 +185,7 @@ def test_a_device_fault_moves_the_partition_to_another_device(redis_server_url, 
         assert "device error on" in (tmp_path / "dev0.log").read_text()
 
         # dev1 goes away: the next fault on dev0 has nowhere to go and fails the job clearly
-        from processes import stop_process_group
+        from support.processes import stop_process_group
 
         stop_process_group(cluster.procs["dev1"])
         store.worker_offline(dev1)

@@ -18,7 +18,7 @@ from cuzk_tasks import pipeline, wire
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.state.store import script_text
-from message_template import template
+from support.message_template import template
 
 ON_DONE = {"task": "svc.job_done", "queue": "svc.callbacks"}
 

@@ -21,9 +21,9 @@ import sys
 import sysconfig
 import time
 
-import instruments
+from support import instruments
 import pytest
-from processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
+from support.processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 
@@ -100,10 +100,7 @@ def _clean_env(tmp_path):
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    try:
-        from redis_server import RedisServer
-    except ImportError:  # pragma: no cover
-        from tests.redis_server import RedisServer
+    from support.redis_server import RedisServer
 
     from cuzk_tasks.client import Client
     from cuzk_tasks.config import load_settings

@@ -31,19 +31,14 @@ import time
 import urllib.request
 
 import pytest
-from processes import start_logged, stop_process_group
+from support.processes import start_logged, stop_process_group
 from cuzk_tasks.local_redis import free_port
 
 pytestmark = pytest.mark.slow
 
-try:
-    from test_compose import (ROOT, dockerfile_stages, exposed_metric_names, interpolate,
-                              load_compose, merged_compose, metric_names_used, mounts,
-                              service_env, _exprs_in_dashboard, _exprs_in_rules)
-except ImportError:  # pragma: no cover
-    from tests.test_compose import (ROOT, dockerfile_stages, exposed_metric_names, interpolate,
-                                    load_compose, merged_compose, metric_names_used, mounts,
-                                    service_env, _exprs_in_dashboard, _exprs_in_rules)
+from test_compose import (ROOT, dockerfile_stages, exposed_metric_names, interpolate,
+                          load_compose, merged_compose, metric_names_used, mounts,
+                          service_env, _exprs_in_dashboard, _exprs_in_rules)
 
 def _redis7_bin_dir():
     """First PATH directory whose redis-server is >= 7 (the compose image runs redis 7.2;
@@ -356,10 +351,7 @@ def test_cpu_image_build_steps_run_on_the_build_context(tmp_path):
     build-cpu stage's COPY and RUN steps (venv, pinned pip install that compiles the native
     core, the import check), then the runtime's entry point from the built venv.  Needs
     PyPI (pip download of the pinned wheels) and g++, like the real build."""
-    try:
-        from test_compose import build_context_files
-    except ImportError:  # pragma: no cover
-        from tests.test_compose import build_context_files
+    from test_compose import build_context_files
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed (the build stage installs it with apt-get)")
     ctx = tmp_path / "ctx"

@@ -18,9 +18,9 @@ import subprocess
 import sys
 import time
 
-import instruments
+from support import instruments
 import pytest
-from processes import Cluster, SnapshotPoller, dump_stacks, write_circuits_toml
+from support.processes import Cluster, SnapshotPoller, dump_stacks, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 
@@ -38,10 +38,7 @@ if shutil.which("redis-server") is None:
 @pytest.fixture(scope="module")
 def e2e_redis():
     """A redis-server of this module's own (Celery queue keys are not prefixed)."""
-    try:
-        from redis_server import RedisServer
-    except ImportError:  # pragma: no cover
-        from tests.redis_server import RedisServer
+    from support.redis_server import RedisServer
 
     server = RedisServer()
     try:

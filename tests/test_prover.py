@@ -16,7 +16,7 @@ from cuzk_tasks.groth16.reference.field import FR
 from cuzk_tasks.groth16.verifier import export_verification_key, verify
 from cuzk_tasks.groth16.wtns import read_wtns, write_wtns
 from cuzk_tasks.groth16.zkey import read_zkey
-from snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
+from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
 
 
 def load(name):

@@ -19,10 +19,7 @@ from cuzk_tasks.groth16.wtns import (ints_to_limbs, limbs_to_ints, read_wtns,
 from cuzk_tasks.groth16.zkey import (COEF_DTYPE, coef_value, limbs_ge,
                                      read_zkey, read_zkey_header)
 
-try:
-    from snarkjs_tool import FIXTURES, fixture_dir
-except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import FIXTURES, fixture_dir
+from support.snarkjs_tool import FIXTURES, fixture_dir
 
 ALL = FIXTURES + ["assert_fail"]
 RINV_Q = pow(1 << 256, -1, Q)

@@ -12,12 +12,12 @@ import pytest
 from cuzk_tasks import routing, wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.pipeline import Context
-from message_template import template
+from support.message_template import template
 from cuzk_tasks.celery_app import create_app
 
 
 def test_prove_delay_instrument_parsing():
-    from instruments import prove_delay_ms
+    from support.instruments import prove_delay_ms
 
     assert prove_delay_ms(None, "x") == 0
     assert prove_delay_ms("250", "x") == 250

@@ -20,9 +20,9 @@ import sys
 import time
 import urllib.request
 
-import instruments
+from support import instruments
 import pytest
-from processes import Cluster, SnapshotPoller, start_logged, stop_process_group, write_circuits_toml
+from support.processes import Cluster, SnapshotPoller, start_logged, stop_process_group, write_circuits_toml
 
 pytestmark = pytest.mark.slow
 

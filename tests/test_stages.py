@@ -14,7 +14,7 @@ import pathlib
 import uuid
 
 import pytest
-from processes import write_circuits_toml
+from support.processes import write_circuits_toml
 
 from cuzk_tasks import pipeline, wire
 from cuzk_tasks.celery_app import create_app

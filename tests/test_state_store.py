@@ -12,7 +12,7 @@ import pytest
 from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
 from cuzk_tasks.state.store import script_text
-from message_template import template
+from support.message_template import template
 
 # --- helpers ----------------------------------------------------------------------------
 

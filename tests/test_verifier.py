@@ -16,10 +16,7 @@ from cuzk_tasks.groth16.reference.field import FQ, FR
 from cuzk_tasks.groth16.verifier import export_verification_key, verify, verify_files
 from cuzk_tasks.groth16.zkey import read_zkey
 
-try:
-    from snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, snarkjs_verify
-except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, snarkjs_verify
+from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, snarkjs_verify
 
 
 def _load(name, file):

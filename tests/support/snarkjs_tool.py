@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tools" / "node" / "node_modules"
 SNARKJS = NODE_MODULES / ".bin" / "snarkjs"
 CIRCOM = NODE_MODULES / ".bin" / "circom2"

@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-SHIM = pathlib.Path(__file__).resolve().parent / "cuda_emu" / "cuda_emu.h"
+SHIM = pathlib.Path(__file__).resolve().parent.parent / "cuda_emu" / "cuda_emu.h"
 CXX = os.environ.get("CXX", "g++")
 
 uint32 = np.uint32

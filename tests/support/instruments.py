@@ -1,6 +1,6 @@
 """TEST ONLY: the product's prover with instruments, for the tests that run real workers.
 
-Selected by ``CUZK_PROVER=instruments:InstrumentedProver`` with ``tests/`` on the workers'
+Selected by ``CUZK_PROVER=support.instruments:InstrumentedProver`` with ``tests/`` on the workers'
 ``PYTHONPATH`` (:data:`ENV` gives both); the production code has no branch for any of it.
 Each instrument is an environment variable of the worker:
 
@@ -26,13 +26,13 @@ log = logging.getLogger("tests.instruments")
 PROVE_DELAY_ENV = "CUZK_TEST_PROVE_DELAY_MS"
 FINALIZE_DELAY_ENV = "CUZK_TEST_FINALIZE_DELAY_MS"
 POISON_CIRCUIT_ENV = "CUZK_TEST_POISON_CIRCUIT"
-TESTS = pathlib.Path(__file__).resolve().parent
+TESTS = pathlib.Path(__file__).resolve().parent.parent
 
 
 def env(base_pythonpath=""):
     """The worker environment that selects this prover (add the instruments' own vars)."""
     path = os.pathsep.join(p for p in (str(TESTS.parent), str(TESTS), base_pythonpath) if p)
-    return {"CUZK_PROVER": "instruments:InstrumentedProver", "PYTHONPATH": path}
+    return {"CUZK_PROVER": "support.instruments:InstrumentedProver", "PYTHONPATH": path}
 
 
 def prove_delay_ms(spec, circuit):
