@@ -1,6 +1,6 @@
 """Differential tests of the native core on BLS12-381 (``curve="bls12381"``) against plain
-Python integer arithmetic written here (nothing from cuzk_tasks.groth16.reference: that
-oracle is BN254-only today).
+Python integer arithmetic written here, and, where it is there (cuzk_tasks.groth16.curves
+with the curve-generic reference oracle), against that oracle too.
 
 Fq is 381 bits (6 limbs, R = 2^384), Fr 255 bits (4 limbs, R = 2^256), Fq2 = Fq[u]/(u^2+1),
 G1: y^2 = x^3 + 4, G2: y^2 = x^3 + 4(1+u).  The NTT roots are ffjavascript's: 5 is the
@@ -696,3 +696,39 @@ def test_evaluate_ab_then_h():
     assert ints(h) == naive_h(want_a, want_b, 5)
     with pytest.raises(NativeCoreError, match="canonical"):
         N.evaluate_ab(_records([(0, 0, 0, 1)]), arr([R]), 4, curve=CURVE)
+
+
+# ---------------------------------------------------------------------------- the reference oracle
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    curves = pytest.importorskip("cuzk_tasks.groth16.curves", reason="the curve-generic oracle is not here yet")
+    from cuzk_tasks.groth16.reference import curve as rc
+    from cuzk_tasks.groth16.reference import ntt as rn
+
+    return curves.BLS12_381, rc, rn
+
+
+def test_this_files_constants_are_the_oracles(oracle):
+    c, rc, _ = oracle
+    assert (c.q, c.r, c.b, c.g1, c.g2, c.b2) == (Q, R, 4, G1_GEN, G2_GEN, (4, 4))
+    assert c.root_of_unity == W_MAX and c.two_adicity == S
+    assert N.curve_id(c) == N.curve_id(CURVE) and N.fq_limbs(c) == 6
+
+
+def test_native_matches_the_oracle(oracle):
+    c, rc, rn = oracle
+    rnd = random.Random(77)
+    g1, g2 = rc.g1_of(c), rc.g2_of(c)
+    pts1 = [g1.mul(c.g1, rnd.randrange(R)) for _ in range(20)] + [None]
+    pts2 = [g2.mul(c.g2, rnd.randrange(R)) for _ in range(4)] + [None]
+    sc = [rnd.choice([0, 1, R - 1, rnd.randrange(R)]) for _ in range(21)]
+    assert g1_msm(pts1, sc) == g1.msm(pts1, sc)
+    assert g2_msm(pts2, sc[:5]) == g2.msm(pts2, sc[:5])
+    for log_n in (3, 6):
+        v = [rnd.randrange(R) for _ in range(1 << log_n)]
+        assert from_mont_fr(N.fr_ntt(mont_fr(v), curve=c)) == rn.ntt(v, log_n, c)
+        assert from_mont_fr(N.fr_ntt(mont_fr(v), inverse=True, curve=c)) == rn.intt(v, log_n, c)
+        b = [rnd.randrange(R) for _ in range(1 << log_n)]
+        assert ints(N.compute_h(mont_fr(v), mont_fr(b), curve=c)) == rn.compute_h(v, b, log_n, c)

@@ -152,18 +152,23 @@ def _threads(threads):
     return default_threads() if threads is None else int(threads)
 
 
-def curve_id(curve):
-    """The ABI id of a snarkjs curve name ("bn128", "bls12381")."""
+def _curve_entry(curve):
+    name = getattr(curve, "snarkjs_name", curve)  # a curves.Curve works too
     try:
-        return CURVES[curve][0]
+        return CURVES[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown curve {curve!r}: expected one of {sorted(CURVES)}") from None
 
 
+def curve_id(curve):
+    """The ABI id of a snarkjs curve name ("bn128", "bls12381") or of an object with that
+    ``snarkjs_name`` (e.g. a :class:`cuzk_tasks.groth16.curves.Curve`)."""
+    return _curve_entry(curve)[0]
+
+
 def fq_limbs(curve=DEFAULT_CURVE):
     """64-bit limbs of an Fq element of ``curve`` (4 for bn128, 6 for bls12381)."""
-    curve_id(curve)
-    return CURVES[curve][1]
+    return _curve_entry(curve)[1]
 
 
 def field_limbs(field, curve=DEFAULT_CURVE):
