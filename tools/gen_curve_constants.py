@@ -202,6 +202,14 @@ def _order_divides(F, pt, k):
     return acc is None
 
 
+def _add_domain(c, r, max_log2):
+    """The NTT tables: NQR, MAX_LOG2, ROOTS[k], ROOTS_INV[k], INV_2K[k] for k = 0..max_log2."""
+    c["NQR"], c["ROOTS"] = _roots(r, max_log2)
+    c["MAX_LOG2"] = max_log2
+    c["ROOTS_INV"] = [pow(w, r - 2, r) for w in c["ROOTS"]]
+    c["INV_2K"] = [pow(1 << k, r - 2, r) for k in range(max_log2 + 1)]
+
+
 def compute_bn254():
     """Return a dict describing all BN254 constants."""
     u = BN_U
@@ -221,13 +229,8 @@ def compute_bn254():
     # generators (standard BN254 / EIP-196/197); checked on-curve below
     g1 = (1, 2)
     assert (g1[1] ** 2 - g1[0] ** 3 - b1) % Q == 0
-    nqr, roots = _roots(R, MAX_LOG2)
-    assert roots[MAX_LOG2] == EXPECTED_W28, (nqr, roots[MAX_LOG2])
-    c["NQR"] = nqr
-    c["MAX_LOG2"] = MAX_LOG2
-    c["ROOTS"] = roots
-    c["ROOTS_INV"] = [pow(w, R - 2, R) for w in roots]
-    c["INV_2K"] = [pow(1 << k, R - 2, R) for k in range(MAX_LOG2 + 1)]
+    _add_domain(c, R, MAX_LOG2)
+    assert c["ROOTS"][MAX_LOG2] == EXPECTED_W28, (c["NQR"], c["ROOTS"][MAX_LOG2])
     return c
 
 
@@ -251,13 +254,7 @@ def compute_bls12_381():
     F1, F2 = _Fq(q), _Fq2(q)
     assert _on_curve(F1, BLS_G1, 4) and _on_curve(F2, BLS_G2, (4, 4))
     assert _order_divides(F1, BLS_G1, r) and _order_divides(F2, BLS_G2, r)
-    max_log2 = 32
-    nqr, roots = _roots(r, max_log2)
-    c["NQR"] = nqr
-    c["MAX_LOG2"] = max_log2
-    c["ROOTS"] = roots
-    c["ROOTS_INV"] = [pow(w, r - 2, r) for w in roots]
-    c["INV_2K"] = [pow(1 << k, r - 2, r) for k in range(max_log2 + 1)]
+    _add_domain(c, r, 32)
     return c
 
 

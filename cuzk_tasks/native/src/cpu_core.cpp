@@ -169,6 +169,19 @@ int convert_impl(uint64_t* v, uint64_t n, bool to_mont) {
     return CUZK_OK;
 }
 
+// field: 0 = Fr, 1 = Fq, 2 = Fq2 (= 2n Fq elements).
+int convert(int curve, int field, uint64_t* v, uint64_t n, bool to_mont) {
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        return guarded([&]() -> int {
+            if (field == 0) return convert_impl<typename C::Fr>(v, n, to_mont);
+            if (field == 1) return convert_impl<typename C::Fq>(v, n, to_mont);
+            if (field == 2) return convert_impl<typename C::Fq>(v, 2 * n, to_mont);
+            return CUZK_ERR_ARG;
+        });
+    });
+}
+
 // op: 0 = p + q, 1 = 2p, 2 = -p, 3 = k*p (q = scalar, 4 limbs standard form)
 template <class C>
 int point_op_impl(int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
@@ -269,26 +282,10 @@ int cuzk_fr_ntt(int curve, uint64_t* values, uint32_t log_n, int inverse, int th
 // ---------------------------------------------------------------- conversions
 // field: 0 = Fr, 1 = Fq, 2 = Fq2; in place, n elements.
 int cuzk_to_mont(int curve, int field, uint64_t* v, uint64_t n) {
-    return with_curve(curve, [&](auto c) -> int {
-        typedef decltype(c) C;
-        return guarded([&]() -> int {
-            if (field == 0) return convert_impl<typename C::Fr>(v, n, true);
-            if (field == 1) return convert_impl<typename C::Fq>(v, n, true);
-            if (field == 2) return convert_impl<typename C::Fq>(v, 2 * n, true);
-            return CUZK_ERR_ARG;
-        });
-    });
+    return convert(curve, field, v, n, true);
 }
 int cuzk_from_mont(int curve, int field, uint64_t* v, uint64_t n) {
-    return with_curve(curve, [&](auto c) -> int {
-        typedef decltype(c) C;
-        return guarded([&]() -> int {
-            if (field == 0) return convert_impl<typename C::Fr>(v, n, false);
-            if (field == 1) return convert_impl<typename C::Fq>(v, n, false);
-            if (field == 2) return convert_impl<typename C::Fq>(v, 2 * n, false);
-            return CUZK_ERR_ARG;
-        });
-    });
+    return convert(curve, field, v, n, false);
 }
 
 // ---------------------------------------------------------------- tests
