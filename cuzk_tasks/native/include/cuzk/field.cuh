@@ -12,8 +12,9 @@
 // Elements are always kept fully reduced (< p) in Montgomery form unless a
 // function name says otherwise.  The multiplication is CIOS with the
 // "no-carry" shortcut, which is valid because the top limb of p is below
-// (2^64 - 1)/2 - 1 (true for all four primes).  Host x86-64 4-limb fields use
-// the MULX/ADX kernel; other limb counts, and the device, the portable loop.
+// (2^64 - 1)/2 - 1 (true for all four primes).  Host x86-64 4- and 6-limb
+// fields use the MULX/ADX kernels (field_x86_64.hpp); other limb counts, and
+// the device, the portable loop.
 //
 // No C++ standard library here: this file is compiled by NVRTC too.
 #ifndef CUZK_FIELD_CUH
@@ -161,10 +162,12 @@ struct Field {
     }
 
 #if defined(CUZK_FIELD_ASM)
-    // Used by the 4-limb MULX/ADX kernel only.
-    static constexpr uint64_t kAsmConsts[5] = {P::mod(0), P::mod(N > 1 ? 1 : 0),
-                                               P::mod(N > 2 ? 2 : 0), P::mod(N > 3 ? 3 : 0),
+    // {p, -p^-1 mod 2^64} for the 4- and 6-limb MULX/ADX kernels (limb_at is 0
+    // past the last limb, so both tables are well-formed for either N).
+    static constexpr uint64_t kAsmConsts[5] = {P::mod(0), P::mod(1), P::mod(2), P::mod(3),
                                                P::INV};
+    static constexpr uint64_t kAsmConsts6[7] = {P::mod(0), P::mod(1), P::mod(2), P::mod(3),
+                                                P::mod(4), P::mod(5), P::INV};
 #endif
 
     // Montgomery product a*b*2^-(64N) mod p.
@@ -174,6 +177,12 @@ struct Field {
             if (__builtin_expect(x86::g_has_adx, 1)) {
                 Field r;
                 x86::mont_mul_adx(r.v, a.v, b.v, kAsmConsts);
+                return r;
+            }
+        } else if constexpr (N == 6) {
+            if (__builtin_expect(x86::g_has_adx, 1)) {
+                Field r;
+                x86::mont_mul_adx6(r.v, a.v, b.v, kAsmConsts6);
                 return r;
             }
         }
