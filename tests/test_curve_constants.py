@@ -1,4 +1,5 @@
-"""The generated BN254 constants header is up to date and mathematically right."""
+"""The generated curve constants headers (BN254, BLS12-381) are up to date and
+mathematically right."""
 
 import importlib.util
 import pathlib
@@ -8,6 +9,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "gen_curve_constants.py"
 HEADER = ROOT / "cuzk_tasks" / "native" / "include" / "cuzk" / "bn254_constants.cuh"
+BLS_HEADER = ROOT / "cuzk_tasks" / "native" / "include" / "cuzk" / "bls12_381_constants.cuh"
 
 
 def _load():
@@ -56,3 +58,59 @@ def test_header_contains_the_montgomery_roots():
     assert "DO NOT EDIT" in text and "tools/gen_curve_constants.py" in text
     w1 = gen.to_mont(gen.compute()["ROOTS"][1], gen.R)  # = r - 1 in Montgomery form
     assert "0x%016xULL" % (w1 & (2**64 - 1)) in text
+
+
+def test_check_mode_detects_a_stale_bls12_381_header(tmp_path):
+    stale = tmp_path / "bls12_381_constants.cuh"
+    text = BLS_HEADER.read_text()
+    stale.write_text(text.replace("0x73eda753299d7d48ULL", "0x73eda753299d7d49ULL", 1))
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", "--curve", "bls12_381",
+                             "--output", str(stale)], capture_output=True, text=True)
+    assert result.returncode != 0
+    stale.write_text(text)
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", "--curve", "bls12_381",
+                             "--output", str(stale)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_bls12_381_constants_from_first_principles():
+    """Recomputed here from the BLS12-381 parameter x alone, and ffjavascript's root rule."""
+    gen = _load()
+    x = -0xD201000000010000
+    r = x**4 - x**2 + 1
+    q = (x - 1) ** 2 * r // 3 + x
+    c = gen.compute_bls12_381()
+    assert c["FQ"]["MOD"] == q and c["FR"]["MOD"] == r
+    assert q.bit_length() == 381 and r.bit_length() == 255
+    assert (c["FQ"]["LIMBS"], c["FR"]["LIMBS"]) == (6, 4)
+    for name, p, bits in (("FQ", q, 384), ("FR", r, 256)):
+        assert c[name]["ONE"] == 2**bits % p
+        assert c[name]["R2"] == 2 ** (2 * bits) % p
+        assert (c[name]["INV"] * p + 1) % 2**64 == 0
+    assert c["G1_B"] == 4 and c["G2_B"] == (4, 4)
+    # ffjavascript (wasm_field1.js, wasmcurves build_fft.js): nqr = the smallest
+    # non-residue from 2 up, w[s] = nqr^t with r - 1 = t 2^s, w[i] = w[i+1]^2
+    nqr = next(a for a in range(2, 100) if pow(a, (r - 1) // 2, r) == r - 1)
+    assert c["NQR"] == nqr == 5
+    s, t = 0, r - 1
+    while t % 2 == 0:
+        s, t = s + 1, t // 2
+    assert s == c["MAX_LOG2"] == 32
+    w = pow(nqr, t, r)
+    for k in range(s, -1, -1):
+        assert c["ROOTS"][k] == w
+        assert c["ROOTS"][k] * c["ROOTS_INV"][k] % r == 1
+        assert c["INV_2K"][k] * 2**k % r == 1
+        w = w * w % r
+    text = BLS_HEADER.read_text()
+    assert "DO NOT EDIT" in text and "#define CUZK_BLS12_381_FQ_LIMBS 6" in text
+    w1 = gen.to_mont(c["ROOTS"][1], r)  # = r - 1 in Montgomery form
+    assert "0x%016xULL" % (w1 & (2**64 - 1)) in text
+    assert "0x%016xULL" % ((2**384 % q) & (2**64 - 1)) in text
+
+
+def test_bn254_constants_from_the_bn_parameter():
+    gen = _load()
+    u = gen.BN_U
+    assert gen.Q == 36 * u**4 + 36 * u**3 + 24 * u**2 + 6 * u + 1
+    assert gen.R == 36 * u**4 + 36 * u**3 + 18 * u**2 + 6 * u + 1

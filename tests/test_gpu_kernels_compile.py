@@ -60,10 +60,13 @@ def _clean(log):
     return (log or "").replace("\x00", "").strip()
 
 
-def nvrtc_compile(nvrtc, fname, arch):
+CURVES = sorted(gpu.KERNEL_CURVES)
+
+
+def nvrtc_compile(nvrtc, fname, arch, curve="bn128"):
     prog = nvrtc.createProgram(gpu.kernel_source(fname), fname, [], [])
     try:
-        opts = list(gpu.nvrtc_options(arch))
+        opts = list(gpu.nvrtc_options(arch, curve))
         try:
             nvrtc.compileProgram(prog, opts)
             ok, err = True, None
@@ -85,21 +88,25 @@ def test_kernel_files_listed():
             assert f"__global__ void {kernel}(" in src, (fname, kernel)
     common = (gpu.KERNEL_DIR / "gpu_common.cuh").read_text()
     # one copy of the arithmetic: the kernels use the CPU core's headers (field.cuh via bn254.cuh)
-    for header in ("cuzk/bn254.cuh", "cuzk/curve.cuh"):
+    for header in ("cuzk/bn254.cuh", "cuzk/bls12_381.cuh", "cuzk/curve.cuh"):
         assert f'#include "{header}"' in common
     assert "mul_portable" not in common and "struct Field" not in common
 
 
+@pytest.mark.parametrize("curve", ["BN254", "BLS12_381"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_shared_headers_compile_with_nvrtc(arch):
+def test_shared_headers_compile_with_nvrtc(arch, curve):
     """The shared host/device headers alone, plus a trivial kernel using them."""
     nvrtc = _nvrtc()
     src = ('#include "cuzk/curve.cuh"\n'
+           f'typedef cuzk::{curve} C;\n'
            'extern "C" __global__ void k(uint64_t* p) {\n'
-           '  cuzk::G1::Affine a; a.x = cuzk::Fq::from_raw(p); a.y = cuzk::Fq::from_raw(p + 4);\n'
-           '  cuzk::G1::XYZZ x = cuzk::G1::xyzz_add_mixed(cuzk::G1::to_xyzz(a), a);\n'
-           '  cuzk::Fr f = cuzk::Fr::inv(cuzk::Fr::from_raw(p + 8));\n'
-           '  x.X.to_raw(p); f.to_raw(p + 8);\n'
+           '  C::G1::Affine a; a.x = C::Fq::from_raw(p); a.y = C::Fq::from_raw(p + C::Fq::N);\n'
+           '  C::G1::XYZZ x = C::G1::xyzz_add_mixed(C::G1::to_xyzz(a), a);\n'
+           '  C::G2::Affine b; b.x = C::Fq2::from_raw(p); b.y = C::Fq2::from_raw(p + C::Fq2::N);\n'
+           '  C::G2::Jacobian y = C::G2::add_mixed(C::G2::to_jacobian(b), b);\n'
+           '  C::Fr f = C::Fr::inv(C::Fr::from_raw(p + 16));\n'
+           '  x.X.to_raw(p); y.Z.to_raw(p + 6); f.to_raw(p + 16);\n'
            '}\n')
     prog = nvrtc.createProgram(src, "trivial.cu", [], [])
     try:
@@ -114,13 +121,37 @@ def test_shared_headers_compile_with_nvrtc(arch):
         nvrtc.destroyProgram(prog)
 
 
+@pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("fname", gpu.KERNEL_FILES)
-def test_kernel_compiles_with_nvrtc(fname, arch):
+def test_kernel_compiles_with_nvrtc(fname, arch, curve):
     nvrtc = _nvrtc()
-    ok, err, log = nvrtc_compile(nvrtc, fname, arch)
-    assert ok, f"NVRTC failed to compile {fname} for {arch}: {err}\n{log}"
-    assert not log, f"NVRTC warnings in {fname} for {arch}:\n{log}"
+    ok, err, log = nvrtc_compile(nvrtc, fname, arch, curve)
+    assert ok, f"NVRTC failed to compile {fname} for {arch}, {curve}: {err}\n{log}"
+    assert not log, f"NVRTC warnings in {fname} for {arch}, {curve}:\n{log}"
+
+
+def test_the_curve_option_selects_the_kernels_curve():
+    """The -DCUZK_GPU_CURVE option reaches gpu_common.cuh: a kernel that only compiles for
+    6-limb Fq compiles for bls12381 and fails for bn128."""
+    nvrtc = _nvrtc()
+    src = ('#include "gpu_common.cuh"\n'
+           'static_assert(cuzk::gpu::Fq::N == 6, "6-limb Fq");\n'
+           'extern "C" __global__ void k(uint64_t* p) { cuzk::gpu::Fq::from_raw(p).to_raw(p); }\n')
+    results = {}
+    for curve in CURVES:
+        prog = nvrtc.createProgram(src, "curve_probe.cu", [], [])
+        try:
+            try:
+                nvrtc.compileProgram(prog, list(gpu.nvrtc_options("sm_90", curve)))
+                results[curve] = True
+            except Exception:
+                results[curve] = False
+        finally:
+            nvrtc.destroyProgram(prog)
+    assert results == {"bls12381": True, "bn128": False}
+    with pytest.raises(ValueError, match="unknown curve"):
+        gpu.nvrtc_options("sm_90", "bls12_377")
 
 
 def _nvcc():

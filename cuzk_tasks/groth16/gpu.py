@@ -97,9 +97,20 @@ def kernel_source(name):
     return (KERNEL_DIR / name).read_text()
 
 
-def nvrtc_options(arch=None):
-    """NVRTC options for the kernel files (``arch`` e.g. ``"sm_90"``; None = CuPy's default)."""
-    opts = ["-std=c++17", f"-I{INCLUDE_DIR}", f"-I{KERNEL_DIR}", f"-DCUZK_SRC_HASH=0x{source_hash()}ULL"]
+# snarkjs curve name -> the curve bundle the kernels are compiled for (gpu_common.cuh)
+KERNEL_CURVES = {"bn128": "BN254", "bls12381": "BLS12_381"}
+
+
+def nvrtc_options(arch=None, curve="bn128"):
+    """NVRTC options for the kernel files (``arch`` e.g. ``"sm_90"``; None = CuPy's default).
+
+    ``curve`` ("bn128", "bls12381") picks the curve the kernels are compiled for; the
+    backend itself drives bn128 only so far.
+    """
+    if curve not in KERNEL_CURVES:
+        raise ValueError(f"unknown curve {curve!r}: expected one of {sorted(KERNEL_CURVES)}")
+    opts = ["-std=c++17", f"-I{INCLUDE_DIR}", f"-I{KERNEL_DIR}", f"-DCUZK_SRC_HASH=0x{source_hash()}ULL",
+            f"-DCUZK_GPU_CURVE={KERNEL_CURVES[curve]}"]
     if arch:
         opts.append(f"--gpu-architecture={arch}")
     return tuple(opts)

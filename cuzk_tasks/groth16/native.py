@@ -4,15 +4,19 @@ The shared object is compiled by ``pip install .`` from
 ``cuzk_tasks/native/src/cpu_core.cpp`` and exposes a plain C ABI.  This module
 loads it with :mod:`ctypes` and offers numpy wrappers.
 
-Data conventions (identical to the C ABI):
+Every function takes ``curve``: ``"bn128"`` (BN254, the default) or
+``"bls12381"`` (BLS12-381), the snarkjs names.
 
-* field elements: 4 little-endian uint64 limbs; arrays of them are ``(n, 4)``
-  ``uint64``;
-* G1 affine bases: ``(n, 8)`` uint64 = x, y in Montgomery form, exactly as in a
+Data conventions (identical to the C ABI), with L the curve's Fq limb count
+(:func:`fq_limbs`: 4 for bn128, 6 for bls12381):
+
+* field elements: little-endian uint64 limbs, Fr 4 (both curves), Fq L, Fq2 2L
+  (c0 then c1); arrays of them are ``(n, limbs)`` ``uint64``;
+* G1 affine bases: ``(n, 2L)`` uint64 = x, y in Montgomery form, exactly as in a
   snarkjs zkey; an all-zero row is the point at infinity;
-* G2 affine bases: ``(n, 16)`` uint64 = x.c0, x.c1, y.c0, y.c1 (Montgomery);
+* G2 affine bases: ``(n, 4L)`` uint64 = x.c0, x.c1, y.c0, y.c1 (Montgomery);
 * MSM scalars: ``(n, 4)`` uint64 in STANDARD form (values >= r are reduced);
-* MSM results: Jacobian ``X, Y, Z`` (G1: 12 limbs, G2: 24 limbs, each Fq2 as
+* MSM results: Jacobian ``X, Y, Z`` (G1: 3L limbs, G2: 6L limbs, each Fq2 as
   c0, c1), Montgomery form, ``x = X/Z^2``, ``y = Y/Z^3``; ``Z == 0`` is the
   point at infinity.  (The core currently returns normalised points with
   Z = 1 in Montgomery form, or all zeros for infinity, but do not rely on it:
@@ -37,11 +41,11 @@ import numpy as np
 from .. import defaults
 from ..errors import CuzkError, NativeCoreError
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 STATUS_MESSAGES = {
     1: "a required buffer pointer was NULL",
-    2: "invalid argument (size, operation code or log2 domain size out of range)",
+    2: "invalid argument (curve, size, operation code or log2 domain size out of range)",
     3: "an input value is not a canonical field element (>= modulus)",
     4: "a zkey coefficient record is out of range (matrix not 0/1, constraint >= domain size "
        "or signal >= number of witness values)",
@@ -50,7 +54,12 @@ STATUS_MESSAGES = {
     7: "a point is not on the curve",
 }
 
-FIELD_FR, FIELD_FQ = 0, 1
+FIELD_FR, FIELD_FQ, FIELD_FQ2 = 0, 1, 2
+
+# snarkjs curve name -> (ABI curve id, Fq limbs)
+CURVES = {"bn128": (0, 4), "bls12381": (1, 6)}
+DEFAULT_CURVE = "bn128"
+FR_LIMBS = 4
 OP_ADD, OP_SUB, OP_MUL, OP_SQR, OP_INV, OP_NEG, OP_DBL = range(7)
 POINT_ADD, POINT_DBL, POINT_NEG, POINT_MUL = range(4)
 
@@ -75,15 +84,12 @@ def _find_library():
 
 def _declare(lib):
     c_int, c_u64, c_u32 = ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32
-    sigs = {
-        "cuzk_abi_version": [],
+    sigs = {  # every function but cuzk_abi_version takes the curve id first
         "cuzk_g1_msm": [_u64p, _u64p, c_u64, c_int, _u64p],
         "cuzk_g2_msm": [_u64p, _u64p, c_u64, c_int, _u64p],
         "cuzk_fr_ntt": [_u64p, c_u32, c_int, c_int],
-        "cuzk_fr_to_mont": [_u64p, c_u64],
-        "cuzk_fr_from_mont": [_u64p, c_u64],
-        "cuzk_fq_to_mont": [_u64p, c_u64],
-        "cuzk_fq_from_mont": [_u64p, c_u64],
+        "cuzk_to_mont": [c_int, _u64p, c_u64],
+        "cuzk_from_mont": [c_int, _u64p, c_u64],
         "cuzk_field_op": [c_int, c_int, _u64p, _u64p, _u64p, c_u64],
         "cuzk_g1_point_op": [c_int, _u64p, _u64p, _u64p],
         "cuzk_g2_point_op": [c_int, _u64p, _u64p, _u64p],
@@ -94,9 +100,11 @@ def _declare(lib):
         "cuzk_evaluate_ab": [_u8p, c_u64, _u64p, c_u64, c_u64, _u64p, _u64p, c_int],
         "cuzk_compute_h": [_u64p, _u64p, c_u32, c_int, _u64p],
     }
+    lib.cuzk_abi_version.argtypes = []
+    lib.cuzk_abi_version.restype = c_int
     for name, argtypes in sigs.items():
         fn = getattr(lib, name)
-        fn.argtypes = argtypes
+        fn.argtypes = [c_int] + argtypes
         fn.restype = c_int
 
 
@@ -144,6 +152,34 @@ def _threads(threads):
     return default_threads() if threads is None else int(threads)
 
 
+def _curve_entry(curve):
+    name = getattr(curve, "snarkjs_name", curve)  # a curves.Curve works too
+    try:
+        return CURVES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown curve {curve!r}: expected one of {sorted(CURVES)}") from None
+
+
+def curve_id(curve):
+    """The ABI id of a snarkjs curve name ("bn128", "bls12381") or of an object with that
+    ``snarkjs_name`` (e.g. a :class:`cuzk_tasks.groth16.curves.Curve`)."""
+    return _curve_entry(curve)[0]
+
+
+def fq_limbs(curve=DEFAULT_CURVE):
+    """64-bit limbs of an Fq element of ``curve`` (4 for bn128, 6 for bls12381)."""
+    return _curve_entry(curve)[1]
+
+
+def field_limbs(field, curve=DEFAULT_CURVE):
+    """Limbs of one element of FIELD_FR / FIELD_FQ / FIELD_FQ2 on ``curve``."""
+    L = fq_limbs(curve)
+    try:
+        return {FIELD_FR: FR_LIMBS, FIELD_FQ: L, FIELD_FQ2: 2 * L}[field]
+    except KeyError:
+        raise ValueError(f"unknown field {field!r}") from None
+
+
 def _check(status, what):
     if status != 0:
         msg = STATUS_MESSAGES.get(status, "unknown error")
@@ -170,24 +206,26 @@ def _ptr(arr):
 
 # --------------------------------------------------------------------------- MSM
 
-def _msm(fn, bases, scalars, base_width, out_len, threads, what):
+def _msm(fn, bases, scalars, base_width, out_len, threads, what, curve):
     b = _limbs(bases, base_width, "bases")
-    s = _limbs(scalars, 4, "scalars")
+    s = _limbs(scalars, FR_LIMBS, "scalars")
     if b.shape[0] != s.shape[0]:
         raise ValueError(f"{what}: {b.shape[0]} bases but {s.shape[0]} scalars")
     out = np.zeros(out_len, dtype=np.uint64)
-    _check(fn(_ptr(b), _ptr(s), b.shape[0], _threads(threads), _ptr(out)), what)
+    _check(fn(curve_id(curve), _ptr(b), _ptr(s), b.shape[0], _threads(threads), _ptr(out)), what)
     return out
 
 
-def g1_msm(bases, scalars, threads=None):
-    """sum scalars[i] * bases[i] on G1; returns 12 limbs (Jacobian X, Y, Z, Montgomery)."""
-    return _msm(lib().cuzk_g1_msm, bases, scalars, 8, 12, threads, "G1 MSM")
+def g1_msm(bases, scalars, threads=None, curve=DEFAULT_CURVE):
+    """sum scalars[i] * bases[i] on G1; returns 3L limbs (Jacobian X, Y, Z, Montgomery)."""
+    L = fq_limbs(curve)
+    return _msm(lib().cuzk_g1_msm, bases, scalars, 2 * L, 3 * L, threads, "G1 MSM", curve)
 
 
-def g2_msm(bases, scalars, threads=None):
-    """sum scalars[i] * bases[i] on G2; returns 24 limbs (Jacobian X, Y, Z over Fq2, Montgomery)."""
-    return _msm(lib().cuzk_g2_msm, bases, scalars, 16, 24, threads, "G2 MSM")
+def g2_msm(bases, scalars, threads=None, curve=DEFAULT_CURVE):
+    """sum scalars[i] * bases[i] on G2; returns 6L limbs (Jacobian X, Y, Z over Fq2, Montgomery)."""
+    L = fq_limbs(curve)
+    return _msm(lib().cuzk_g2_msm, bases, scalars, 4 * L, 6 * L, threads, "G2 MSM", curve)
 
 
 # --------------------------------------------------------------------------- NTT
@@ -198,117 +236,132 @@ def _log2_exact(n, what):
     return n.bit_length() - 1
 
 
-def fr_ntt(values, inverse=False, threads=None):
+def fr_ntt(values, inverse=False, threads=None, curve=DEFAULT_CURVE):
     """NTT over Fr (Montgomery in and out, natural order); returns a new (n, 4) array.
 
     ``inverse=True`` computes the inverse transform including the 1/n factor.
-    Uses snarkjs's roots of unity.
+    Uses snarkjs's (ffjavascript's) roots of unity of the curve's Fr.
     """
-    v = np.array(_limbs(values, 4, "values"), dtype=np.uint64, order="C", copy=True)
+    v = np.array(_limbs(values, FR_LIMBS, "values"), dtype=np.uint64, order="C", copy=True)
     log_n = _log2_exact(v.shape[0], "fr_ntt")
-    _check(lib().cuzk_fr_ntt(_ptr(v), log_n, 1 if inverse else 0, _threads(threads)), "Fr NTT")
+    _check(lib().cuzk_fr_ntt(curve_id(curve), _ptr(v), log_n, 1 if inverse else 0,
+                             _threads(threads)), "Fr NTT")
     return v
 
 
 # --------------------------------------------------------------------------- conversions
 
-def _convert(fn, values, what):
-    v = np.array(_limbs(values, 4, "values"), dtype=np.uint64, order="C", copy=True)
-    _check(fn(_ptr(v), v.shape[0]), what)
+def _convert(fn, field, values, curve, what):
+    v = np.array(_limbs(values, field_limbs(field, curve), "values"), dtype=np.uint64, order="C",
+                 copy=True)
+    _check(fn(curve_id(curve), field, _ptr(v), v.shape[0]), what)
     return v
 
 
-def fr_to_mont(values):
-    return _convert(lib().cuzk_fr_to_mont, values, "Fr to-Montgomery")
+def to_mont(field, values, curve=DEFAULT_CURVE):
+    """Standard form -> Montgomery form, (n, limbs) of FIELD_FR / FIELD_FQ / FIELD_FQ2."""
+    return _convert(lib().cuzk_to_mont, field, values, curve, "to-Montgomery")
 
 
-def fr_from_mont(values):
-    return _convert(lib().cuzk_fr_from_mont, values, "Fr from-Montgomery")
+def from_mont(field, values, curve=DEFAULT_CURVE):
+    """Montgomery form -> standard form, (n, limbs) of FIELD_FR / FIELD_FQ / FIELD_FQ2."""
+    return _convert(lib().cuzk_from_mont, field, values, curve, "from-Montgomery")
 
 
-def fq_to_mont(values):
-    return _convert(lib().cuzk_fq_to_mont, values, "Fq to-Montgomery")
+def fr_to_mont(values, curve=DEFAULT_CURVE):
+    return to_mont(FIELD_FR, values, curve)
 
 
-def fq_from_mont(values):
-    return _convert(lib().cuzk_fq_from_mont, values, "Fq from-Montgomery")
+def fr_from_mont(values, curve=DEFAULT_CURVE):
+    return from_mont(FIELD_FR, values, curve)
+
+
+def fq_to_mont(values, curve=DEFAULT_CURVE):
+    return to_mont(FIELD_FQ, values, curve)
+
+
+def fq_from_mont(values, curve=DEFAULT_CURVE):
+    return from_mont(FIELD_FQ, values, curve)
 
 
 # --------------------------------------------------------------------------- test hooks
 
-def field_op(field, op, a, b=None):
-    """Element-wise field operation on Montgomery-form (n, 4) arrays.
+def field_op(field, op, a, b=None, curve=DEFAULT_CURVE):
+    """Element-wise field operation on Montgomery-form (n, limbs) arrays.
 
-    field: FIELD_FR (0) or FIELD_FQ (1); op: OP_ADD, OP_SUB, OP_MUL, OP_SQR,
-    OP_INV (inv(0) = 0), OP_NEG, OP_DBL.
+    field: FIELD_FR (0), FIELD_FQ (1) or FIELD_FQ2 (2); op: OP_ADD, OP_SUB, OP_MUL,
+    OP_SQR, OP_INV (inv(0) = 0), OP_NEG, OP_DBL.
     """
-    x = _limbs(a, 4, "a")
+    width = field_limbs(field, curve)
+    x = _limbs(a, width, "a")
     if op in (OP_ADD, OP_SUB, OP_MUL):
         if b is None:
             raise ValueError("binary field op needs b")
-        y = _limbs(b, 4, "b")
+        y = _limbs(b, width, "b")
         if y.shape != x.shape:
             raise ValueError(f"shape mismatch {x.shape} vs {y.shape}")
     else:
         y = x
     out = np.zeros_like(x)
-    _check(lib().cuzk_field_op(int(field), int(op), _ptr(x), _ptr(y), _ptr(out), x.shape[0]),
-           "field op")
+    _check(lib().cuzk_field_op(curve_id(curve), int(field), int(op), _ptr(x), _ptr(y), _ptr(out),
+                               x.shape[0]), "field op")
     return out
 
 
-def _point_op(fn, width, op, p, q, what):
+def _point_op(fn, width, op, p, q, what, curve):
     pa = _limbs(p, width, "p")
     if op == POINT_MUL:
-        qa = _limbs(q, 4, "k")
+        qa = _limbs(q, FR_LIMBS, "k")
     elif op == POINT_ADD:
         qa = _limbs(q, width, "q")
     else:
         qa = pa
     out = np.zeros(width, dtype=np.uint64)
-    _check(fn(int(op), _ptr(pa), _ptr(qa), _ptr(out)), what)
+    _check(fn(curve_id(curve), int(op), _ptr(pa), _ptr(qa), _ptr(out)), what)
     return out
 
 
-def g1_point_op(op, p, q=None):
-    """Affine G1 op (8-limb Montgomery points): POINT_ADD p+q, POINT_DBL, POINT_NEG, POINT_MUL (q = scalar limbs)."""
-    return _point_op(lib().cuzk_g1_point_op, 8, op, p, q, "G1 point op")
+def g1_point_op(op, p, q=None, curve=DEFAULT_CURVE):
+    """Affine G1 op (2L-limb Montgomery points): POINT_ADD p+q, POINT_DBL, POINT_NEG, POINT_MUL (q = scalar limbs)."""
+    return _point_op(lib().cuzk_g1_point_op, 2 * fq_limbs(curve), op, p, q, "G1 point op", curve)
 
 
-def g2_point_op(op, p, q=None):
-    return _point_op(lib().cuzk_g2_point_op, 16, op, p, q, "G2 point op")
+def g2_point_op(op, p, q=None, curve=DEFAULT_CURVE):
+    return _point_op(lib().cuzk_g2_point_op, 4 * fq_limbs(curve), op, p, q, "G2 point op", curve)
 
 
-def _check_points(fn, width, points, what):
+def _check_points(fn, width, points, what, curve):
     pts = _limbs(points, width, "points")
     bad = ctypes.c_uint64(0)
-    status = fn(_ptr(pts), pts.shape[0], ctypes.byref(bad))
+    status = fn(curve_id(curve), _ptr(pts), pts.shape[0], ctypes.byref(bad))
     if status in (3, 7):
         raise NativeCoreError(f"{what}: point {bad.value}: {STATUS_MESSAGES[status]}")
     _check(status, what)
 
 
-def g1_check_points(points):
-    """Raise NativeCoreError unless every (n, 8) Montgomery affine point is on G1's curve."""
-    _check_points(lib().cuzk_g1_check_points, 8, points, "G1 point check")
+def g1_check_points(points, curve=DEFAULT_CURVE):
+    """Raise NativeCoreError unless every (n, 2L) Montgomery affine point is on G1's curve."""
+    _check_points(lib().cuzk_g1_check_points, 2 * fq_limbs(curve), points, "G1 point check", curve)
 
 
-def g2_check_points(points):
-    """Raise NativeCoreError unless every (n, 16) point is on the twist curve (no subgroup check)."""
-    _check_points(lib().cuzk_g2_check_points, 16, points, "G2 point check")
+def g2_check_points(points, curve=DEFAULT_CURVE):
+    """Raise NativeCoreError unless every (n, 4L) point is on the twist curve (no subgroup check)."""
+    _check_points(lib().cuzk_g2_check_points, 4 * fq_limbs(curve), points, "G2 point check", curve)
 
 
-def g1_to_affine(jac):
-    j = _limbs(jac, 12, "jacobian")
-    out = np.zeros(8, dtype=np.uint64)
-    _check(lib().cuzk_g1_to_affine(_ptr(j), _ptr(out)), "G1 to-affine")
+def g1_to_affine(jac, curve=DEFAULT_CURVE):
+    L = fq_limbs(curve)
+    j = _limbs(jac, 3 * L, "jacobian")
+    out = np.zeros(2 * L, dtype=np.uint64)
+    _check(lib().cuzk_g1_to_affine(curve_id(curve), _ptr(j), _ptr(out)), "G1 to-affine")
     return out
 
 
-def g2_to_affine(jac):
-    j = _limbs(jac, 24, "jacobian")
-    out = np.zeros(16, dtype=np.uint64)
-    _check(lib().cuzk_g2_to_affine(_ptr(j), _ptr(out)), "G2 to-affine")
+def g2_to_affine(jac, curve=DEFAULT_CURVE):
+    L = fq_limbs(curve)
+    j = _limbs(jac, 6 * L, "jacobian")
+    out = np.zeros(4 * L, dtype=np.uint64)
+    _check(lib().cuzk_g2_to_affine(curve_id(curve), _ptr(j), _ptr(out)), "G2 to-affine")
     return out
 
 
@@ -328,7 +381,7 @@ def _coef_bytes(coefs):
     return flat, flat.size // COEF_RECORD_SIZE
 
 
-def evaluate_ab(coefs, witness, domain_size, threads=None):
+def evaluate_ab(coefs, witness, domain_size, threads=None, curve=DEFAULT_CURVE):
     """A·w and B·w on the evaluation domain (Montgomery (domain_size, 4) arrays).
 
     coefs: zkey section-4 records (structured array with a 44-byte itemsize, e.g.
@@ -340,13 +393,13 @@ def evaluate_ab(coefs, witness, domain_size, threads=None):
     _log2_exact(domain_size, "evaluate_ab domain")
     a = np.empty((domain_size, 4), dtype=np.uint64)
     b = np.empty((domain_size, 4), dtype=np.uint64)
-    _check(lib().cuzk_evaluate_ab(flat.ctypes.data_as(_u8p), n_coefs, _ptr(w), w.shape[0],
+    _check(lib().cuzk_evaluate_ab(curve_id(curve), flat.ctypes.data_as(_u8p), n_coefs, _ptr(w), w.shape[0],
                                   domain_size, _ptr(a), _ptr(b), _threads(threads)),
            "evaluate_ab")
     return a, b
 
 
-def compute_h(a, b, threads=None, overwrite=False):
+def compute_h(a, b, threads=None, overwrite=False, curve=DEFAULT_CURVE):
     """snarkjs's H evaluations on the odd coset, STANDARD form (n, 4) (MSM scalars).
 
     a, b: domain evaluations (Montgomery).  They are copied unless
@@ -362,6 +415,6 @@ def compute_h(a, b, threads=None, overwrite=False):
         raise ValueError(f"compute_h: shape mismatch {aa.shape} vs {bb.shape}")
     log_n = _log2_exact(aa.shape[0], "compute_h")
     h = np.empty_like(aa)
-    _check(lib().cuzk_compute_h(_ptr(aa), _ptr(bb), log_n, _threads(threads), _ptr(h)),
+    _check(lib().cuzk_compute_h(curve_id(curve), _ptr(aa), _ptr(bb), log_n, _threads(threads), _ptr(h)),
            "compute_h")
     return h

@@ -1,17 +1,38 @@
 // Device-side helpers shared by the CUDA kernel files (ntt.cu, qap.cu, msm.cu).
 //
 // Only glue lives here: the field and curve arithmetic is the SAME code the
-// CPU core uses (cuzk/field.cuh, cuzk/bn254.cuh, cuzk/curve.cuh).  Compiled by
-// NVRTC (CuPy RawModule) and by nvcc; no system headers.
+// CPU core uses (cuzk/field.cuh, cuzk/curve.cuh with cuzk/bn254.cuh and
+// cuzk/bls12_381.cuh).  Compiled by NVRTC (CuPy RawModule) and by nvcc; no
+// system headers.
+//
+// The curve is chosen at compile time: -DCUZK_GPU_CURVE=BLS12_381 (a curve
+// bundle of curve.cuh; default BN254), so every kernel file is compiled once
+// per curve from the same source (gpu.nvrtc_options(curve=...)).  Kernels use
+// cuzk::gpu's Fq, Fr, G1, G2, never cuzk's BN254 aliases.
 #ifndef CUZK_CUDA_GPU_COMMON_CUH
 #define CUZK_CUDA_GPU_COMMON_CUH
 
 #include "cuzk/compat.cuh"
 #include "cuzk/bn254.cuh"
+#include "cuzk/bls12_381.cuh"
 #include "cuzk/curve.cuh"
+
+#ifndef CUZK_GPU_CURVE
+#define CUZK_GPU_CURVE BN254
+#endif
 
 namespace cuzk {
 namespace gpu {
+
+typedef ::cuzk::CUZK_GPU_CURVE Curve;
+typedef Curve::Fq Fq;
+typedef Curve::Fr Fr;
+typedef Curve::Fq2 Fq2;
+typedef Curve::G1 G1;
+typedef Curve::G2 G2;
+using ::cuzk::add_carry;
+using ::cuzk::sub_borrow;
+static_assert(Fr::N == 4, "the NTT/QAP kernels and the MSM scalars index Fr as 4 limbs");
 
 typedef uint64_t u64;  // same type as the shared headers use (unsigned long under nvcc)
 typedef uint32_t u32;

@@ -3,7 +3,7 @@
 //
 // Pipeline (driven by cuzk_tasks/groth16/gpu.py):
 //   1. msm_digits       one thread per scalar: reduce mod r, signed c-bit
-//                       recoding (digits in [-2^(c-1), 2^(c-1)], W = 254/c + 1
+//                       recoding (digits in [-2^(c-1), 2^(c-1)], W = bits(r)/c + 1
 //                       windows, same recoding as the CPU core), key =
 //                       window * nb + |digit| - 1, value = index << 1 | sign;
 //                       zero digits and points at infinity get no key.  The
@@ -28,7 +28,6 @@
 //                       X, Y, Z (Montgomery) like the CPU core.
 #include "gpu_common.cuh"
 
-using namespace cuzk;
 using namespace cuzk::gpu;
 
 typedef G1::Affine Aff;
@@ -37,30 +36,27 @@ typedef G1::Jacobian Jac;
 
 #define CUZK_NO_KEY 0xffffffffu
 
+static constexpr int L = Fq::N;  // limbs of a base-field element (4 BN254, 6 BLS12-381)
+
 __device__ __forceinline__ Xyzz load_xyzz(const u64* p, u64 i) {
-    const u64* q = p + 16 * i;
+    const u64* q = p + 4 * L * i;
     Xyzz r;
     r.X = Fq::from_raw(q);
-    r.Y = Fq::from_raw(q + 4);
-    r.ZZ = Fq::from_raw(q + 8);
-    r.ZZZ = Fq::from_raw(q + 12);
+    r.Y = Fq::from_raw(q + L);
+    r.ZZ = Fq::from_raw(q + 2 * L);
+    r.ZZZ = Fq::from_raw(q + 3 * L);
     return r;
 }
 
 __device__ __forceinline__ void store_xyzz(u64* p, u64 i, const Xyzz& a) {
-    u64* q = p + 16 * i;
+    u64* q = p + 4 * L * i;
     a.X.to_raw(q);
-    a.Y.to_raw(q + 4);
-    a.ZZ.to_raw(q + 8);
-    a.ZZZ.to_raw(q + 12);
+    a.Y.to_raw(q + L);
+    a.ZZ.to_raw(q + 2 * L);
+    a.ZZZ.to_raw(q + 3 * L);
 }
 
-__device__ __forceinline__ bool scalar_geq_r(const u64* s) {
-    const u64 r[4] = {FrParams::P0, FrParams::P1, FrParams::P2, FrParams::P3};
-    for (int i = 3; i >= 0; --i)
-        if (s[i] != r[i]) return s[i] > r[i];
-    return true;
-}
+__device__ __forceinline__ bool scalar_geq_r(const u64* s) { return !Fr::is_canonical(s); }
 
 __device__ __forceinline__ u64 scalar_bits(const u64* s, u32 pos, u32 len) {
     const u32 limb = pos >> 6, off = pos & 63;
@@ -107,13 +103,16 @@ extern "C" __global__ void msm_digits(const u64* __restrict__ scalars, const u64
                                       u32* __restrict__ vals, u32* __restrict__ counts) {
     const u64 i = global_tid();
     if (i >= n) return;
-    const u64* b = bases + 8 * i;
-    const bool inf = (b[0] | b[1] | b[2] | b[3] | b[4] | b[5] | b[6] | b[7]) == 0;
+    const u64* b = bases + 2 * L * i;
+    u64 any = 0;
+#pragma unroll
+    for (int l = 0; l < 2 * L; ++l) any |= b[l];
+    const bool inf = any == 0;
     u64 s[4] = {scalars[4 * i], scalars[4 * i + 1], scalars[4 * i + 2], scalars[4 * i + 3]};
-    const u64 r[4] = {FrParams::P0, FrParams::P1, FrParams::P2, FrParams::P3};
+    const Fr r = Fr::modulus_limbs();
     while (scalar_geq_r(s)) {  // values >= r are allowed (reduced), at most 5 rounds
         u64 br = 0;
-        for (int l = 0; l < 4; ++l) br = sub_borrow(s[l], r[l], br, &s[l]);
+        for (int l = 0; l < 4; ++l) br = sub_borrow(s[l], r.v[l], br, &s[l]);
     }
     const u64 half = (u64)1 << (c - 1), full = (u64)1 << c;
     u64 carry = 0;
@@ -167,10 +166,10 @@ extern "C" __global__ void msm_accumulate_points(const u64* __restrict__ bases,
     Xyzz acc = Xyzz::infinity();
     for (u32 p = start; p < stop; ++p) {
         const u32 v = sorted[p];
-        const u64* q = bases + 8 * (u64)(v >> 1);
+        const u64* q = bases + 2 * L * (u64)(v >> 1);
         Aff P;
         P.x = Fq::from_raw(q);
-        P.y = Fq::from_raw(q + 4);
+        P.y = Fq::from_raw(q + L);
         if (v & 1) P.y = Fq::neg(P.y);
         acc = G1::xyzz_add_mixed(acc, P);
     }
@@ -224,6 +223,6 @@ extern "C" __global__ void msm_final(const u64* __restrict__ parts, const u32* _
     }
     const Jac j = G1::xyzz_to_jacobian(acc);
     j.X.to_raw(out);
-    j.Y.to_raw(out + 4);
-    j.Z.to_raw(out + 8);
+    j.Y.to_raw(out + L);
+    j.Z.to_raw(out + 2 * L);
 }

@@ -12,7 +12,6 @@
 //       large stages, then qap.cu's tile kernel fuses the coset twist.
 #include "gpu_common.cuh"
 
-using namespace cuzk;
 using namespace cuzk::gpu;
 
 // out[bitrev(i)] = in[i]  (out-of-place; batched)

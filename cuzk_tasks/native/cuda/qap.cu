@@ -15,7 +15,6 @@
 // bit-reversed, no permutation pass is needed at all.
 #include "gpu_common.cuh"
 
-using namespace cuzk;
 using namespace cuzk::gpu;
 
 // One thread per constraint i < domain.  Rows [0, domain) are matrix A,

@@ -2,13 +2,16 @@
 // cuzk_tasks/groth16/native.py.
 //
 // Conventions (all functions):
+//   * the first argument `curve` picks the curve: 0 = BN254 (snarkjs "bn128"),
+//     1 = BLS12-381 ("bls12381"); anything else is CUZK_ERR_ARG;
 //   * return int status: 0 = ok, otherwise one of the CUZK_ERR_* codes below;
 //     nothing is thrown across the ABI and nothing is printed;
-//   * field elements are 4 x uint64 little-endian limbs;
+//   * field elements are little-endian 64-bit limbs: Fr 4 limbs (both curves),
+//     Fq L = 4 (BN254) or 6 (BLS12-381) limbs, Fq2 2L limbs (c0, c1);
 //   * curve points:
-//       G1 affine   8 limbs  x[4] y[4]                 (Montgomery, all-zero = infinity)
-//       G2 affine  16 limbs  x.c0 x.c1 y.c0 y.c1        (Montgomery, all-zero = infinity)
-//       G1 Jacobian 12 limbs X Y Z, G2 Jacobian 24 limbs X Y Z (each Fq2 = c0,c1),
+//       G1 affine   2L limbs  x y                      (Montgomery, all-zero = infinity)
+//       G2 affine   4L limbs  x.c0 x.c1 y.c0 y.c1       (Montgomery, all-zero = infinity)
+//       G1 Jacobian 3L limbs X Y Z, G2 Jacobian 6L limbs X Y Z (each Fq2 = c0,c1),
 //       x = X/Z^2, y = Y/Z^3, Montgomery; Z = 0 means infinity.  The MSM
 //       functions currently always return a normalised point (Z = 1 in
 //       Montgomery form, or X = Y = Z = 0 for infinity), but callers must
@@ -21,18 +24,17 @@
 #include <new>
 #include <vector>
 
-#include "cuzk/bn254.cuh"
 #include "cuzk/curve.cuh"
 #include "cuzk/msm_cpu.hpp"
 #include "cuzk/ntt_cpu.hpp"
 #include "cuzk/qap_cpu.hpp"
 
-#define CUZK_ABI_VERSION 1
+#define CUZK_ABI_VERSION 2
 
 enum {
     CUZK_OK = 0,
     CUZK_ERR_NULL = 1,           // a required pointer was NULL
-    CUZK_ERR_ARG = 2,            // bad argument value (size, op code, log_n, ...)
+    CUZK_ERR_ARG = 2,            // bad argument value (curve, size, op code, log_n, ...)
     CUZK_ERR_NONCANONICAL = 3,   // an input value is >= the field modulus
     CUZK_ERR_RECORD = 4,         // a coefficient record is out of range
     CUZK_ERR_NOMEM = 5,          // allocation failed
@@ -55,21 +57,15 @@ int guarded(Fn&& fn) {
     }
 }
 
-template <class C>
-struct CurveIO;
-
-template <>
-struct CurveIO<G1> {
-    static const int F_LIMBS = 4;
-    static bool canonical(const Fq& x) { return Fq::is_canonical(x.v); }
-};
-template <>
-struct CurveIO<G2> {
-    static const int F_LIMBS = 8;
-    static bool canonical(const Fq2& x) {
-        return Fq::is_canonical(x.c0.v) && Fq::is_canonical(x.c1.v);
+// fn(C{}) for the curve bundle named by the ABI's curve id.
+template <class Fn>
+int with_curve(int curve, Fn&& fn) {
+    switch (curve) {
+        case 0: return fn(BN254());
+        case 1: return fn(BLS12_381());
+        default: return CUZK_ERR_ARG;
     }
-};
+}
 
 template <class C>
 typename C::Affine load_affine(const uint64_t* p) {
@@ -87,7 +83,7 @@ void store_affine(const typename C::Affine& a, uint64_t* out) {
 template <class C>
 void store_jacobian_from_affine(const typename C::Affine& a, uint64_t* out) {
     typedef typename C::Field F;
-    const int L = CurveIO<C>::F_LIMBS;
+    const int L = F::N;
     if (a.is_inf()) {
         std::memset(out, 0, sizeof(uint64_t) * 3 * L);
         return;
@@ -105,9 +101,14 @@ typename C::Jacobian load_jacobian(const uint64_t* p) {
     return j;
 }
 
+template <class F>
+bool canonical(const F& x) {
+    return F::is_canonical(reinterpret_cast<const uint64_t*>(&x));
+}
+
 template <class C>
 bool affine_canonical(const typename C::Affine& a) {
-    return CurveIO<C>::canonical(a.x) && CurveIO<C>::canonical(a.y);
+    return canonical(a.x) && canonical(a.y);
 }
 
 template <class C>
@@ -116,7 +117,7 @@ int msm_impl(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int thr
     if (!out || (n > 0 && (!bases || !scalars))) return CUZK_ERR_NULL;
     return guarded([&]() -> int {
         typedef typename C::Affine Affine;
-        static_assert(sizeof(Affine) == sizeof(uint64_t) * 2 * CurveIO<C>::F_LIMBS, "layout");
+        static_assert(sizeof(Affine) == sizeof(uint64_t) * 2 * C::Field::N, "layout");
         const Affine* pts = reinterpret_cast<const Affine*>(bases);
         for (uint64_t i = 0; i < n; ++i)
             if (!affine_canonical<C>(pts[i])) return CUZK_ERR_NONCANONICAL;
@@ -128,13 +129,14 @@ int msm_impl(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int thr
 
 template <class F>
 int field_op_impl(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, uint64_t n) {
+    const int L = F::N;
     for (uint64_t i = 0; i < n; ++i) {
-        F x = F::from_raw(a + 4 * i);
-        if (!F::is_canonical(x.v)) return CUZK_ERR_NONCANONICAL;
+        F x = F::from_raw(a + L * i);
+        if (!F::is_canonical(a + L * i)) return CUZK_ERR_NONCANONICAL;
         F y = F::zero();
         if (op <= 2) {
-            y = F::from_raw(b + 4 * i);
-            if (!F::is_canonical(y.v)) return CUZK_ERR_NONCANONICAL;
+            y = F::from_raw(b + L * i);
+            if (!F::is_canonical(b + L * i)) return CUZK_ERR_NONCANONICAL;
         }
         F r;
         switch (op) {
@@ -147,7 +149,7 @@ int field_op_impl(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, u
             case 6: r = F::dbl(x); break;
             default: return CUZK_ERR_ARG;
         }
-        r.to_raw(out + 4 * i);
+        r.to_raw(out + L * i);
     }
     return CUZK_OK;
 }
@@ -155,15 +157,29 @@ int field_op_impl(int op, const uint64_t* a, const uint64_t* b, uint64_t* out, u
 template <class F>
 int convert_impl(uint64_t* v, uint64_t n, bool to_mont) {
     if (n > 0 && !v) return CUZK_ERR_NULL;
+    const int L = F::N;
     for (uint64_t i = 0; i < n; ++i)
-        if (!F::is_canonical(v + 4 * i)) return CUZK_ERR_NONCANONICAL;
+        if (!F::is_canonical(v + L * i)) return CUZK_ERR_NONCANONICAL;
     parallel_for(n, n >= 65536 ? resolve_threads(0) : 1, [&](uint64_t b, uint64_t e) {
         for (uint64_t i = b; i < e; ++i) {
-            if (to_mont) F::from_standard(v + 4 * i).to_raw(v + 4 * i);
-            else F::from_raw(v + 4 * i).to_standard(v + 4 * i);
+            if (to_mont) F::from_standard(v + L * i).to_raw(v + L * i);
+            else F::from_raw(v + L * i).to_standard(v + L * i);
         }
     });
     return CUZK_OK;
+}
+
+// field: 0 = Fr, 1 = Fq, 2 = Fq2 (= 2n Fq elements).
+int convert(int curve, int field, uint64_t* v, uint64_t n, bool to_mont) {
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        return guarded([&]() -> int {
+            if (field == 0) return convert_impl<typename C::Fr>(v, n, to_mont);
+            if (field == 1) return convert_impl<typename C::Fq>(v, n, to_mont);
+            if (field == 2) return convert_impl<typename C::Fq>(v, 2 * n, to_mont);
+            return CUZK_ERR_ARG;
+        });
+    });
 }
 
 // op: 0 = p + q, 1 = 2p, 2 = -p, 3 = k*p (q = scalar, 4 limbs standard form)
@@ -194,7 +210,7 @@ int point_op_impl(int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
 template <class C>
 int check_points_impl(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
     if (n > 0 && !pts) return CUZK_ERR_NULL;
-    const int L = CurveIO<C>::F_LIMBS;
+    const int L = C::Field::N;
     for (uint64_t i = 0; i < n; ++i) {
         typename C::Affine a = load_affine<C>(pts + (uint64_t)2 * L * i);
         int st = CUZK_OK;
@@ -212,9 +228,7 @@ template <class C>
 int jacobian_to_affine_impl(const uint64_t* jac, uint64_t* out) {
     if (!jac || !out) return CUZK_ERR_NULL;
     typename C::Jacobian j = load_jacobian<C>(jac);
-    if (!CurveIO<C>::canonical(j.X) || !CurveIO<C>::canonical(j.Y) ||
-        !CurveIO<C>::canonical(j.Z))
-        return CUZK_ERR_NONCANONICAL;
+    if (!canonical(j.X) || !canonical(j.Y) || !canonical(j.Z)) return CUZK_ERR_NONCANONICAL;
     store_affine<C>(C::to_affine(j), out);
     return CUZK_OK;
 }
@@ -226,122 +240,153 @@ extern "C" {
 int cuzk_abi_version(void) { return CUZK_ABI_VERSION; }
 
 // ---------------------------------------------------------------- MSM
-// bases: n affine points (8 limbs G1 / 16 limbs G2, Montgomery, as in a zkey);
+// bases: n affine points (2L limbs G1 / 4L limbs G2, Montgomery, as in a zkey);
 // scalars: n x 4 limbs, standard form (values >= r are reduced mod r);
-// out: Jacobian, 12 limbs (G1) / 24 limbs (G2), see header comment.
-int cuzk_g1_msm(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int threads,
-                uint64_t* out) {
-    return msm_impl<G1>(bases, scalars, n, threads, out);
+// out: Jacobian, 3L limbs (G1) / 6L limbs (G2), see header comment.
+int cuzk_g1_msm(int curve, const uint64_t* bases, const uint64_t* scalars, uint64_t n,
+                int threads, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return msm_impl<typename decltype(c)::G1>(bases, scalars, n, threads, out);
+    });
 }
 
-int cuzk_g2_msm(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int threads,
-                uint64_t* out) {
-    return msm_impl<G2>(bases, scalars, n, threads, out);
+int cuzk_g2_msm(int curve, const uint64_t* bases, const uint64_t* scalars, uint64_t n,
+                int threads, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return msm_impl<typename decltype(c)::G2>(bases, scalars, n, threads, out);
+    });
 }
 
 // ---------------------------------------------------------------- NTT
 // values: 2^log_n Fr elements, Montgomery form, transformed in place,
 // natural order.  inverse != 0: inverse transform including the 1/n scaling.
-int cuzk_fr_ntt(uint64_t* values, uint32_t log_n, int inverse, int threads) {
-    if (!values) return CUZK_ERR_NULL;
-    if (log_n > CUZK_FR_MAX_LOG2) return CUZK_ERR_ARG;
-    return guarded([&]() -> int {
-        const uint64_t n = (uint64_t)1 << log_n;
-        for (uint64_t i = 0; i < n; ++i)
-            if (!Fr::is_canonical(values + 4 * i)) return CUZK_ERR_NONCANONICAL;
-        Fr* a = reinterpret_cast<Fr*>(values);
-        if (inverse) ntt_inverse(a, log_n, threads);
-        else ntt_forward(a, log_n, threads);
-        return CUZK_OK;
+// log_n <= 28 (BN254) / 32 (BLS12-381).
+int cuzk_fr_ntt(int curve, uint64_t* values, uint32_t log_n, int inverse, int threads) {
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        typedef typename C::Fr F;
+        if (!values) return CUZK_ERR_NULL;
+        if (log_n > C::FR_MAX_LOG2) return CUZK_ERR_ARG;
+        return guarded([&]() -> int {
+            const uint64_t n = (uint64_t)1 << log_n;
+            for (uint64_t i = 0; i < n; ++i)
+                if (!F::is_canonical(values + F::N * i)) return CUZK_ERR_NONCANONICAL;
+            F* a = reinterpret_cast<F*>(values);
+            if (inverse) ntt_inverse<C>(a, log_n, threads);
+            else ntt_forward<C>(a, log_n, threads);
+            return CUZK_OK;
+        });
     });
 }
 
 // ---------------------------------------------------------------- conversions
-int cuzk_fr_to_mont(uint64_t* v, uint64_t n) {
-    return guarded([&]() { return convert_impl<Fr>(v, n, true); });
+// field: 0 = Fr, 1 = Fq, 2 = Fq2; in place, n elements.
+int cuzk_to_mont(int curve, int field, uint64_t* v, uint64_t n) {
+    return convert(curve, field, v, n, true);
 }
-int cuzk_fr_from_mont(uint64_t* v, uint64_t n) {
-    return guarded([&]() { return convert_impl<Fr>(v, n, false); });
-}
-int cuzk_fq_to_mont(uint64_t* v, uint64_t n) {
-    return guarded([&]() { return convert_impl<Fq>(v, n, true); });
-}
-int cuzk_fq_from_mont(uint64_t* v, uint64_t n) {
-    return guarded([&]() { return convert_impl<Fq>(v, n, false); });
+int cuzk_from_mont(int curve, int field, uint64_t* v, uint64_t n) {
+    return convert(curve, field, v, n, false);
 }
 
 // ---------------------------------------------------------------- tests
-// field: 0 = Fr, 1 = Fq.  op: 0 add, 1 sub, 2 mul, 3 sqr, 4 inv (inv 0 = 0),
+// field: 0 = Fr, 1 = Fq, 2 = Fq2.  op: 0 add, 1 sub, 2 mul, 3 sqr, 4 inv (inv 0 = 0),
 // 5 neg, 6 double.  Inputs/outputs Montgomery form, n elements each; b is
 // only read for ops 0..2.
-int cuzk_field_op(int field, int op, const uint64_t* a, const uint64_t* b, uint64_t* out,
-                  uint64_t n) {
+int cuzk_field_op(int curve, int field, int op, const uint64_t* a, const uint64_t* b,
+                  uint64_t* out, uint64_t n) {
     if (n > 0 && (!a || !out || (op <= 2 && !b))) return CUZK_ERR_NULL;
     if (op < 0 || op > 6) return CUZK_ERR_ARG;
-    if (field == 0) return field_op_impl<Fr>(op, a, b, out, n);
-    if (field == 1) return field_op_impl<Fq>(op, a, b, out, n);
-    return CUZK_ERR_ARG;
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        if (field == 0) return field_op_impl<typename C::Fr>(op, a, b, out, n);
+        if (field == 1) return field_op_impl<typename C::Fq>(op, a, b, out, n);
+        if (field == 2) return field_op_impl<typename C::Fq2>(op, a, b, out, n);
+        return CUZK_ERR_ARG;
+    });
 }
 
 // Point ops on affine inputs (Montgomery), affine output.
 // op: 0 = p + q, 1 = 2p, 2 = -p, 3 = k*p with q = k (4 limbs, standard form).
-int cuzk_g1_point_op(int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
-    return point_op_impl<G1>(op, p, q, out);
+int cuzk_g1_point_op(int curve, int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return point_op_impl<typename decltype(c)::G1>(op, p, q, out);
+    });
 }
-int cuzk_g2_point_op(int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
-    return point_op_impl<G2>(op, p, q, out);
+int cuzk_g2_point_op(int curve, int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return point_op_impl<typename decltype(c)::G2>(op, p, q, out);
+    });
 }
 
 // Validate n affine points: coordinates canonical and on the curve
-// (infinity passes).  On failure *bad_index (if not NULL) = first bad point.
-int cuzk_g1_check_points(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
-    return guarded([&]() { return check_points_impl<G1>(pts, n, bad_index); });
+// (infinity passes; no subgroup check).  On failure *bad_index (if not NULL) =
+// first bad point.
+int cuzk_g1_check_points(int curve, const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
+    return with_curve(curve, [&](auto c) {
+        return guarded([&]() { return check_points_impl<typename decltype(c)::G1>(pts, n, bad_index); });
+    });
 }
-int cuzk_g2_check_points(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
-    return guarded([&]() { return check_points_impl<G2>(pts, n, bad_index); });
+int cuzk_g2_check_points(int curve, const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
+    return with_curve(curve, [&](auto c) {
+        return guarded([&]() { return check_points_impl<typename decltype(c)::G2>(pts, n, bad_index); });
+    });
 }
 
-// Jacobian (12 / 24 limbs) -> affine (8 / 16 limbs), Montgomery.
-int cuzk_g1_to_affine(const uint64_t* jac, uint64_t* out) {
-    return jacobian_to_affine_impl<G1>(jac, out);
+// Jacobian (3L / 6L limbs) -> affine (2L / 4L limbs), Montgomery.
+int cuzk_g1_to_affine(int curve, const uint64_t* jac, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return jacobian_to_affine_impl<typename decltype(c)::G1>(jac, out);
+    });
 }
-int cuzk_g2_to_affine(const uint64_t* jac, uint64_t* out) {
-    return jacobian_to_affine_impl<G2>(jac, out);
+int cuzk_g2_to_affine(int curve, const uint64_t* jac, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return jacobian_to_affine_impl<typename decltype(c)::G2>(jac, out);
+    });
 }
 
 // ---------------------------------------------------------------- QAP
-// coef_records: n_coefs packed 44-byte zkey section-4 records
+// coef_records: n_coefs packed 44-byte zkey section-4 records (both curves: n8r = 32)
 //   (u32 matrix 0=A/1=B, u32 constraint, u32 signal, 32-byte coef*R^2 mod r).
 // witness: n_vars x 4 limbs, standard form.
 // a_out, b_out: domain_size x 4 limbs each, Montgomery form, fully written.
-int cuzk_evaluate_ab(const uint8_t* coef_records, uint64_t n_coefs, const uint64_t* witness,
-                     uint64_t n_vars, uint64_t domain_size, uint64_t* a_out, uint64_t* b_out,
-                     int threads) {
+int cuzk_evaluate_ab(int curve, const uint8_t* coef_records, uint64_t n_coefs,
+                     const uint64_t* witness, uint64_t n_vars, uint64_t domain_size,
+                     uint64_t* a_out, uint64_t* b_out, int threads) {
     if ((n_coefs > 0 && !coef_records) || (n_vars > 0 && !witness) ||
         (domain_size > 0 && (!a_out || !b_out)))
         return CUZK_ERR_NULL;
-    return guarded([&]() -> int {
-        int st = evaluate_ab(coef_records, n_coefs, witness, n_vars, domain_size,
-                             reinterpret_cast<Fr*>(a_out), reinterpret_cast<Fr*>(b_out), threads);
-        if (st == QAP_BAD_RECORD) return CUZK_ERR_RECORD;
-        if (st == QAP_NONCANONICAL) return CUZK_ERR_NONCANONICAL;
-        return CUZK_OK;
+    return with_curve(curve, [&](auto c) {
+        typedef decltype(c) C;
+        typedef typename C::Fr F;
+        return guarded([&]() -> int {
+            int st = evaluate_ab<C>(coef_records, n_coefs, witness, n_vars, domain_size,
+                                    reinterpret_cast<F*>(a_out), reinterpret_cast<F*>(b_out),
+                                    threads);
+            if (st == QAP_BAD_RECORD) return CUZK_ERR_RECORD;
+            if (st == QAP_NONCANONICAL) return CUZK_ERR_NONCANONICAL;
+            return CUZK_OK;
+        });
     });
 }
 
 // a, b: 2^log_n evaluations each (Montgomery); used as scratch (destroyed).
 // h_out: 2^log_n x 4 limbs, STANDARD form (ready as MSM scalars):
 // h_i = A(g w^i) B(g w^i) - C(g w^i), C = A*B on the domain, g = ROOTS[log_n+1].
-int cuzk_compute_h(uint64_t* a, uint64_t* b, uint32_t log_n, int threads, uint64_t* h_out) {
+int cuzk_compute_h(int curve, uint64_t* a, uint64_t* b, uint32_t log_n, int threads,
+                   uint64_t* h_out) {
     if (!a || !b || !h_out) return CUZK_ERR_NULL;
-    if (log_n >= CUZK_FR_MAX_LOG2) return CUZK_ERR_ARG;
-    return guarded([&]() -> int {
-        const uint64_t n = (uint64_t)1 << log_n;
-        for (uint64_t i = 0; i < n; ++i)
-            if (!Fr::is_canonical(a + 4 * i) || !Fr::is_canonical(b + 4 * i))
-                return CUZK_ERR_NONCANONICAL;
-        compute_h(reinterpret_cast<Fr*>(a), reinterpret_cast<Fr*>(b), log_n, threads, h_out);
-        return CUZK_OK;
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        typedef typename C::Fr F;
+        if (log_n >= C::FR_MAX_LOG2) return CUZK_ERR_ARG;
+        return guarded([&]() -> int {
+            const uint64_t n = (uint64_t)1 << log_n;
+            for (uint64_t i = 0; i < n; ++i)
+                if (!F::is_canonical(a + F::N * i) || !F::is_canonical(b + F::N * i))
+                    return CUZK_ERR_NONCANONICAL;
+            compute_h<C>(reinterpret_cast<F*>(a), reinterpret_cast<F*>(b), log_n, threads, h_out);
+            return CUZK_OK;
+        });
     });
 }
 

@@ -2,47 +2,58 @@
 // Regenerate with:  python tools/gen_curve_constants.py
 // Check with:       python tools/gen_curve_constants.py --check
 //
-// All multi-limb values are 4 x 64-bit limbs, little-endian (limb 0 least
-// significant).  "Montgomery" means x * 2^256 mod p.  Plain macros only, so
-// that host C++, nvcc and NVRTC can all consume this file.
+// Multi-limb values are 64-bit limbs, little-endian (limb 0 least significant):
+// Fq 4 limbs, Fr 4 limbs.  "Montgomery" means x * 2^(64 * limbs) mod p.  Each
+// value is given limb by limb and as a comma list (<NAME>_LIMBS).  Plain macros only,
+// so that host C++, nvcc and NVRTC can all consume this file.
 #ifndef CUZK_BN254_CONSTANTS_CUH
 #define CUZK_BN254_CONSTANTS_CUH
 
 // ---- base field Fq ----
 // p = 21888242871839275222246405745257275088696311157297823662689037894645226208583
+#define CUZK_FQ_LIMBS 4
+#define CUZK_FQ_BITS 254
 #define CUZK_FQ_P0 0x3c208c16d87cfd47ULL
 #define CUZK_FQ_P1 0x97816a916871ca8dULL
 #define CUZK_FQ_P2 0xb85045b68181585dULL
 #define CUZK_FQ_P3 0x30644e72e131a029ULL
+#define CUZK_FQ_P_LIMBS 0x3c208c16d87cfd47ULL, 0x97816a916871ca8dULL, 0xb85045b68181585dULL, 0x30644e72e131a029ULL
 // one in Montgomery form: 2^256 mod p
 #define CUZK_FQ_ONE0 0xd35d438dc58f0d9dULL
 #define CUZK_FQ_ONE1 0x0a78eb28f5c70b3dULL
 #define CUZK_FQ_ONE2 0x666ea36f7879462cULL
 #define CUZK_FQ_ONE3 0x0e0a77c19a07df2fULL
+#define CUZK_FQ_ONE_LIMBS 0xd35d438dc58f0d9dULL, 0x0a78eb28f5c70b3dULL, 0x666ea36f7879462cULL, 0x0e0a77c19a07df2fULL
 // 2^512 mod p (to convert into Montgomery form)
 #define CUZK_FQ_R2_0 0xf32cfc5b538afa89ULL
 #define CUZK_FQ_R2_1 0xb5e71911d44501fbULL
 #define CUZK_FQ_R2_2 0x47ab1eff0a417ff6ULL
 #define CUZK_FQ_R2_3 0x06d89f71cab8351fULL
+#define CUZK_FQ_R2_LIMBS 0xf32cfc5b538afa89ULL, 0xb5e71911d44501fbULL, 0x47ab1eff0a417ff6ULL, 0x06d89f71cab8351fULL
 // -p^-1 mod 2^64
 #define CUZK_FQ_INV 0x87d20782e4866389ULL
 
 // ---- scalar field Fr ----
 // p = 21888242871839275222246405745257275088548364400416034343698204186575808495617
+#define CUZK_FR_LIMBS 4
+#define CUZK_FR_BITS 254
 #define CUZK_FR_P0 0x43e1f593f0000001ULL
 #define CUZK_FR_P1 0x2833e84879b97091ULL
 #define CUZK_FR_P2 0xb85045b68181585dULL
 #define CUZK_FR_P3 0x30644e72e131a029ULL
+#define CUZK_FR_P_LIMBS 0x43e1f593f0000001ULL, 0x2833e84879b97091ULL, 0xb85045b68181585dULL, 0x30644e72e131a029ULL
 // one in Montgomery form: 2^256 mod p
 #define CUZK_FR_ONE0 0xac96341c4ffffffbULL
 #define CUZK_FR_ONE1 0x36fc76959f60cd29ULL
 #define CUZK_FR_ONE2 0x666ea36f7879462eULL
 #define CUZK_FR_ONE3 0x0e0a77c19a07df2fULL
+#define CUZK_FR_ONE_LIMBS 0xac96341c4ffffffbULL, 0x36fc76959f60cd29ULL, 0x666ea36f7879462eULL, 0x0e0a77c19a07df2fULL
 // 2^512 mod p (to convert into Montgomery form)
 #define CUZK_FR_R2_0 0x1bb8e645ae216da7ULL
 #define CUZK_FR_R2_1 0x53fe3ab1e35c59e3ULL
 #define CUZK_FR_R2_2 0x8c49833d53bb8085ULL
 #define CUZK_FR_R2_3 0x0216d0b17f4e44a5ULL
+#define CUZK_FR_R2_LIMBS 0x1bb8e645ae216da7ULL, 0x53fe3ab1e35c59e3ULL, 0x8c49833d53bb8085ULL, 0x0216d0b17f4e44a5ULL
 // -p^-1 mod 2^64
 #define CUZK_FR_INV 0xc2e1f593efffffffULL
 
@@ -52,6 +63,7 @@
 #define CUZK_G1_B1 0x1f6ac17ae15521b9ULL
 #define CUZK_G1_B2 0x334bea4e696bd284ULL
 #define CUZK_G1_B3 0x2a1f6744ce179d8eULL
+#define CUZK_G1_B_LIMBS 0x7a17caa950ad28d7ULL, 0x1f6ac17ae15521b9ULL, 0x334bea4e696bd284ULL, 0x2a1f6744ce179d8eULL
 // G2 over Fq2 = Fq[u]/(u^2+1), b' = 3/(9+u) (Montgomery)
 //   c0 = 19485874751759354771024239261021720505790618469301721065564631296452457478373
 //   c1 = 266929791119991161246907387137283842545076965332900288569378510910307636690
@@ -59,10 +71,12 @@
 #define CUZK_G2_B_C0_1 0x020b1b273633535dULL
 #define CUZK_G2_B_C0_2 0x26b7edf049755260ULL
 #define CUZK_G2_B_C0_3 0x2514c6324384a86dULL
+#define CUZK_G2_B_C0_LIMBS 0x3bf938e377b802a8ULL, 0x020b1b273633535dULL, 0x26b7edf049755260ULL, 0x2514c6324384a86dULL
 #define CUZK_G2_B_C1_0 0x38e7ecccd1dcff67ULL
 #define CUZK_G2_B_C1_1 0x65f0b37d93ce0d3eULL
 #define CUZK_G2_B_C1_2 0xd749d0dd22ac00aaULL
 #define CUZK_G2_B_C1_3 0x0141b9ce4a688d4dULL
+#define CUZK_G2_B_C1_LIMBS 0x38e7ecccd1dcff67ULL, 0x65f0b37d93ce0d3eULL, 0xd749d0dd22ac00aaULL, 0x0141b9ce4a688d4dULL
 
 // ---- Fr roots of unity (snarkjs / ffjavascript convention) ----
 // nqr = 5 (smallest quadratic non-residue >= 2)

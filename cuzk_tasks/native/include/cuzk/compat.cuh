@@ -19,6 +19,18 @@
 #endif
 #endif
 
+// Full unrolling of the limb loops (constant trip counts), so that limb indices
+// are compile-time constants on both compilers.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define CUZK_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__) && !defined(__clang__)
+#define CUZK_UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define CUZK_UNROLL _Pragma("unroll")
+#else
+#define CUZK_UNROLL
+#endif
+
 #if defined(__CUDACC_RTC__)
 // NVRTC has no <stdint.h>; provide the fixed-width types ourselves.
 typedef unsigned long long uint64_t;

@@ -7,11 +7,16 @@
 //   Jacobian (X, Y, Z):        x = X/Z^2,  y = Y/Z^3;        infinity: Z = 0
 //   XYZZ     (X, Y, ZZ, ZZZ):  x = X/ZZ,   y = Y/ZZZ, ZZ^3 = ZZZ^2; infinity: ZZ = 0
 // All coordinates are in Montgomery form.
+//
+// The curves themselves are bundles (struct BN254, struct BLS12_381: Fq, Fr,
+// Fq2, G1, G2) made by CUZK_CURVE_BUNDLE from their generated constants in
+// bn254.cuh and bls12_381.cuh, which this header includes at its end, so that
+// including curve.cuh gives every curve.
 #ifndef CUZK_CURVE_CUH
 #define CUZK_CURVE_CUH
 
 #include "compat.cuh"
-#include "bn254.cuh"
+#include "field.cuh"
 
 namespace cuzk {
 
@@ -54,9 +59,12 @@ struct XYZZPoint {
     CUZK_HD CUZK_INLINE bool is_inf() const { return ZZ.is_zero(); }
 };
 
+// Params: b() (the curve constant, Montgomery) and typedef Scalar (the field
+// of the group order, whose elements the MSM scalars are).
 template <class F, class Params>
 struct Curve {
     typedef F Field;
+    typedef typename Params::Scalar Scalar;
     typedef AffinePoint<F> Affine;
     typedef JacobianPoint<F> Jacobian;
     typedef XYZZPoint<F> XYZZ;
@@ -297,11 +305,11 @@ struct Curve {
 
     // ------------------------------------------------------------------
     // Scalar multiplication (simple double-and-add; for tests / small use).
-    // k: 4 little-endian limbs, plain integer (any 256-bit value).
+    // k: Scalar::N little-endian limbs, plain integer (any value of that width).
     // ------------------------------------------------------------------
     CUZK_HD static Jacobian mul(const Affine& p, const uint64_t* k) {
         Jacobian acc = Jacobian::infinity();
-        for (int i = 3; i >= 0; --i) {
+        for (int i = Scalar::N - 1; i >= 0; --i) {
             for (int bit = 63; bit >= 0; --bit) {
                 acc = dbl(acc);
                 if ((k[i] >> bit) & 1) acc = add_mixed(acc, p);
@@ -311,28 +319,40 @@ struct Curve {
     }
 };
 
-struct G1Params {
-    CUZK_HD CUZK_INLINE static Fq b() {
-        Fq r;
-        r.v[0] = CUZK_G1_B0; r.v[1] = CUZK_G1_B1; r.v[2] = CUZK_G1_B2; r.v[3] = CUZK_G1_B3;
-        return r;
+// The curve bundle struct NAME from the generated macros with prefix PFX
+// (PFX_FQ_*, PFX_FR_*, PFX_G1_B_LIMBS, PFX_G2_B_C{0,1}_LIMBS, PFX_FR_MAX_LOG2):
+// G1 is y^2 = x^3 + b over Fq, G2 the twist over Fq2 = Fq[u]/(u^2 + 1).
+#define CUZK_CURVE_BUNDLE(NAME, PFX)                                                  \
+    struct NAME {                                                                     \
+        CUZK_FIELD_PARAMS(FqParams, PFX##_FQ);                                        \
+        CUZK_FIELD_PARAMS(FrParams, PFX##_FR);                                        \
+        typedef Field<FqParams> Fq;                                                   \
+        typedef Field<FrParams> Fr;                                                   \
+        typedef Fq2T<Fq> Fq2;                                                         \
+        struct G1Params {                                                             \
+            typedef Fr Scalar;                                                        \
+            CUZK_HD CUZK_INLINE static Fq b() {                                       \
+                const uint64_t l[Fq::N] = {PFX##_G1_B_LIMBS};                         \
+                return Fq::from_raw(l);                                               \
+            }                                                                         \
+        };                                                                            \
+        struct G2Params {                                                             \
+            typedef Fr Scalar;                                                        \
+            CUZK_HD CUZK_INLINE static Fq2 b() {                                      \
+                const uint64_t l[Fq2::N] = {PFX##_G2_B_C0_LIMBS, PFX##_G2_B_C1_LIMBS};  \
+                return Fq2::from_raw(l);                                              \
+            }                                                                         \
+        };                                                                            \
+        typedef Curve<Fq, G1Params> G1;                                               \
+        typedef Curve<Fq2, G2Params> G2;                                              \
+        static constexpr uint32_t FR_MAX_LOG2 = PFX##_FR_MAX_LOG2;                    \
     }
-};
-
-struct G2Params {
-    CUZK_HD CUZK_INLINE static Fq2 b() {
-        Fq2 r;
-        r.c0.v[0] = CUZK_G2_B_C0_0; r.c0.v[1] = CUZK_G2_B_C0_1;
-        r.c0.v[2] = CUZK_G2_B_C0_2; r.c0.v[3] = CUZK_G2_B_C0_3;
-        r.c1.v[0] = CUZK_G2_B_C1_0; r.c1.v[1] = CUZK_G2_B_C1_1;
-        r.c1.v[2] = CUZK_G2_B_C1_2; r.c1.v[3] = CUZK_G2_B_C1_3;
-        return r;
-    }
-};
-
-typedef Curve<Fq, G1Params> G1;
-typedef Curve<Fq2, G2Params> G2;
 
 }  // namespace cuzk
+
+// Every curve (each of these includes this header first; the guards make the
+// order irrelevant).
+#include "bn254.cuh"
+#include "bls12_381.cuh"
 
 #endif  // CUZK_CURVE_CUH

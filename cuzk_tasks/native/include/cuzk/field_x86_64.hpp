@@ -1,4 +1,4 @@
-// Host-only x86-64 inline-assembly kernels for the 4-limb Montgomery field.
+// Host-only x86-64 inline-assembly kernels for the 4- and 6-limb Montgomery fields.
 //
 // Included by field.cuh only for host x86-64 builds (never by nvcc/NVRTC).
 // The kernels use MULX/ADCX/ADOX (BMI2 + ADX); they are selected at run time
@@ -111,6 +111,121 @@ inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint6
 
 #undef CUZK_X86_MUL_ROW
 #undef CUZK_X86_RED_ROW
+
+// 6-limb twin of mont_mul_adx (BLS12-381 Fq): r = a * b * 2^-384 mod p, fully
+// reduced; m = {p0..p5, -p^-1 mod 2^64}; p < 2^383 (no-carry CIOS); r may alias
+// a or b (it is written only after a and b are read).  t0..t6 rotate through
+// r8..r14; the result is stored through r with a borrow-selected copy.
+#define CUZK_X86_MUL_ROW6(OFF, A, B, C, D, E, F, G)    \
+    "movq " OFF "(%[b]), %%rdx\n\t"                   \
+    "xorl %%eax, %%eax\n\t"                           \
+    "mulxq 0(%[a]), %[lo], %[hi]\n\t"                 \
+    "adcxq %[lo], " A "\n\t"                          \
+    "adoxq %[hi], " B "\n\t"                          \
+    "mulxq 8(%[a]), %[lo], %[hi]\n\t"                 \
+    "adcxq %[lo], " B "\n\t"                          \
+    "adoxq %[hi], " C "\n\t"                          \
+    "mulxq 16(%[a]), %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " C "\n\t"                          \
+    "adoxq %[hi], " D "\n\t"                          \
+    "mulxq 24(%[a]), %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " D "\n\t"                          \
+    "adoxq %[hi], " E "\n\t"                          \
+    "mulxq 32(%[a]), %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " E "\n\t"                          \
+    "adoxq %[hi], " F "\n\t"                          \
+    "mulxq 40(%[a]), %[lo], " G "\n\t"                \
+    "adcxq %[lo], " F "\n\t"                          \
+    "adoxq %%rax, " G "\n\t"                          \
+    "adcxq %%rax, " G "\n\t"
+
+#define CUZK_X86_RED_ROW6(A, B, C, D, E, F, G)         \
+    "movq " A ", %%rdx\n\t"                           \
+    "imulq 48+%[m], %%rdx\n\t"                       \
+    "xorl %%eax, %%eax\n\t"                           \
+    "mulxq 0+%[m], %[lo], %[hi]\n\t"                 \
+    "adcxq %[lo], " A "\n\t"                          \
+    "adoxq %[hi], " B "\n\t"                          \
+    "mulxq 8+%[m], %[lo], %[hi]\n\t"                 \
+    "adcxq %[lo], " B "\n\t"                          \
+    "adoxq %[hi], " C "\n\t"                          \
+    "mulxq 16+%[m], %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " C "\n\t"                          \
+    "adoxq %[hi], " D "\n\t"                          \
+    "mulxq 24+%[m], %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " D "\n\t"                          \
+    "adoxq %[hi], " E "\n\t"                          \
+    "mulxq 32+%[m], %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " E "\n\t"                          \
+    "adoxq %[hi], " F "\n\t"                          \
+    "mulxq 40+%[m], %[lo], %[hi]\n\t"                \
+    "adcxq %[lo], " F "\n\t"                          \
+    "adoxq %[hi], " G "\n\t"                          \
+    "adcxq %%rax, " G "\n\t"
+
+// result limb I (register T) minus p_I with borrow, stored to r[I]
+#define CUZK_X86_SUB6(I, T, OP)                       \
+    "movq " T ", %[lo]\n\t"                           \
+    OP " " #I "*8+%[m], %[lo]\n\t"                   \
+    "movq %[lo], " #I "*8(%[r])\n\t"
+// borrow: the result was < p, store it unreduced
+#define CUZK_X86_SEL6(I, T)                           \
+    "movq " #I "*8(%[r]), %[lo]\n\t"                  \
+    "cmovcq " T ", %[lo]\n\t"                         \
+    "movq %[lo], " #I "*8(%[r])\n\t"
+
+inline __attribute__((always_inline)) void mont_mul_adx6(uint64_t* r, const uint64_t* a,
+                                                         const uint64_t* b, const uint64_t (&m)[7]) {
+    uint64_t lo, hi;
+    __asm__ volatile(
+        "movq 0(%[b]), %%rdx\n\t"
+        "xorl %%eax, %%eax\n\t"
+        "mulxq 0(%[a]), %%r8, %%r9\n\t"
+        "mulxq 8(%[a]), %[lo], %%r10\n\t"
+        "adcxq %[lo], %%r9\n\t"
+        "mulxq 16(%[a]), %[lo], %%r11\n\t"
+        "adcxq %[lo], %%r10\n\t"
+        "mulxq 24(%[a]), %[lo], %%r12\n\t"
+        "adcxq %[lo], %%r11\n\t"
+        "mulxq 32(%[a]), %[lo], %%r13\n\t"
+        "adcxq %[lo], %%r12\n\t"
+        "mulxq 40(%[a]), %[lo], %%r14\n\t"
+        "adcxq %[lo], %%r13\n\t"
+        "adcxq %%rax, %%r14\n\t"
+        CUZK_X86_RED_ROW6("%%r8", "%%r9", "%%r10", "%%r11", "%%r12", "%%r13", "%%r14")
+        CUZK_X86_MUL_ROW6("8", "%%r9", "%%r10", "%%r11", "%%r12", "%%r13", "%%r14", "%%r8")
+        CUZK_X86_RED_ROW6("%%r9", "%%r10", "%%r11", "%%r12", "%%r13", "%%r14", "%%r8")
+        CUZK_X86_MUL_ROW6("16", "%%r10", "%%r11", "%%r12", "%%r13", "%%r14", "%%r8", "%%r9")
+        CUZK_X86_RED_ROW6("%%r10", "%%r11", "%%r12", "%%r13", "%%r14", "%%r8", "%%r9")
+        CUZK_X86_MUL_ROW6("24", "%%r11", "%%r12", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10")
+        CUZK_X86_RED_ROW6("%%r11", "%%r12", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10")
+        CUZK_X86_MUL_ROW6("32", "%%r12", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11")
+        CUZK_X86_RED_ROW6("%%r12", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11")
+        CUZK_X86_MUL_ROW6("40", "%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11", "%%r12")
+        CUZK_X86_RED_ROW6("%%r13", "%%r14", "%%r8", "%%r9", "%%r10", "%%r11", "%%r12")
+        // result (r14, r8, r9, r10, r11, r12) < 2p: store it minus p, then put it
+        // back if that borrowed (mov and cmov leave the flags alone)
+        CUZK_X86_SUB6(0, "%%r14", "subq")
+        CUZK_X86_SUB6(1, "%%r8", "sbbq")
+        CUZK_X86_SUB6(2, "%%r9", "sbbq")
+        CUZK_X86_SUB6(3, "%%r10", "sbbq")
+        CUZK_X86_SUB6(4, "%%r11", "sbbq")
+        CUZK_X86_SUB6(5, "%%r12", "sbbq")
+        CUZK_X86_SEL6(0, "%%r14")
+        CUZK_X86_SEL6(1, "%%r8")
+        CUZK_X86_SEL6(2, "%%r9")
+        CUZK_X86_SEL6(3, "%%r10")
+        CUZK_X86_SEL6(4, "%%r11")
+        CUZK_X86_SEL6(5, "%%r12")
+        : [lo] "=&r"(lo), [hi] "=&r"(hi)
+        : [a] "r"(a), [b] "r"(b), [r] "r"(r), [m] "m"(m)
+        : "rax", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "cc", "memory");
+}
+
+#undef CUZK_X86_MUL_ROW6
+#undef CUZK_X86_RED_ROW6
+#undef CUZK_X86_SUB6
+#undef CUZK_X86_SEL6
 
 }  // namespace x86
 }  // namespace cuzk

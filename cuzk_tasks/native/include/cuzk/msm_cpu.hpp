@@ -1,8 +1,8 @@
 // Host-only Pippenger multi-scalar multiplication for G1 and G2.
 //
 // Algorithm
-//   * scalars (standard form, reduced mod r) are recoded into signed c-bit
-//     digits d in [-2^(c-1), 2^(c-1)], W = floor(254/c) + 1 windows; each
+//   * scalars (4 limbs, standard form, reduced mod r) are recoded into signed
+//     c-bit digits d in [-2^(c-1), 2^(c-1)], W = floor(bits(r)/c) + 1 windows; each
 //     window's digit is computed on the fly (see SignedDigit);
 //   * bucket |d|-1 of window w accumulates sign(d)*P.  Buckets are affine and
 //     are filled with *batched affine additions*: up to B independent
@@ -33,25 +33,21 @@
 
 namespace cuzk {
 
-static const int kScalarBits = 254;
-
 // ---------------------------------------------------------------------------
-// scalar handling
+// scalar handling (Fr: the scalar field, 4 limbs for both curves)
 // ---------------------------------------------------------------------------
+template <class Fr>
 inline bool geq_r(const uint64_t* s) {
-    const uint64_t r[4] = {FrParams::P0, FrParams::P1, FrParams::P2, FrParams::P3};
-    for (int i = 3; i >= 0; --i) {
-        if (s[i] != r[i]) return s[i] > r[i];
-    }
-    return true;
+    static_assert(Fr::N == 4, "MSM scalars are 4 limbs");
+    return !Fr::is_canonical(s);
 }
 
+template <class Fr>
 inline void reduce_scalar(const uint64_t* in, uint64_t* out) {
     out[0] = in[0]; out[1] = in[1]; out[2] = in[2]; out[3] = in[3];
-    const uint64_t r[4] = {FrParams::P0, FrParams::P1, FrParams::P2, FrParams::P3};
-    while (geq_r(out)) {
+    while (geq_r<Fr>(out)) {
         uint64_t b = 0;
-        for (int i = 0; i < 4; ++i) b = sub_borrow(out[i], r[i], b, &out[i]);
+        for (int i = 0; i < 4; ++i) b = sub_borrow(out[i], Fr::modulus_limbs().v[i], b, &out[i]);
     }
 }
 
@@ -119,17 +115,17 @@ struct MsmPlan {
     int batch;    // batch-affine batch size (0 = XYZZ only)
 };
 
-inline int msm_num_windows(int c) { return kScalarBits / c + 1; }
+inline int msm_num_windows(int c, int scalar_bits) { return scalar_bits / c + 1; }
 
 // Pick the window size from a simple cost model (field multiplications):
 // accumulation ~ 10 per (point, window) (batch affine: 6 muls + memory and
 // bookkeeping; ~13 for XYZZ), reduction ~ 24 per bucket, plus
 // the imbalance of splitting units over threads.
-inline MsmPlan msm_plan(uint64_t n, int threads, int mul_weight_affine) {
-    MsmPlan best = {1, msm_num_windows(1), 1, 0};
+inline MsmPlan msm_plan(uint64_t n, int threads, int mul_weight_affine, int scalar_bits) {
+    MsmPlan best = {1, msm_num_windows(1, scalar_bits), 1, 0};
     double best_cost = 1e300;
     for (int c = 1; c <= 20; ++c) {
-        int W = msm_num_windows(c);
+        int W = msm_num_windows(c, scalar_bits);
         double nb = (double)((uint64_t)1 << (c - 1));
         for (int chunks = 1; chunks <= 64; chunks *= 2) {
             if ((uint64_t)chunks > std::max<uint64_t>(1, n / 4096)) break;
@@ -157,18 +153,19 @@ class PippengerMsm {
     typedef typename C::Field F;
     typedef typename C::Affine Affine;
     typedef typename C::XYZZ XYZZ;
+    typedef typename C::Scalar Fr;
 
-    // bases: n affine points; scalars: n x 4 limbs standard form.
+    // bases: n affine points; scalars: n x 4 limbs standard form (Fr = C::Scalar).
     static XYZZ run(const Affine* bases, const uint64_t* scalars, uint64_t n, int threads) {
         threads = resolve_threads(threads);
         if (n == 0) return XYZZ::infinity();
         // Batch-affine only pays off when there are enough points per bucket set.
-        MsmPlan plan = msm_plan(n, threads, n >= 512 ? 100 : 130);
+        MsmPlan plan = msm_plan(n, threads, n >= 512 ? 100 : 130, Fr::BITS);
         if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
             int cw = std::atoi(env);
             if (cw >= 2 && cw <= 22) {
                 plan.c = cw;
-                plan.windows = msm_num_windows(cw);
+                plan.windows = msm_num_windows(cw, Fr::BITS);
             }
         }
         const int c = plan.c, W = plan.windows, K = plan.chunks;
@@ -187,11 +184,11 @@ class PippengerMsm {
         std::vector<uint64_t> reduced;
         const uint64_t* sc = scalars;
         bool need_reduce = false;
-        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r(scalars + 4 * i);
+        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r<Fr>(scalars + 4 * i);
         if (need_reduce) {
             reduced.resize((size_t)n * 4);
             parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
-                for (uint64_t i = b; i < e; ++i) reduce_scalar(scalars + 4 * i, &reduced[(size_t)i * 4]);
+                for (uint64_t i = b; i < e; ++i) reduce_scalar<Fr>(scalars + 4 * i, &reduced[(size_t)i * 4]);
             });
             sc = reduced.data();
         }

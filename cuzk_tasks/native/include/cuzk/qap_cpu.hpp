@@ -1,7 +1,7 @@
 // Host-only QAP step of the Groth16 prover (snarkjs-compatible):
 //   evaluate_ab: A*w and B*w on the evaluation domain from zkey section 4
 //   compute_h:   H evaluations on the odd coset, exactly as snarkjs does.
-// Deliberately separate from the MSM code.
+// Deliberately separate from the MSM code.  C is a curve bundle (curve.cuh).
 #ifndef CUZK_QAP_CPU_HPP
 #define CUZK_QAP_CPU_HPP
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "bn254.cuh"
+#include "curve.cuh"
 #include "ntt_cpu.hpp"
 #include "parallel.hpp"
 
@@ -17,26 +17,31 @@ namespace cuzk {
 
 enum QapStatus { QAP_OK = 0, QAP_BAD_RECORD = 1, QAP_NONCANONICAL = 2 };
 
-static const uint64_t kCoefRecordSize = 44;
+// Bytes of one zkey section-4 record of a scalar field F (44 for both curves).
+template <class F>
+constexpr uint64_t coef_record_size() { return 12 + 8 * F::N; }
 
 // coef records: u32 matrix (0 = A, 1 = B), u32 constraint, u32 signal,
-// 32-byte value (coef * R^2 mod r, little-endian).  witness: standard form.
+// n8r-byte value (coef * R^2 mod r, little-endian).  witness: standard form.
 // a_out / b_out: domain_size elements, Montgomery form.
+template <class C>
 inline int evaluate_ab(const uint8_t* rec, uint64_t n_coefs, const uint64_t* witness,
-                       uint64_t n_vars, uint64_t domain_size, Fr* a_out, Fr* b_out,
-                       int threads) {
+                       uint64_t n_vars, uint64_t domain_size, typename C::Fr* a_out,
+                       typename C::Fr* b_out, int threads) {
+    typedef typename C::Fr Fr;
+    const uint64_t kCoefRecordSize = coef_record_size<Fr>();
     threads = resolve_threads(threads);
     // validate first (single pass, cheap)
     for (uint64_t i = 0; i < n_vars; ++i)
-        if (!Fr::is_canonical(witness + 4 * i)) return QAP_NONCANONICAL;
+        if (!Fr::is_canonical(witness + Fr::N * i)) return QAP_NONCANONICAL;
     for (uint64_t k = 0; k < n_coefs; ++k) {
         const uint8_t* r = rec + k * kCoefRecordSize;
         uint32_t m, c, s;
         std::memcpy(&m, r, 4);
         std::memcpy(&c, r + 4, 4);
         std::memcpy(&s, r + 8, 4);
-        uint64_t v[4];
-        std::memcpy(v, r + 12, 32);
+        uint64_t v[Fr::N];
+        std::memcpy(v, r + 12, sizeof(v));
         if (m > 1 || c >= domain_size || s >= n_vars) return QAP_BAD_RECORD;
         if (!Fr::is_canonical(v)) return QAP_NONCANONICAL;
     }
@@ -58,8 +63,8 @@ inline int evaluate_ab(const uint8_t* rec, uint64_t n_coefs, const uint64_t* wit
             std::memcpy(&m, r, 4);
             std::memcpy(&s, r + 8, 4);
             Fr v;
-            std::memcpy(v.v, r + 12, 32);
-            Fr w = Fr::from_raw(witness + 4 * (uint64_t)s);
+            std::memcpy(v.v, r + 12, sizeof(v.v));
+            Fr w = Fr::from_raw(witness + Fr::N * (uint64_t)s);
             Fr p = Fr::mul(v, w);  // (coef R^2)(w) R^-1 = coef*w*R
             Fr* out = m == 0 ? a_out : b_out;
             out[c] = Fr::add(out[c], p);
@@ -71,7 +76,10 @@ inline int evaluate_ab(const uint8_t* rec, uint64_t n_coefs, const uint64_t* wit
 // a, b: evaluations (Montgomery) on the 2^log_n domain; destroyed.
 // h_out: 2^log_n values, STANDARD form: h_i = A'(i) B'(i) - C'(i) where X'
 // are the evaluations on the coset g*<w>, g = ROOTS[log_n + 1].
-inline void compute_h(Fr* a, Fr* b, uint32_t log_n, int threads, uint64_t* h_out) {
+template <class C>
+inline void compute_h(typename C::Fr* a, typename C::Fr* b, uint32_t log_n, int threads,
+                      uint64_t* h_out) {
+    typedef typename C::Fr Fr;
     threads = resolve_threads(threads);
     const uint64_t n = (uint64_t)1 << log_n;
     std::vector<Fr> c((size_t)n);
@@ -80,20 +88,20 @@ inline void compute_h(Fr* a, Fr* b, uint32_t log_n, int threads, uint64_t* h_out
     });
     // coset twiddles with the 1/n of the inverse transform folded in
     std::vector<Fr> shift((size_t)n);
-    fr_geometric(shift.data(), n, fr_inv_2k(log_n), fr_root(log_n + 1), threads);
+    fr_geometric(shift.data(), n, fr_inv_2k<C>(log_n), fr_root<C>(log_n + 1), threads);
     Fr* bufs[3] = {a, b, c.data()};
     for (int k = 0; k < 3; ++k) {
         Fr* x = bufs[k];
-        ntt_inverse_noscale(x, log_n, threads);
+        ntt_inverse_noscale<C>(x, log_n, threads);
         parallel_for(n, threads, [&](uint64_t lo, uint64_t hi) {
             for (uint64_t i = lo; i < hi; ++i) x[i] = Fr::mul(x[i], shift[i]);
         });
-        ntt_forward(x, log_n, threads);
+        ntt_forward<C>(x, log_n, threads);
     }
     parallel_for(n, threads, [&](uint64_t lo, uint64_t hi) {
         for (uint64_t i = lo; i < hi; ++i) {
             Fr h = Fr::sub(Fr::mul(a[i], b[i]), c[i]);
-            h.to_standard(h_out + 4 * i);
+            h.to_standard(h_out + Fr::N * i);
         }
     });
 }
