@@ -182,8 +182,11 @@ class SyntheticZkey:
         from cuzk_tasks.groth16.reference.curve import G1
         from cuzk_tasks.groth16.zkey import COEF_DTYPE
 
+        from cuzk_tasks.groth16.curves import BN254
+
         rnd = random.Random(seed)
         n = 1 << log_n
+        self.curve = BN254  # the synthetic bases are BN254 points
         self.path = f"synthetic-2^{log_n}"
         self.domain_size = n
         self.log_domain_size = log_n

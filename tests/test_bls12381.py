@@ -9,6 +9,7 @@ import json
 import shutil
 import struct
 import time
+import types
 
 import pytest
 
@@ -137,11 +138,51 @@ def test_witness_of_another_curve_is_refused_naming_both():
         read_wtns(fixture_dir(MULCHAIN) / "witness.wtns", zkey=bn_zk)
 
 
-def test_prover_refuses_bls12_381_clearly():
+@pytest.mark.parametrize("name", BLS12381_FIXTURES)
+def test_the_native_prover_makes_valid_bls12_381_proofs(name):
+    """The native core on BLS12-381: a proof of the fixture's witness verifies, its public
+    signals are snarkjs's, and a tampered copy is refused."""
+    from cuzk_tasks.groth16.prover import prove
+
+    zk = read_zkey(fixture_dir(name) / "circuit.zkey")
+    w = read_wtns(fixture_dir(name) / "witness.wtns", zkey=zk)
+    proof, public = prove(zk, w, backend="cpu")
+    assert proof["curve"] == "bls12381" and proof["protocol"] == "groth16"
+    assert public == _load(name, "public.json")
+    vkey = _load(name, "verification_key.json")
+    assert verify(vkey, public, proof)
+    bad = dict(proof, pi_a=proof["pi_c"])
+    assert verify(vkey, public, bad) is False
+
+
+@requires_snarkjs
+@pytest.mark.parametrize("name", BLS12381_FIXTURES)
+def test_snarkjs_accepts_native_bls12_381_proofs_and_refuses_tampered_ones(name, tmp_path):
+    from cuzk_tasks.groth16.prover import prove
+
+    zk = read_zkey(fixture_dir(name) / "circuit.zkey")
+    proof, public = prove(zk, read_wtns(fixture_dir(name) / "witness.wtns", zkey=zk), backend="cpu")
+    vkey = _load(name, "verification_key.json")
+    assert snarkjs_verify(tmp_path, vkey, public, proof)
+    assert not snarkjs_verify(tmp_path, vkey, public, dict(proof, pi_a=proof["pi_c"]))
+    tampered = [str((int(public[0]) + 1) % BLS12_381.r)] + public[1:]
+    assert not snarkjs_verify(tmp_path, vkey, tampered, proof)
+    assert verify(vkey, tampered, proof) is False
+
+
+def test_the_gpu_backend_refuses_bls12_381_clearly():
+    """The BLS12-381 kernels are compile-checked and emulated, not yet a GPU backend's: a
+    BLS12-381 zkey on it is refused before any device work, naming what to use instead."""
+    from cuzk_tasks.groth16.gpu import GpuBackend
+    from cuzk_tasks.groth16.prover import require_backend_curve
+
     zk = read_zkey(fixture_dir(MULCHAIN) / "circuit.zkey")
+    stand_in = types.SimpleNamespace(name=GpuBackend.name, curves=GpuBackend.curves)
+    with pytest.raises(ProofError, match="the gpu backend does not prove BLS12-381 yet.*use the cpu backend"):
+        require_backend_curve(stand_in, zk)
     w = read_wtns(fixture_dir(MULCHAIN) / "witness.wtns", zkey=zk)
-    with pytest.raises(ProofError, match="BLS12-381 proving is not supported yet by the native core"):
-        prove_start(zk, w, backend="cpu")
+    with pytest.raises(ProofError, match="does not prove BLS12-381"):
+        prove_start(zk, w, backend=stand_in)
 
 
 # ---------------------------------------------------------------- verifier ---
@@ -293,7 +334,7 @@ def test_snarkjs_accepts_reference_bls12_381_proof(tmp_path):
 
 # -------------------------------------------------------------------- CLI ---
 
-def test_cli_witness_vkey_verify_and_prove_refusal(tmp_path, capsys):
+def test_cli_witness_vkey_prove_and_verify(tmp_path, capsys):
     from cuzk_tasks.cli import main as cli_main
 
     d = fixture_dir(MULCHAIN)
@@ -311,9 +352,10 @@ def test_cli_witness_vkey_verify_and_prove_refusal(tmp_path, capsys):
                      str(d / "proof.json")]) == 1
     capsys.readouterr()
     assert cli_main(["prove", str(d / "circuit.zkey"), str(tmp_path / "w.wtns"),
-                     str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 2
-    assert "BLS12-381 proving is not supported yet by the native core" in capsys.readouterr().err
-    assert not (tmp_path / "p.json").exists()
+                     str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 0
+    assert json.loads((tmp_path / "p.json").read_text())["curve"] == "bls12381"
+    assert cli_main(["verify", str(tmp_path / "vk.json"), str(tmp_path / "pub.json"),
+                     str(tmp_path / "p.json")]) == 0
     # a BN254 witness for the BLS12-381 zkey: refused naming both files
     assert cli_main(["prove", str(d / "circuit.zkey"), str(fixture_dir("mulchain") / "witness.wtns"),
                      str(tmp_path / "p.json"), str(tmp_path / "pub.json")]) == 2
@@ -321,9 +363,9 @@ def test_cli_witness_vkey_verify_and_prove_refusal(tmp_path, capsys):
     assert "different curves" in err and "mulchain/witness.wtns" in err and "bls12381/mulchain" in err
 
 
-def test_pipeline_prover_refuses_bls12_381_and_mismatched_witnesses():
+def test_pipeline_prover_proves_bls12_381_and_refuses_mismatched_witnesses():
     """Groth16Prover (what prove_start/finalize tasks call) reads the witness with the
-    resident zkey: a mismatched curve names both files, a BLS12-381 job fails clearly."""
+    resident zkey: a mismatched curve names both files; a BLS12-381 job is proved."""
     from types import SimpleNamespace
 
     from cuzk_tasks.provers import Groth16Prover
@@ -336,5 +378,8 @@ def test_pipeline_prover_refuses_bls12_381_and_mismatched_witnesses():
     with pytest.raises(FormatError, match="different curves") as ei:
         prover.prove_start("bls-mulchain", bn_wtns)
     assert bn_wtns in str(ei.value) and zk.path in str(ei.value)
-    with pytest.raises(ProofError, match="BLS12-381 proving is not supported yet"):
-        prover.prove_start("bls-mulchain", str(fixture_dir(MULCHAIN) / "witness.wtns"))
+    witness = str(fixture_dir(MULCHAIN) / "witness.wtns")
+    partial = prover.prove_start("bls-mulchain", witness)
+    assert partial["curve"] == "bls12381"
+    proof, public = prover.prove_finish("bls-mulchain", json.loads(json.dumps(partial)), witness)
+    assert verify(_load(MULCHAIN, "verification_key.json"), public, proof)

@@ -10,6 +10,7 @@ import logging
 from .. import defaults
 from ..errors import CuzkError
 from . import points
+from .curves import BLS12_381, BN254
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +19,8 @@ class CpuBackend:
     """The native multithreaded C++ core."""
 
     name = "cpu"
+    #: the curves it proves (the native core is written once for both)
+    curves = (BN254, BLS12_381)
 
     def __init__(self, threads=None):
         from . import native  # imported lazily so a missing build is a clear error at use
@@ -26,16 +29,19 @@ class CpuBackend:
         self.threads = threads or native.default_threads()
 
     def evaluate_ab(self, zkey, witness_values):
-        return self._native.evaluate_ab(zkey.coefs, witness_values, zkey.domain_size, threads=self.threads)
+        return self._native.evaluate_ab(zkey.coefs, witness_values, zkey.domain_size,
+                                        threads=self.threads, curve=zkey.curve)
 
-    def compute_h(self, a_evals, b_evals):
-        return self._native.compute_h(a_evals, b_evals, threads=self.threads)
+    def compute_h(self, a_evals, b_evals, curve=BN254):
+        return self._native.compute_h(a_evals, b_evals, threads=self.threads, curve=curve)
 
-    def g1_msm(self, bases, scalars):
-        return points.g1_jacobian_to_affine(self._native.g1_msm(bases, scalars, threads=self.threads))
+    def g1_msm(self, bases, scalars, curve=BN254):
+        return points.g1_jacobian_to_affine(
+            self._native.g1_msm(bases, scalars, threads=self.threads, curve=curve), curve)
 
-    def g2_msm(self, bases, scalars):
-        return points.g2_jacobian_to_affine(self._native.g2_msm(bases, scalars, threads=self.threads))
+    def g2_msm(self, bases, scalars, curve=BN254):
+        return points.g2_jacobian_to_affine(
+            self._native.g2_msm(bases, scalars, threads=self.threads, curve=curve), curve)
 
 
 BACKENDS = ("cpu", "gpu", "auto")

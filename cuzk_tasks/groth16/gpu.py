@@ -53,6 +53,7 @@ import numpy as np
 from .. import defaults
 from ..errors import CuzkError, GpuError, ProofError
 from . import points
+from .curves import BN254
 from .reference.field import FR, MONT_R
 
 log = logging.getLogger(__name__)
@@ -286,6 +287,8 @@ class GpuBackend:
     """Groth16 heavy lifting on one CUDA device (see module docstring)."""
 
     name = "gpu"
+    #: the curves its kernels prove (the BLS12-381 kernels are compile-checked and emulated)
+    curves = (BN254,)
 
     def __init__(self, device=None, bases_budget_mb=None, scratch_keep_mb=None, threads=None):
         cp = import_cupy()
@@ -530,7 +533,7 @@ class GpuBackend:
                          (x, np.uint32(log_n), np.uint32(stage), tw, np.int32(0)), batch=batch)
 
     @_gpu_call
-    def compute_h(self, a_evals, b_evals):
+    def compute_h(self, a_evals, b_evals, curve=BN254):
         """snarkjs's H on the odd coset, STANDARD form, as a CuPy (n, 4) array.
 
         Device arrays from :meth:`evaluate_ab` are consumed in place (scratch);
@@ -713,10 +716,10 @@ class GpuBackend:
         finally:
             self._trim_scratch()
 
-    def g1_msm(self, bases, scalars):
+    def g1_msm(self, bases, scalars, curve=BN254):
         return points.g1_jacobian_to_affine(self.g1_msm_jacobian(bases, scalars))
 
-    def g2_msm(self, bases, scalars):
+    def g2_msm(self, bases, scalars, curve=BN254):
         """G2 MSM on the CPU core (only prove_finish, on the CPU side, needs it)."""
         from . import native
 

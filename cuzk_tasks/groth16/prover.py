@@ -27,10 +27,9 @@ from .. import defaults
 from ..errors import FormatError, ProofError, SelfVerificationError
 from . import jsonio, points
 from .backends import get_backend
-from .curves import BN254
+from .curves import BN254, curve_by_name
+from .reference.curve import g1_of
 from .wtns import check_witness_curve
-from .reference.curve import G1
-from .reference.field import FR
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +48,12 @@ class PartialProof:
     zkey_delta1: tuple
     backend: str = "cpu"
     timings_ms: dict = field(default_factory=dict)
+    curve: object = BN254  # a curves.Curve; "curve" in JSON (snarkjs name), BN254 when absent
 
     def to_json(self):
         """A JSON-serialisable dict (decimal strings); inverse of :meth:`from_json`."""
         return {
+            "curve": self.curve.snarkjs_name,
             "public_signals": [str(v) for v in self.public_signals],
             "a": _g1_to_json(self.a),
             "b1": _g1_to_json(self.b1),
@@ -68,19 +69,21 @@ class PartialProof:
     @classmethod
     def from_json(cls, obj):
         try:
+            curve = curve_by_name(obj.get("curve") or BN254.snarkjs_name)
             return cls(
                 public_signals=[int(v) for v in obj["public_signals"]],
-                a=_g1_from_json(obj["a"]),
-                b1=_g1_from_json(obj["b1"]),
-                c=_g1_from_json(obj["c"]),
-                h=_g1_from_json(obj["h"]),
+                a=_g1_from_json(obj["a"], curve),
+                b1=_g1_from_json(obj["b1"], curve),
+                c=_g1_from_json(obj["c"], curve),
+                h=_g1_from_json(obj["h"], curve),
                 n_vars=int(obj["n_vars"]),
                 domain_size=int(obj["domain_size"]),
-                zkey_delta1=_g1_from_json(obj["zkey_delta1"]),
+                zkey_delta1=_g1_from_json(obj["zkey_delta1"], curve),
                 backend=str(obj.get("backend", "cpu")),
                 timings_ms=dict(obj.get("timings_ms", {})),
+                curve=curve,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FormatError(None, "partial proof", f"malformed partial proof: {exc!r}") from None
 
 
@@ -88,12 +91,12 @@ def _g1_to_json(p):
     return None if p is None else [str(p[0]), str(p[1])]
 
 
-def _g1_from_json(obj):
+def _g1_from_json(obj, curve):
     if obj is None:
         return None
     point = (int(obj[0]), int(obj[1]))
-    if not G1.is_on_curve(point):
-        raise ValueError("point not on G1")
+    if not g1_of(curve).is_on_curve(point):
+        raise ValueError(f"point not on {curve.name} G1")
     return point
 
 
@@ -115,12 +118,14 @@ class _Timer:
         return _Step()
 
 
-def require_native_curve(zkey):
-    """The native core (and so every backend) proves BN254 only, for now: a zkey for
-    another curve is refused here, before any backend work, rather than half-proved."""
-    if zkey.curve is not BN254:
-        raise ProofError(f"{zkey.curve.name} proving is not supported yet by the native core "
-                         f"(zkey {zkey.path} is for {zkey.curve}; only {BN254} zkeys can be proved)")
+def require_backend_curve(backend, zkey):
+    """A backend proves the curves it lists (``backend.curves``): a zkey of another curve is
+    refused here, before any backend work, rather than half-proved."""
+    curves = getattr(backend, "curves", (BN254,))
+    if zkey.curve not in curves:
+        raise ProofError(f"the {backend.name} backend does not prove {zkey.curve.name} yet (zkey "
+                         f"{zkey.path}; it proves {', '.join(c.name for c in curves)}): use the "
+                         "cpu backend")
 
 
 def witness_values(witness, zkey, source=None):
@@ -159,8 +164,9 @@ def _consumed(zkey, release_pages, *names):
 
 def prove_start(zkey, witness, backend=None, release_pages=False):
     """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
-    require_native_curve(zkey)
     backend = _backend(backend)
+    require_backend_curve(backend, zkey)
+    curve = zkey.curve
     w = witness_values(witness, zkey)
     timings = {}
     step = _Timer(timings)
@@ -168,25 +174,25 @@ def prove_start(zkey, witness, backend=None, release_pages=False):
         a_evals, b_evals = backend.evaluate_ab(zkey, w)
     _consumed(zkey, release_pages, "coefs")
     with step("compute_h"):
-        h = backend.compute_h(a_evals, b_evals)
+        h = backend.compute_h(a_evals, b_evals, curve=curve)
     del a_evals, b_evals
     with step("msm_h"):
-        h_sum = backend.g1_msm(zkey.h_points, h)
+        h_sum = backend.g1_msm(zkey.h_points, h, curve=curve)
     del h
     _consumed(zkey, release_pages, "h_points")
     with step("msm_a"):
-        a = backend.g1_msm(zkey.a_points, w)
+        a = backend.g1_msm(zkey.a_points, w, curve=curve)
     _consumed(zkey, release_pages, "a_points")
     with step("msm_b1"):
-        b1 = backend.g1_msm(zkey.b1_points, w)
+        b1 = backend.g1_msm(zkey.b1_points, w, curve=curve)
     _consumed(zkey, release_pages, "b1_points")
     with step("msm_c"):
-        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:])
+        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:], curve=curve)
     _consumed(zkey, release_pages, "c_points")
     public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
     return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
                         domain_size=zkey.domain_size, zkey_delta1=zkey.delta1,
-                        backend=backend.name, timings_ms=timings)
+                        backend=backend.name, timings_ms=timings, curve=curve)
 
 
 def assemble_proof(zkey, partial, b2, r, s, backend):
@@ -195,14 +201,17 @@ def assemble_proof(zkey, partial, b2, r, s, backend):
     Each output is a short linear combination of known points, so it runs as a
     tiny MSM on the backend rather than as Python-int scalar multiplications.
     """
+    curve = zkey.curve
+
     def g1_combination(terms):
-        bases = np.stack([points.g1_affine_to_mont(p) for p, _ in terms])
-        return backend.g1_msm(bases, points.ints_to_limb_array([k % FR for _, k in terms]))
+        bases = np.stack([points.g1_affine_to_mont(p, curve) for p, _ in terms])
+        return backend.g1_msm(bases, points.ints_to_limb_array([k % curve.r for _, k in terms]),
+                              curve=curve)
 
     pi_a = g1_combination([(zkey.alpha1, 1), (partial.a, 1), (zkey.delta1, r)])
     b1 = g1_combination([(zkey.beta1, 1), (partial.b1, 1), (zkey.delta1, s)])
-    g2_bases = np.stack([points.g2_affine_to_mont(p) for p in (zkey.beta2, b2, zkey.delta2)])
-    pi_b = backend.g2_msm(g2_bases, points.ints_to_limb_array([1, 1, s]))
+    g2_bases = np.stack([points.g2_affine_to_mont(p, curve) for p in (zkey.beta2, b2, zkey.delta2)])
+    pi_b = backend.g2_msm(g2_bases, points.ints_to_limb_array([1, 1, s]), curve=curve)
     pi_c = g1_combination([(partial.c, 1), (partial.h, 1), (pi_a, s), (b1, r), (zkey.delta1, -r * s)])
     return pi_a, pi_b, pi_c
 
@@ -229,23 +238,25 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
     With ``verify`` (the default) a proof that fails the pairing check raises
     :class:`SelfVerificationError` (a :class:`ProofError`) and is never returned.
     """
-    require_native_curve(zkey)
     if isinstance(partial, dict):
         partial = PartialProof.from_json(partial)
-    if partial.n_vars != zkey.n_vars or partial.zkey_delta1 != zkey.delta1:
+    if partial.curve is not zkey.curve or partial.n_vars != zkey.n_vars \
+            or partial.zkey_delta1 != zkey.delta1:
         raise ProofError(f"partial proof was made with a different zkey than {zkey.path}")
     backend = _backend(backend, "cpu")
+    require_backend_curve(backend, zkey)
+    curve = zkey.curve
     w = witness_values(witness, zkey)
     timings = partial.timings_ms
     step = _Timer(timings)
     with step("msm_b2"):
-        b2 = backend.g2_msm(zkey.b2_points, w)
+        b2 = backend.g2_msm(zkey.b2_points, w, curve=curve)
     _consumed(zkey, release_pages, "b2_points")
-    r = secrets.randbelow(FR) if r is None else r % FR
-    s = secrets.randbelow(FR) if s is None else s % FR
+    r = secrets.randbelow(curve.r) if r is None else r % curve.r
+    s = secrets.randbelow(curve.r) if s is None else s % curve.r
     with step("assemble"):
         pi_a, pi_b, pi_c = assemble_proof(zkey, partial, b2, r, s, backend)
-        proof = jsonio.proof_to_json(pi_a, pi_b, pi_c)
+        proof = jsonio.proof_to_json(pi_a, pi_b, pi_c, curve=curve)
         public = jsonio.public_to_json(partial.public_signals)
     if verify:
         from .verifier import verify as verify_proof
@@ -262,7 +273,6 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
 
 def prove(zkey, witness, backend=None, verify=defaults.SELF_VERIFY, vkey=None, release_pages=False):
     """One-call prove: :func:`prove_start` then :func:`prove_finish`."""
-    require_native_curve(zkey)
     backend = _backend(backend)
     partial = prove_start(zkey, witness, backend=backend, release_pages=release_pages)
     finish_backend = backend if backend.name == "cpu" else None
