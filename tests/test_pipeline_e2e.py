@@ -51,6 +51,7 @@ def _config(base):
     return write_circuits_toml(base / "cuzk.toml", {
         "mulchain": ("test-mul", FIX / "mulchain"),
         "poseidon": ("test-poseidon", FIX / "poseidon"),
+        "bls_mulchain": ("test-bls-mul", FIX / "bls12381" / "mulchain"),
         "assert_fail": ("test-assert", FIX / "assert_fail"),
         # TEST-ONLY circuits: same files, singled out by the test instruments
         "poison_test": ("test-poison", FIX / "mulchain"),
@@ -519,3 +520,22 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
                           kwargs={"circuit": "mulchain",
                                   "partitions": [{"input": _input("mulchain")}] * n})
     assert again.get(timeout=30) == job_id
+
+
+def test_a_bls12_381_circuit_proves_through_the_same_workers(cluster):
+    """A registry circuit compiled with circom --prime bls12381 (issue 12): the same workers
+    synthesize, prove and finalize it; every proof verifies against snarkjs's key; the job
+    and the status read name its curve."""
+    c = cluster
+    d = FIX / "bls12381" / "mulchain"
+    inputs = json.loads((d / "input.json").read_text())
+    job = c.client.submit("bls_mulchain", [{"input": inputs}] * 3)
+    bn = c.client.submit("mulchain", [{"input": _input("mulchain")}])
+    result = c.client.wait(job, timeout=60)
+    _assert_valid(result, "bls12381/mulchain", 3)
+    assert all(item["proof"]["curve"] == "bls12381" for item in result["proofs"])
+    c.client.wait(bn, timeout=60)
+    assert c.store.get_job(job)["curve"] == "bls12381"
+    assert c.store.get_job(bn)["curve"] == "bn128"
+    recent = {j["id"]: j for j in c.store.snapshot()["recent_jobs"]}
+    assert recent[job]["curve"] == "bls12381"

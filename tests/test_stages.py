@@ -113,6 +113,7 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
     assert task == "cuzk.finalize" and args[0]["job"] == job and args[0]["backend"] == "cpu"
     pipeline.finalize(cpu, *args, **kwargs)
     assert cpu.store.get_job(job)["state"] == "done"
+    assert cpu.store.get_job(job)["curve"] == "bn128"  # recorded by synth_end from the zkey
     result = cpu.store.get_result(job)
     vk = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
     (proof,) = result["proofs"]

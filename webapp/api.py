@@ -16,7 +16,7 @@ from .status import SCHEMA_VERSION
 
 bp = Blueprint("api", __name__)
 
-JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "request_id", "submitted_at",
+JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "request_id", "submitted_at",
               "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error",
               "deadline_s", "deadline_at")
 

@@ -26,7 +26,7 @@ SCHEMA_VERSION = 2
 (the document's own list); 1 had an object per partition (2.3x the bytes at 500 x 16)."""
 
 PART_FIELDS = reads.STATUS_PARTITION_FIELDS  # docs/api.md, "partition_fields"
-JOB_FIELDS = ("id", "kind", "circuit", "priority", "state", "submitted_at", "started_at",
+JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "submitted_at", "started_at",
               "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
               "deadline_at")
 GPU_FIELDS = {"gpu_mem_used_mb": "mem_used_mb", "gpu_mem_total_mb": "mem_total_mb",

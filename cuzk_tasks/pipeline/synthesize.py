@@ -102,7 +102,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         return None
     message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
     end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
-                          message=ctx.outbox(message))
+                          message=ctx.outbox(message), curve=zkey.curve.snarkjs_name)
     if not end:
         log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
         return None

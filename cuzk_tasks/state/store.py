@@ -418,8 +418,9 @@ class StateStore:
         return SynthBegin(True, reply[1], inputs)
 
     def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms, route_circuit=None,
-                  message=None) -> SynthEnd:
-        """synthesizing -> synth_done; ``job:idx`` joins the unrouted set.
+                  message=None, curve: str | None = None) -> SynthEnd:
+        """synthesizing -> synth_done; ``job:idx`` joins the unrouted set.  ``curve``: the
+        circuit's curve (snarkjs name, from its zkey), recorded on the job once.
 
         With ``route_circuit`` the partition is routed in the same step, as :meth:`route`
         without a worker does (``message``: its prove_start, pushed onto the chosen queue).
@@ -430,7 +431,7 @@ class StateStore:
             route_args = ["1", route_circuit, *self._late_message_args(message)]
         ok, reason, worker, queue = self._run(
             "synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
-            [job_id, idx, attempt, witness_ref, synth_ms, *route_args])
+            [job_id, idx, attempt, witness_ref, synth_ms, curve or "", *route_args])
         routed = None
         if ok and route_circuit is not None:
             routed = (Routed(True, "ok", worker, queue) if worker

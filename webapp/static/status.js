@@ -180,7 +180,7 @@
     replace("jobs", st.jobs.length ? st.jobs.map(function (j) {
       var strip = h("div", {cls: "strip"});
       partitions(st, j).forEach(function (p) { strip.appendChild(partCell(p)); });
-      var tr = row([h("td", {cls: "mono wrap"}, jobLink(j.id)), td(j.kind, "wrap"), td(j.circuit, "wrap"), td(String(j.priority)),
+      var tr = row([h("td", {cls: "mono wrap"}, jobLink(j.id)), td(j.kind, "wrap"), td(j.curve ? j.circuit + " · " + j.curve : j.circuit, "wrap"), td(String(j.priority)),
         td(fmtTime(j.submitted_at)), h("td", null, h("span", {cls: "badge js-" + j.state, text: j.state}),
           j.deadline_at ? h("span", {cls: "muted small deadline", text: " " + fmtDur(j.deadline_at - st.generated_at) + " left"}) : null),
         h("td", null, h("div", {cls: "prog", text: (j.n_done || 0) + "/" + j.n_partitions}), strip)]);
