@@ -201,7 +201,8 @@ def test_prove_start_matches_cpu(gpu, name):
     from cuzk_tasks.groth16.prover import prove_start
 
     zkey, witness = _load(name)
-    on_gpu = gpu.prove_start(zkey, witness)
+    on_gpu = prove_start(zkey, witness, backend=gpu)
+    gpu.trim_scratch()
     on_cpu = prove_start(zkey, witness, backend=CpuBackend())
     assert (on_gpu.a, on_gpu.b1, on_gpu.c, on_gpu.h) == (on_cpu.a, on_cpu.b1, on_cpu.c, on_cpu.h)
     assert on_gpu.backend == "gpu"

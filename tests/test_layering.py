@@ -164,9 +164,7 @@ def import_cycles(graph) -> set[tuple[str, ...]]:
 #: Cycles inside cuzk_tasks/groth16/ that stand for now (the lead removes them, and then
 #: this list): the GPU backend is chosen by backends.get_backend, and gpu.py proves with
 #: prover.prove_start, which asks backends for its backend.  Every other cycle fails.
-GROTH16_CYCLES_ALLOWED = {
-    ("cuzk_tasks.groth16.backends", "cuzk_tasks.groth16.gpu", "cuzk_tasks.groth16.prover"),
-}
+GROTH16_CYCLES_ALLOWED = set()
 
 
 def test_import_graph_has_no_cycles():
@@ -192,7 +190,7 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_import():
 
 #: cuzk_tasks/groth16/ is left out for now (its lazy imports get their comments with the
 #: lead's groth16 change; then this exclusion goes).
-INNER_IMPORT_EXCLUDED = ("cuzk_tasks/groth16/",)
+INNER_IMPORT_EXCLUDED = ()
 
 
 def comment_lines(source: str) -> tuple[set[int], set[int]]:

@@ -57,6 +57,7 @@ def get_backend(name=None, **options):
         raise CuzkError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
     if name in ("gpu", "auto"):
         try:
+            # lazy: the GPU backend needs CuPy (the optional [gpu] extra)
             from .gpu import GpuBackend, gpu_available
         except ImportError:
             if name == "gpu":

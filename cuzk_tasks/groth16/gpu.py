@@ -53,7 +53,10 @@ import numpy as np
 from .. import defaults
 from ..errors import CuzkError, GpuError, ProofError
 from . import points
+from . import native
 from .curves import BN254
+from .reference.ntt import root_of_unity
+from .zkey import COEF_DTYPE, limbs_ge
 from .reference.field import FR, MONT_R
 
 log = logging.getLogger(__name__)
@@ -122,6 +125,7 @@ def nvrtc_options(arch=None, curve="bn128"):
 def import_cupy():
     """``cupy``, or GpuError saying how to install it."""
     try:
+        # lazy: CuPy is the optional [gpu] extra, loaded only when a GPU backend is asked for
         import cupy
     except ImportError as exc:
         raise GpuError(
@@ -145,6 +149,7 @@ def device_count():
     if not any(os.path.exists(node) for node in _DRIVER_NODES):
         return 0
     try:
+        # lazy: CuPy is the optional [gpu] extra, loaded only when a GPU backend is asked for
         import cupy
 
         return int(cupy.cuda.runtime.getDeviceCount())
@@ -167,8 +172,6 @@ def _fr_mont_limbs(value):
 
 
 def _limbs_ge_r(values):
-    from .zkey import limbs_ge
-
     return limbs_ge(values, FR)
 
 
@@ -387,7 +390,9 @@ class GpuBackend:
         with self._lock, self._device:
             self._pool.free_all_blocks()
 
-    def _trim_scratch(self):
+    def trim_scratch(self):
+        """Give scratch memory beyond the kept amount back to the device (after a one-off
+        prove; a worker proving partition after partition keeps it)."""
         if self._pool.total_bytes() - self._pool.used_bytes() > self._scratch_keep:
             self._pool.free_all_blocks()
 
@@ -432,8 +437,6 @@ class GpuBackend:
 
     def _coef_csr(self, zkey):
         """(row_off, sig, val) on the device: section-4 records sorted by (matrix, constraint)."""
-        from .zkey import COEF_DTYPE
-
         cp = self._cp
         coefs = np.asarray(zkey.coefs)
         if coefs.dtype != COEF_DTYPE:
@@ -494,8 +497,6 @@ class GpuBackend:
 
     def _domain(self, log_n):
         """Twiddles w^k, w^-k (k < n/2) and the coset shift g^i / n (i < n), cached per size."""
-        from .reference.ntt import root_of_unity
-
         tables = self._domains.get(log_n)
         if tables is not None:
             return tables
@@ -544,8 +545,6 @@ class GpuBackend:
         if tuple(a_evals.shape) != (n, 4) or tuple(b_evals.shape) != (n, 4):
             raise ValueError(f"compute_h: shape mismatch {a_evals.shape} vs {b_evals.shape}")
         if n == 1:  # trivial domain: the CPU core
-            from . import native
-
             return cp.asarray(native.compute_h(
                 cp.asnumpy(a_evals) if _is_cupy_array(a_evals) else a_evals,
                 cp.asnumpy(b_evals) if _is_cupy_array(b_evals) else b_evals))
@@ -714,30 +713,14 @@ class GpuBackend:
         try:
             return self._g1_msm_device(d_bases, d_scalars, n)
         finally:
-            self._trim_scratch()
+            self.trim_scratch()
 
     def g1_msm(self, bases, scalars, curve=BN254):
         return points.g1_jacobian_to_affine(self.g1_msm_jacobian(bases, scalars))
 
     def g2_msm(self, bases, scalars, curve=BN254):
         """G2 MSM on the CPU core (only prove_finish, on the CPU side, needs it)."""
-        from . import native
-
         if _is_cupy_array(scalars):
             scalars = self._cp.asnumpy(scalars)
         return points.g2_jacobian_to_affine(native.g2_msm(bases, scalars, threads=self._threads))
 
-    # ------------------------------------------------------------------ one-call
-
-    def prove_start(self, zkey, witness):
-        """:func:`cuzk_tasks.groth16.prover.prove_start` on this backend, then free scratch.
-
-        Only the witness goes in and four affine points come out; the bases stay resident.
-        """
-        from .prover import prove_start
-
-        try:
-            return prove_start(zkey, witness, backend=self)
-        finally:
-            with self._lock, self._device:
-                self._trim_scratch()

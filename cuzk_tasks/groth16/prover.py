@@ -29,6 +29,8 @@ from . import jsonio, points
 from .backends import get_backend
 from .curves import BN254, curve_by_name
 from .reference.curve import g1_of
+from .verifier import export_verification_key
+from .verifier import verify as verify_proof
 from .wtns import check_witness_curve
 
 log = logging.getLogger(__name__)
@@ -220,8 +222,6 @@ def verification_key(zkey):
     """The zkey's verification key, computed once per ZKey object (it costs a pairing)."""
     cached = getattr(zkey, "_cuzk_vkey", None)
     if cached is None:
-        from .verifier import export_verification_key
-
         cached = export_verification_key(zkey)
         try:
             zkey._cuzk_vkey = cached
@@ -259,8 +259,6 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
         proof = jsonio.proof_to_json(pi_a, pi_b, pi_c, curve=curve)
         public = jsonio.public_to_json(partial.public_signals)
     if verify:
-        from .verifier import verify as verify_proof
-
         with step("self_verify"):
             ok = verify_proof(vkey or verification_key(zkey), public, proof)
         if not ok:
