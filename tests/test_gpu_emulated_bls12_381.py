@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-import cupy_emu
+from support import cupy_emu
 from cuzk_tasks.groth16 import gpu as G
 from cuzk_tasks.groth16 import native as N
 from test_native_bls12_381 import (CURVE, G1, G1_GEN, G2, G2_GEN, Q, R, RR, arr, from_limbs,
