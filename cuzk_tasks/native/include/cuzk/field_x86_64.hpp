@@ -25,39 +25,35 @@ inline const bool g_has_adx = detect_adx();
 //
 // Register use: t0..t4 rotate through r8..r12, lo/hi hold product halves,
 // rdx is the MULX multiplicand, rax is a zero register for flag folding.
-#define CUZK_X86_MUL_ROW(OFF, A, B, C, D, E)          \
-    "movq " OFF "(%[b]), %%rdx\n\t"                   \
-    "xorl %%eax, %%eax\n\t"                           \
-    "mulxq 0(%[a]), %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " A "\n\t"                          \
-    "adoxq %[hi], " B "\n\t"                          \
-    "mulxq 8(%[a]), %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " B "\n\t"                          \
-    "adoxq %[hi], " C "\n\t"                          \
-    "mulxq 16(%[a]), %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " C "\n\t"                          \
-    "adoxq %[hi], " D "\n\t"                          \
-    "mulxq 24(%[a]), %[lo], " E "\n\t"                \
+// The building blocks of a CIOS row (both limb counts):
+//   MAC:      X += lo, Y += hi of SRC * rdx, on the CF (adcx) and OF (adox) chains
+//   MUL_LAST: the top limb: E = hi of SRC * rdx plus both chains' carries
+#define CUZK_X86_MAC(SRC, X, Y)                      \
+    "mulxq " SRC ", %[lo], %[hi]\n\t"                 \
+    "adcxq %[lo], " X "\n\t"                          \
+    "adoxq %[hi], " Y "\n\t"
+#define CUZK_X86_MUL_LAST(SRC, D, E)                 \
+    "mulxq " SRC ", %[lo], " E "\n\t"                 \
     "adcxq %[lo], " D "\n\t"                          \
     "adoxq %%rax, " E "\n\t"                          \
     "adcxq %%rax, " E "\n\t"
-
+// t += a * b[OFF/8]
+#define CUZK_X86_MUL_ROW(OFF, A, B, C, D, E)          \
+    "movq " OFF "(%[b]), %%rdx\n\t"                   \
+    "xorl %%eax, %%eax\n\t"                           \
+    CUZK_X86_MAC("0(%[a])", A, B)                     \
+    CUZK_X86_MAC("8(%[a])", B, C)                     \
+    CUZK_X86_MAC("16(%[a])", C, D)                    \
+    CUZK_X86_MUL_LAST("24(%[a])", D, E)
+// t += (t0 * -p^-1 mod 2^64) * p, which zeroes t0
 #define CUZK_X86_RED_ROW(A, B, C, D, E)               \
     "movq " A ", %%rdx\n\t"                           \
     "imulq 32+%[m], %%rdx\n\t"                       \
     "xorl %%eax, %%eax\n\t"                           \
-    "mulxq 0+%[m], %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " A "\n\t"                          \
-    "adoxq %[hi], " B "\n\t"                          \
-    "mulxq 8+%[m], %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " B "\n\t"                          \
-    "adoxq %[hi], " C "\n\t"                          \
-    "mulxq 16+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " C "\n\t"                          \
-    "adoxq %[hi], " D "\n\t"                          \
-    "mulxq 24+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " D "\n\t"                          \
-    "adoxq %[hi], " E "\n\t"                          \
+    CUZK_X86_MAC("0+%[m]", A, B)                      \
+    CUZK_X86_MAC("8+%[m]", B, C)                      \
+    CUZK_X86_MAC("16+%[m]", C, D)                     \
+    CUZK_X86_MAC("24+%[m]", D, E)                     \
     "adcxq %%rax, " E "\n\t"
 
 inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint64_t* a,
@@ -109,8 +105,6 @@ inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint6
     r[3] = o3;
 }
 
-#undef CUZK_X86_MUL_ROW
-#undef CUZK_X86_RED_ROW
 
 // 6-limb twin of mont_mul_adx (BLS12-381 Fq): r = a * b * 2^-384 mod p, fully
 // reduced; m = {p0..p5, -p^-1 mod 2^64}; p < 2^383 (no-carry CIOS); r may alias
@@ -119,48 +113,23 @@ inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint6
 #define CUZK_X86_MUL_ROW6(OFF, A, B, C, D, E, F, G)    \
     "movq " OFF "(%[b]), %%rdx\n\t"                   \
     "xorl %%eax, %%eax\n\t"                           \
-    "mulxq 0(%[a]), %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " A "\n\t"                          \
-    "adoxq %[hi], " B "\n\t"                          \
-    "mulxq 8(%[a]), %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " B "\n\t"                          \
-    "adoxq %[hi], " C "\n\t"                          \
-    "mulxq 16(%[a]), %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " C "\n\t"                          \
-    "adoxq %[hi], " D "\n\t"                          \
-    "mulxq 24(%[a]), %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " D "\n\t"                          \
-    "adoxq %[hi], " E "\n\t"                          \
-    "mulxq 32(%[a]), %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " E "\n\t"                          \
-    "adoxq %[hi], " F "\n\t"                          \
-    "mulxq 40(%[a]), %[lo], " G "\n\t"                \
-    "adcxq %[lo], " F "\n\t"                          \
-    "adoxq %%rax, " G "\n\t"                          \
-    "adcxq %%rax, " G "\n\t"
+    CUZK_X86_MAC("0(%[a])", A, B)                     \
+    CUZK_X86_MAC("8(%[a])", B, C)                     \
+    CUZK_X86_MAC("16(%[a])", C, D)                    \
+    CUZK_X86_MAC("24(%[a])", D, E)                    \
+    CUZK_X86_MAC("32(%[a])", E, F)                    \
+    CUZK_X86_MUL_LAST("40(%[a])", F, G)
 
 #define CUZK_X86_RED_ROW6(A, B, C, D, E, F, G)         \
     "movq " A ", %%rdx\n\t"                           \
     "imulq 48+%[m], %%rdx\n\t"                       \
     "xorl %%eax, %%eax\n\t"                           \
-    "mulxq 0+%[m], %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " A "\n\t"                          \
-    "adoxq %[hi], " B "\n\t"                          \
-    "mulxq 8+%[m], %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " B "\n\t"                          \
-    "adoxq %[hi], " C "\n\t"                          \
-    "mulxq 16+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " C "\n\t"                          \
-    "adoxq %[hi], " D "\n\t"                          \
-    "mulxq 24+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " D "\n\t"                          \
-    "adoxq %[hi], " E "\n\t"                          \
-    "mulxq 32+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " E "\n\t"                          \
-    "adoxq %[hi], " F "\n\t"                          \
-    "mulxq 40+%[m], %[lo], %[hi]\n\t"                \
-    "adcxq %[lo], " F "\n\t"                          \
-    "adoxq %[hi], " G "\n\t"                          \
+    CUZK_X86_MAC("0+%[m]", A, B)                      \
+    CUZK_X86_MAC("8+%[m]", B, C)                      \
+    CUZK_X86_MAC("16+%[m]", C, D)                     \
+    CUZK_X86_MAC("24+%[m]", D, E)                     \
+    CUZK_X86_MAC("32+%[m]", E, F)                     \
+    CUZK_X86_MAC("40+%[m]", F, G)                     \
     "adcxq %%rax, " G "\n\t"
 
 // result limb I (register T) minus p_I with borrow, stored to r[I]
@@ -222,6 +191,10 @@ inline __attribute__((always_inline)) void mont_mul_adx6(uint64_t* r, const uint
         : "rax", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "cc", "memory");
 }
 
+#undef CUZK_X86_MAC
+#undef CUZK_X86_MUL_LAST
+#undef CUZK_X86_MUL_ROW
+#undef CUZK_X86_RED_ROW
 #undef CUZK_X86_MUL_ROW6
 #undef CUZK_X86_RED_ROW6
 #undef CUZK_X86_SUB6
