@@ -121,12 +121,36 @@ def test_shared_headers_compile_with_nvrtc(arch, curve):
         nvrtc.destroyProgram(prog)
 
 
+def _compile_one(job):
+    """One NVRTC compile, in a worker process: ``(job, ok, error text, log)``."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    ok, err, log = nvrtc_compile(nvrtc, *job)
+    return job, ok, None if err is None else repr(err), log
+
+
+@pytest.fixture(scope="module")
+def nvrtc_results():
+    """Every (kernel file, arch, curve) compiled once, as many at a time as there are cores:
+    each compile takes a minute or more here and they are independent (fork: the children
+    inherit the loaded libnvrtc)."""
+    import concurrent.futures
+    import itertools
+    import multiprocessing
+
+    _nvrtc()
+    jobs = list(itertools.product(gpu.KERNEL_FILES, ARCHES, CURVES))
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                mp_context=ctx) as pool:
+        return {job: (ok, err, log) for job, ok, err, log in pool.map(_compile_one, jobs)}
+
+
 @pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("fname", gpu.KERNEL_FILES)
-def test_kernel_compiles_with_nvrtc(fname, arch, curve):
-    nvrtc = _nvrtc()
-    ok, err, log = nvrtc_compile(nvrtc, fname, arch, curve)
+def test_kernel_compiles_with_nvrtc(nvrtc_results, fname, arch, curve):
+    ok, err, log = nvrtc_results[(fname, arch, curve)]
     assert ok, f"NVRTC failed to compile {fname} for {arch}, {curve}: {err}\n{log}"
     assert not log, f"NVRTC warnings in {fname} for {arch}, {curve}:\n{log}"
 
