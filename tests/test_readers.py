@@ -241,6 +241,21 @@ def test_zkey_truncated(tmp_path):
     assert "truncated" in str(ei.value)
 
 
+@pytest.mark.parametrize("name", ["mulchain", "bls12381/mulchain"])
+def test_zkey_truncated_in_its_g2_section(tmp_path, name):
+    """A zkey cut inside section 7 (the B points in G2: 4 x n8q bytes each, 128 on BN254,
+    192 on BLS12-381) is refused naming the file and that section."""
+    p = tmp_path / ZK
+    shutil.copy(fixture_dir(name) / ZK, p)
+    data = p.read_bytes()
+    _, _, off, size = sec(data, 7)
+    p.write_bytes(data[:off + size // 2 + 7])
+    with pytest.raises(FormatError) as ei:
+        read_zkey(p)
+    assert_format_error(ei, p, "section 7")
+    assert "truncated" in str(ei.value)
+
+
 def test_zkey_empty_and_tiny(tmp_path):
     p = tmp_path / "empty.zkey"
     p.write_bytes(b"")
