@@ -907,6 +907,18 @@ def test_retire_workers_forgets_only_long_offline_workers_without_routed_work(st
         store.retire_workers(0)
 
 
+def test_a_process_re_registering_an_old_id_is_not_retired_before_its_first_beat(store):
+    """A recreated worker registers its (stable) id, then beats: between the two its
+    predecessor's long-past last heartbeat must not make the sweeper retire it -- that
+    deleted the fresh registration, and the next beat left a hash without a role."""
+    device(store, "prover-0:dev0", ttl_s=0.05)
+    time.sleep(0.3)  # the old process died long ago
+    store.register_worker("prover-0:dev0", "device", "prover-0", device=0, queue="q0")
+    assert store.retire_workers(0.2) == []
+    store.heartbeat("prover-0:dev0", 30)
+    assert store.get_worker("prover-0:dev0")["role"] == "device"
+
+
 def test_host_slots_are_distinct_while_held_and_reused_after_a_clean_stop(store):
     a = store.claim_host_slot("prover", "hostA:7", 5)
     b = store.claim_host_slot("prover", "hostB:7", 5)
