@@ -170,14 +170,15 @@ def test_snarkjs_accepts_native_bls12_381_proofs_and_refuses_tampered_ones(name,
     assert verify(vkey, tampered, proof) is False
 
 
-def test_the_gpu_backend_refuses_bls12_381_clearly():
-    """The BLS12-381 kernels are compile-checked and emulated, not yet a GPU backend's: a
-    BLS12-381 zkey on it is refused before any device work, naming what to use instead."""
+def test_a_backend_without_the_curve_refuses_bls12_381_clearly():
+    """A backend proves the curves it lists: a BLS12-381 zkey on one that lists BN254 only is
+    refused before any backend work, naming what to use instead."""
     from cuzk_tasks.groth16.gpu import GpuBackend
     from cuzk_tasks.groth16.prover import require_backend_curve
 
+    assert BLS12_381 in GpuBackend.curves  # the GPU backend proves both (emulated in CI)
     zk = read_zkey(fixture_dir(MULCHAIN) / "circuit.zkey")
-    stand_in = types.SimpleNamespace(name=GpuBackend.name, curves=GpuBackend.curves)
+    stand_in = types.SimpleNamespace(name="gpu", curves=(BN254,))
     with pytest.raises(ProofError, match="the gpu backend does not prove BLS12-381 yet.*use the cpu backend"):
         require_backend_curve(stand_in, zk)
     w = read_wtns(fixture_dir(MULCHAIN) / "witness.wtns", zkey=zk)

@@ -19,7 +19,8 @@ from cuzk_tasks.groth16 import native as N
 from cuzk_tasks.groth16 import points as P
 from cuzk_tasks.groth16.reference.curve import G1
 from cuzk_tasks.groth16.reference.field import FR, MONT_R
-from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
+from support.snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
+                                  run_snarkjs)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -137,16 +138,44 @@ def test_g1_msm_larger_random(gpu):
     assert gpu.g1_msm(b, scalars) == cpu_msm(b, scalars)
 
 
-def test_readonly_bases_become_resident(gpu, bases):
-    b = bases[:100].copy()
-    b.flags.writeable = False
-    s = arr(list(range(100)))
-    before = gpu.memory_info()["resident_bytes"]
-    first = gpu.g1_msm(b, s)
-    assert gpu.memory_info()["resident_bytes"] >= before + b.nbytes
-    assert gpu.g1_msm(b, s) == first == cpu_msm(b, s)
+def test_loaded_zkey_is_uploaded_once_and_owned_by_its_device_key(gpu):
+    """load() uploads a zkey's G1 sections and coefficients once: the same zkey object gets
+    the same DeviceZkey back, the device memory is counted while it is loaded and freed by
+    evict(), and the same file read again (another object) is uploaded again, never
+    mistaken for the first by its address."""
     gpu.evict()
+    zkey, _ = _load("mulchain")
+    key = gpu.load(zkey)
+    assert isinstance(key, G.DeviceZkey) and key.curve is zkey.curve
+    assert key.nbytes >= zkey.a_points.nbytes + zkey.h_points.nbytes
+    assert gpu.memory_info()["resident_bytes"] == key.nbytes
+    assert gpu.load(zkey) is key
+    assert [r["circuit"] for r in gpu.resident_circuits()] == [str(zkey.path)]
+    again, _ = _load("mulchain")
+    fresh = gpu.load(again)
+    assert fresh is not key and fresh.mirrors(again) and not fresh.mirrors(zkey)
+    assert gpu.memory_info()["resident_bytes"] == fresh.nbytes  # the stale copy was dropped
+    gpu.evict()
+    assert gpu.memory_info()["resident_bytes"] == 0 and gpu.resident_circuits() == []
+
+
+def test_host_bases_are_copied_per_call(gpu, bases):
+    """Host bases given to an MSM directly are not cached: change them and the next MSM sees
+    the change (an address-keyed cache would not)."""
+    gpu.evict()
+    b = bases[:100].copy()
+    s = arr(list(range(100)))
+    first = gpu.g1_msm(b, s)
+    assert first == cpu_msm(b, s)
     assert gpu.memory_info()["resident_bytes"] == 0
+    b[:50] = bases[100:150]
+    assert gpu.g1_msm(b, s) == cpu_msm(b, s) != first
+
+
+def test_evaluate_ab_wants_a_device_key(gpu):
+    zkey, witness = _load("mulchain")
+    with pytest.raises(TypeError, match="DeviceZkey"):
+        gpu.evaluate_ab(zkey, np.ascontiguousarray(witness.values, dtype=np.uint64))
 
 
 # ---------------------------------------------------------------------------- NTT / QAP
@@ -187,7 +216,7 @@ def test_evaluate_ab_and_h_match_cpu(gpu, name):
     zkey, witness = _load(name)
     w = np.ascontiguousarray(witness.values, dtype=np.uint64)
     a_cpu, b_cpu = N.evaluate_ab(zkey.coefs, w, zkey.domain_size)
-    a_gpu, b_gpu = gpu.evaluate_ab(zkey, w)
+    a_gpu, b_gpu = gpu.evaluate_ab(gpu.load(zkey), w)
     assert np.array_equal(gpu.asnumpy(a_gpu), a_cpu)
     assert np.array_equal(gpu.asnumpy(b_gpu), b_cpu)
     assert np.array_equal(gpu.asnumpy(gpu.compute_h(a_gpu, b_gpu)), N.compute_h(a_cpu, b_cpu))
@@ -237,6 +266,51 @@ def test_full_proof_verifies_with_snarkjs(gpu, name, tmp_path):
     result = run_snarkjs("groth16", "verify", d / "verification_key.json",
                          tmp_path / "public.json", tmp_path / "proof.json")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------- BLS12-381
+
+def _bls_bases(rnd, n):
+    """n random BLS12-381 G1 points (Montgomery rows, 12 limbs), by the CPU core."""
+    from cuzk_tasks.groth16.curves import BLS12_381
+
+    gen = P.g1_affine_to_mont(BLS12_381.g1, BLS12_381)
+    return np.stack([N.g1_point_op(N.POINT_MUL, gen, arr([rnd.randrange(1, BLS12_381.r)]),
+                                   curve=BLS12_381) for _ in range(n)])
+
+
+def test_bls12_381_msm_ntt_and_h_match_cpu(gpu):
+    """The backend drives the kernels compiled for BLS12-381: 6-limb bases, 255-bit scalars
+    (r-1 and values >= r included), the curve's own roots of unity."""
+    from cuzk_tasks.groth16.curves import BLS12_381 as C
+
+    rnd = random.Random(12)
+    b = _bls_bases(rnd, 40)
+    b[5] = 0  # a base at infinity
+    scalars = arr([0, 1, C.r - 1, C.r, 2**256 - 1] + [rnd.randrange(C.r) for _ in range(35)])
+    cpu = P.g1_jacobian_to_affine(N.g1_msm(b, scalars, curve=C), C)
+    assert gpu.g1_msm(b, scalars, curve=C) == cpu is not None
+    x = arr([rnd.randrange(C.r) * C.mont_r_r % C.r for _ in range(1 << 6)])
+    assert np.array_equal(gpu.fr_ntt(x, curve=C), N.fr_ntt(x, curve=C))
+    assert not np.array_equal(gpu.fr_ntt(x, curve=C), gpu.fr_ntt(x))  # BN254's roots differ
+    y = arr([rnd.randrange(C.r) * C.mont_r_r % C.r for _ in range(1 << 6)])
+    assert np.array_equal(gpu.asnumpy(gpu.compute_h(x, y, curve=C)), N.compute_h(x, y, curve=C))
+
+
+@pytest.mark.parametrize("name", BLS12381_FIXTURES)
+def test_bls12_381_proof_matches_cpu_and_verifies(gpu, name):
+    from cuzk_tasks.groth16.backends import CpuBackend
+    from cuzk_tasks.groth16.prover import prove, prove_start
+    from cuzk_tasks.groth16.verifier import verify
+
+    zkey, witness = _load(name)
+    on_gpu = prove_start(zkey, witness, backend=gpu)
+    on_cpu = prove_start(zkey, witness, backend=CpuBackend())
+    assert (on_gpu.a, on_gpu.b1, on_gpu.c, on_gpu.h) == (on_cpu.a, on_cpu.b1, on_cpu.c, on_cpu.h)
+    assert on_gpu.curve is zkey.curve and on_gpu.backend == "gpu"
+    proof, public = prove(zkey, witness, backend=gpu)
+    vkey = json.loads((fixture_dir(name) / "verification_key.json").read_text())
+    assert proof["curve"] == "bls12381" and verify(vkey, public, proof)
 
 
 def test_auto_backend_picks_the_gpu():

@@ -15,6 +15,8 @@ from support import cupy_emu
 from cuzk_tasks.groth16 import gpu as G
 from test_gpu_backend import (  # noqa: F401  (the tests and the fixture they share)
     bases,
+    test_bls12_381_msm_ntt_and_h_match_cpu,
+    test_bls12_381_proof_matches_cpu_and_verifies,
     test_compute_h_matches_cpu,
     test_evaluate_ab_and_h_match_cpu,
     test_full_proof_verifies,
@@ -30,7 +32,9 @@ from test_gpu_backend import (  # noqa: F401  (the tests and the fixture they sh
     test_g1_msm_window_sizes,
     test_ntt_matches_cpu_and_round_trips,
     test_prove_start_matches_cpu,
-    test_readonly_bases_become_resident,
+    test_evaluate_ab_wants_a_device_key,
+    test_host_bases_are_copied_per_call,
+    test_loaded_zkey_is_uploaded_once_and_owned_by_its_device_key,
 )
 
 pytestmark = pytest.mark.skipif(not cupy_emu.available(),
@@ -54,19 +58,21 @@ def test_a_wrong_kernel_result_is_caught(gpu, monkeypatch):
     import numpy as np
 
     from cuzk_tasks.groth16 import native as N
+    from cuzk_tasks.groth16.curves import BN254
     from test_gpu_backend import random_mont
 
     import random
 
     x = random_mont(random.Random(1), 1 << 11)
     assert np.array_equal(gpu.fr_ntt(x), N.fr_ntt(x))
-    stage = gpu._k("ntt.cu", "ntt_stage")
+    kernels = gpu._kernels(BN254)["ntt.cu"]
+    stage = kernels["ntt_stage"]
 
     def off_by_one(grid, block, args, shared_mem=0):
         stage(grid, block, args, shared_mem)
         args[0][1, 0] ^= np.uint64(1)  # one limb of one element
 
-    monkeypatch.setitem(gpu._modules["ntt.cu"], "ntt_stage", off_by_one)
+    monkeypatch.setitem(kernels, "ntt_stage", off_by_one)
     assert not np.array_equal(gpu.fr_ntt(x), N.fr_ntt(x))
 
 

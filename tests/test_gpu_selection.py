@@ -1,6 +1,5 @@
 """Backend selection and the GPU backend's host-side logic, without a device."""
 
-import numpy as np
 import pytest
 
 from cuzk_tasks.errors import CuzkError, GpuError
@@ -49,41 +48,39 @@ def test_missing_cupy_is_a_clear_error(monkeypatch):
     assert G.device_count() == 0
 
 
-class _Dev:
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
+class _Key:
+    """Stands in for a DeviceZkey: a name, a size and the host key it mirrors."""
+
+    def __init__(self, name, nbytes, source):
+        self.name, self.nbytes, self.source, self.last_used = name, nbytes, source, 0.0
+
+    def mirrors(self, zkey):
+        return self.source is zkey
 
 
-def _ro(n, fill):
-    a = np.full((n, 8), fill, dtype=np.uint64)
-    a.flags.writeable = False
-    return a
+def test_device_residency_evicts_idle_keys_least_recently_used_first():
+    res = G.DeviceResidency(budget_bytes=3000)
+    za, zb, zc = object(), object(), object()
+    res.add(_Key("A", 1000, za))
+    res.add(_Key("B", 1000, zb))
+    assert res.get(za, "A") is not None  # touches A: B is now least recently used
+    assert res.make_room(1500, keep="C")
+    res.add(_Key("C", 1500, zc))
+    assert [r["circuit"] for r in res.report()] == ["A", "C"]
+    assert res.used_bytes() == 2500
+    # the key being loaded is never evicted to make room for itself
+    assert not res.make_room(3000, keep="C")
+    assert "C" in res.keys and "A" not in res.keys
 
 
-def test_resident_set_lru_evicts_idle_circuits_only():
-    rs = G.ResidentSet(budget_bytes=3000)
-    a, b, c = _ro(4, 1), _ro(4, 2), _ro(4, 3)  # 256 bytes of host data each
-    rs.add("A", a, "g1", _Dev(1000))
-    rs.add("B", b, "g1", _Dev(1000))
-    assert rs.lookup(a, "g1") is not None  # touches A: B is now least recently used
-    assert rs.make_room(1500, current="C")
-    rs.add("C", c, "g1", _Dev(1500))
-    assert [r["circuit"] for r in rs.report()] == ["A", "C"]
-    assert rs.used_bytes() == 2500
-    # the current circuit is never evicted to make room for itself
-    assert not rs.make_room(2000, current="C") or "C" in rs.circuits
-    assert "C" in rs.circuits
-
-
-def test_resident_set_detects_changed_source():
-    rs = G.ResidentSet(budget_bytes=10**6)
-    a = np.zeros((8, 8), dtype=np.uint64)
-    view = a.view()
-    view.flags.writeable = False
-    rs.add("X", view, "g1", _Dev(512))
-    assert rs.lookup(view, "g1") is not None
-    a[0, 0] = 7  # the source changed under the cache: never reuse stale bases
-    assert rs.lookup(view, "g1") is None
+def test_device_residency_drops_a_copy_of_another_zkey_object():
+    """The same circuit read again is another zkey object: its old device copy is stale."""
+    res = G.DeviceResidency(budget_bytes=10**6)
+    first, second = object(), object()
+    res.add(_Key("X", 512, first))
+    assert res.get(first, "X") is not None
+    assert res.get(second, "X") is None
+    assert res.used_bytes() == 0
 
 
 def test_window_bits(monkeypatch):

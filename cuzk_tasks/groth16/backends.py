@@ -2,7 +2,9 @@
 
 A backend turns numpy arrays from the zkey and witness into group elements.
 The CPU backend is the native C++ core; the GPU backend (CuPy) plugs in behind
-the same four methods, so the prover never needs to know which one runs.
+the same methods, so the prover never needs to know which one runs: ``load(zkey)``
+gives the key the backend computes on (the zkey itself on the CPU, a device copy on a
+GPU), then ``evaluate_ab``, ``compute_h``, ``g1_msm`` and ``g2_msm``.
 """
 
 import logging
@@ -27,6 +29,11 @@ class CpuBackend:
 
         self._native = native
         self.threads = threads or native.default_threads()
+
+    def load(self, zkey, name=None):
+        """The proving key as this backend computes on it: the host zkey itself (its
+        sections are memory-mapped; the GPU backend returns a device copy instead)."""
+        return zkey
 
     def evaluate_ab(self, zkey, witness_values):
         return self._native.evaluate_ab(zkey.coefs, witness_values, zkey.domain_size,

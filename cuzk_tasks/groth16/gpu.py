@@ -19,11 +19,17 @@ Design
 * ``evaluate_ab`` / ``compute_h`` keep their results on the device (CuPy
   arrays), so :func:`cuzk_tasks.groth16.prover.prove_start` moves only the
   witness in and four affine points out.  numpy inputs are accepted too.
-* Read-only base arrays (the zkey's mmap'd sections) and the CSR form of the
-  zkey coefficients stay resident on the device after first use, grouped by
-  circuit, under a device-memory budget (env ``CUZK_GPU_BASES_BUDGET_MB``,
-  default 60 % of the device) with LRU eviction of idle circuits.  Writable
-  arrays are uploaded per call and never cached (they could change).
+* The device owns its copy of a zkey explicitly, as sppark's ``msm_t`` owns its
+  points: :meth:`GpuBackend.load` uploads the four G1 base sections and the CSR form
+  of the coefficients once and returns a :class:`DeviceZkey`, which the prover passes
+  to :meth:`~GpuBackend.evaluate_ab` and whose sections it passes to
+  :meth:`~GpuBackend.g1_msm`.  The backend keeps loaded keys for the next proof of the
+  same zkey object under a device-memory budget (env ``CUZK_GPU_BASES_BUDGET_MB``,
+  default 60 % of the device), evicting idle ones least recently used first.  Host
+  arrays handed to an MSM directly are copied for that call only: nothing is cached by
+  address, and no call depends on state an earlier one left behind.
+* Kernels are compiled per curve (``-DCUZK_GPU_CURVE``): BN254 when the backend
+  starts, BLS12-381 on its first use.
 * Scratch memory goes back to CuPy's pool after each MSM; when the pool holds
   more than ``CUZK_GPU_SCRATCH_KEEP_MB`` (default 2048) of free blocks they
   are released to the driver.
@@ -47,6 +53,7 @@ import os
 import pathlib
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -54,10 +61,9 @@ from .. import defaults
 from ..errors import CuzkError, GpuError, ProofError
 from . import points
 from . import native
-from .curves import BN254
+from .curves import BLS12_381, BN254
 from .reference.ntt import root_of_unity
 from .zkey import COEF_DTYPE, limbs_ge
-from .reference.field import FR, MONT_R
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +114,7 @@ KERNEL_CURVES = {"bn128": "BN254", "bls12381": "BLS12_381"}
 def nvrtc_options(arch=None, curve="bn128"):
     """NVRTC options for the kernel files (``arch`` e.g. ``"sm_90"``; None = CuPy's default).
 
-    ``curve`` ("bn128", "bls12381") picks the curve the kernels are compiled for; the
-    backend itself drives bn128 only so far.
+    ``curve`` ("bn128", "bls12381") picks the curve the kernels are compiled for.
     """
     if curve not in KERNEL_CURVES:
         raise ValueError(f"unknown curve {curve!r}: expected one of {sorted(KERNEL_CURVES)}")
@@ -166,92 +171,104 @@ def _is_cupy_array(x):
     return type(x).__module__.startswith("cupy")
 
 
-def _fr_mont_limbs(value):
-    v = (value % FR) * MONT_R % FR
+def _fr_mont_limbs(value, curve):
+    v = (value % curve.r) * curve.mont_r_r % curve.r
     return np.array([(v >> (64 * i)) & _U64_MASK for i in range(4)], dtype=np.uint64)
 
 
-def _limbs_ge_r(values):
-    return limbs_ge(values, FR)
+def circuit_name(zkey):
+    """The name a zkey's device copy is reported under: its path, else its object id."""
+    return str(getattr(zkey, "path", None) or f"zkey@{id(zkey):x}")
 
 
-# --------------------------------------------------------------------------- resident cache
+# --------------------------------------------------------------------------- device-resident zkeys
 
-class _Entry:
-    __slots__ = ("host", "device", "nbytes", "sample")
-
-    def __init__(self, host, device, nbytes, sample):
-        self.host = host          # keeps the source mapping alive (so its address is not reused)
-        self.device = device
-        self.nbytes = nbytes
-        self.sample = sample      # a few host rows, to detect a changed source
+#: the zkey sections the G1 MSMs of prove_start read, uploaded once per DeviceZkey
+G1_SECTIONS = ("a_points", "b1_points", "c_points", "h_points")
 
 
-class ResidentSet:
-    """Device copies of read-only host arrays, grouped by circuit, LRU over circuits."""
+def _source_ref(zkey):
+    """A reference to the host key that does not keep it alive when the type allows one."""
+    try:
+        return weakref.ref(zkey)
+    except TypeError:  # e.g. a SimpleNamespace stand-in: hold it
+        return lambda: zkey
+
+
+class DeviceZkey:
+    """One zkey's read-only proving data on one device, uploaded once by
+    :meth:`GpuBackend.load`: the four G1 base sections and section 4's coefficients as a
+    CSR matrix (sorted by matrix and constraint).
+
+    Like sppark's ``msm_t`` it owns its device memory, which goes back to CuPy's pool with
+    the last reference.  :func:`cuzk_tasks.groth16.prover.prove_start` takes it from
+    ``backend.load(zkey)`` and hands it (and its base arrays) to the backend's methods,
+    where the CPU core gets the host zkey itself, so no call depends on an earlier one.
+    """
+
+    def __init__(self, zkey, name, csr, bases):
+        self.name = name
+        self.curve = zkey.curve
+        self.domain_size = int(zkey.domain_size)
+        self.n_vars = int(zkey.n_vars)
+        self.csr = csr  # (row_off u32[2*domain+1], signal u32[n], value u64[n, 4]) on the device
+        self.a_points, self.b1_points, self.c_points, self.h_points = (
+            bases[section] for section in G1_SECTIONS)
+        self.nbytes = sum(int(a.nbytes) for a in (*csr, *bases.values()))
+        self.last_used = time.time()
+        self._source = _source_ref(zkey)
+
+    def mirrors(self, zkey):
+        """True when this is the device copy of ``zkey``: that very object, still alive (a
+        zkey read again from its file is another object, and is uploaded again)."""
+        return self._source() is zkey
+
+
+class DeviceResidency:
+    """The DeviceZkeys a backend keeps loaded between proofs, under a device-memory budget,
+    least recently used first.  Only idle keys are evicted: a proof in flight holds its
+    DeviceZkey, so dropping it here frees its memory only when that proof is done."""
 
     def __init__(self, budget_bytes):
         self.budget_bytes = int(budget_bytes)
-        self.circuits: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
-        self.last_used: dict = {}
+        self.keys: "collections.OrderedDict[str, DeviceZkey]" = collections.OrderedDict()
 
-    @staticmethod
-    def key(arr, kind):
-        iface = arr.__array_interface__
-        return (kind, iface["data"][0], arr.shape, arr.strides, str(arr.dtype))
-
-    @staticmethod
-    def _sample(arr):
-        n = arr.shape[0]
-        idx = sorted({0, n // 3, n // 2, n - 1}) if n else []
-        return np.array(arr[idx], copy=True)
-
-    def lookup(self, arr, kind):
-        key = self.key(arr, kind)
-        for name, entries in self.circuits.items():
-            e = entries.get(key)
-            if e is not None:
-                if not np.array_equal(e.sample, self._sample(arr)):
-                    del entries[key]  # the source changed under us: never use stale bases
-                    return None
-                self.touch(name)
-                return e.device
-        return None
-
-    def touch(self, name):
-        if name in self.circuits:
-            self.circuits.move_to_end(name)
-            self.last_used[name] = time.time()
+    def get(self, zkey, name):
+        """The loaded copy of ``zkey`` under ``name``, or None (a stale copy is dropped)."""
+        held = self.keys.get(name)
+        if held is None:
+            return None
+        if not held.mirrors(zkey):
+            self.evict(name)  # the circuit's zkey was read again: its old copy is stale
+            return None
+        self.keys.move_to_end(name)
+        held.last_used = time.time()
+        return held
 
     def used_bytes(self):
-        return sum(e.nbytes for entries in self.circuits.values() for e in entries.values())
+        return sum(key.nbytes for key in self.keys.values())
 
-    def make_room(self, nbytes, current):
-        """Evict idle circuits (LRU first, never ``current``) until ``nbytes`` more fit."""
-        for name in list(self.circuits):
+    def make_room(self, nbytes, keep):
+        """Evict least recently used keys other than ``keep`` until ``nbytes`` more fit."""
+        for name in list(self.keys):
             if self.used_bytes() + nbytes <= self.budget_bytes:
                 break
-            if name != current:
+            if name != keep:
                 self.evict(name)
         return self.used_bytes() + nbytes <= self.budget_bytes
 
-    def add(self, name, arr, kind, device_array):
-        entries = self.circuits.setdefault(name, {})
-        entries[self.key(arr, kind)] = _Entry(arr, device_array, int(device_array.nbytes),
-                                              self._sample(arr))
-        self.touch(name)
+    def add(self, key):
+        self.keys[key.name] = key
+        self.keys.move_to_end(key.name)
 
     def evict(self, name=None):
-        names = list(self.circuits) if name is None else [name]
-        for n in names:
-            if self.circuits.pop(n, None) is not None:
-                self.last_used.pop(n, None)
-                log.info("GPU: evicted resident bases of %s", n)
+        for n in list(self.keys) if name is None else [name]:
+            if self.keys.pop(n, None) is not None:
+                log.info("GPU: evicted the device copy of %s", n)
 
     def report(self):
-        return [{"circuit": name, "bytes": sum(e.nbytes for e in entries.values()),
-                 "arrays": len(entries), "last_used": self.last_used.get(name)}
-                for name, entries in self.circuits.items()]
+        return [{"circuit": key.name, "bytes": key.nbytes, "last_used": key.last_used}
+                for key in self.keys.values()]
 
 
 # --------------------------------------------------------------------------- the backend
@@ -290,8 +307,8 @@ class GpuBackend:
     """Groth16 heavy lifting on one CUDA device (see module docstring)."""
 
     name = "gpu"
-    #: the curves its kernels prove (the BLS12-381 kernels are compile-checked and emulated)
-    curves = (BN254,)
+    #: the curves it proves (kernels compiled per curve from the same sources)
+    curves = (BN254, BLS12_381)
 
     def __init__(self, device=None, bases_budget_mb=None, scratch_keep_mb=None, threads=None):
         cp = import_cupy()
@@ -309,6 +326,7 @@ class GpuBackend:
         self._device = cp.cuda.Device(self.device_id)
         self._lock = threading.RLock()
         self._threads = threads  # for the CPU fallbacks (G2 MSM)
+        self._modules = {}  # snarkjs curve name -> {kernel file -> {kernel name -> function}}
         with self._device:
             try:
                 props = cp.cuda.runtime.getDeviceProperties(self.device_id)
@@ -320,56 +338,70 @@ class GpuBackend:
                 raise GpuError(f"cannot query CUDA device {self.device_id}: {exc}") from None
             self.total_memory = int(total)
             self._pool = cp.get_default_memory_pool()
-            self._modules = self._compile()
+            # BN254 now, so a broken toolchain fails the worker's start; other curves on first use
+            self._kernels(BN254)
         budget = bases_budget_mb if bases_budget_mb is not None else os.environ.get(
             "CUZK_GPU_BASES_BUDGET_MB")
         budget_bytes = int(float(budget) * (1 << 20)) if budget else int(0.6 * self.total_memory)
         keep = scratch_keep_mb if scratch_keep_mb is not None else os.environ.get(
             "CUZK_GPU_SCRATCH_KEEP_MB") or defaults.GPU_SCRATCH_KEEP_MB
         self._scratch_keep = int(float(keep) * (1 << 20))
-        self._resident = ResidentSet(budget_bytes)
+        self._resident = DeviceResidency(budget_bytes)
         self._domains = {}
-        self._circuit = None
         log.info("GPU backend on device %d (%s, sm_%s, %d MiB), bases budget %d MiB",
                  self.device_id, self.device_name, self.compute_capability, total >> 20,
                  budget_bytes >> 20)
 
     # ------------------------------------------------------------------ compile
 
-    def _compile(self):
+    def _kernels(self, curve):
+        """The kernel functions compiled for ``curve`` (NVRTC once per curve per process;
+        CuPy keeps the binaries on disk)."""
+        modules = self._modules.get(curve.snarkjs_name)
+        if modules is None:
+            modules = self._modules[curve.snarkjs_name] = self._compile(curve)
+        return modules
+
+    def _compile(self, curve):
         cp = self._cp
-        opts = nvrtc_options()
+        opts = nvrtc_options(curve=curve.snarkjs_name)
         modules = {}
         for fname in KERNEL_FILES:
             try:
                 mod = cp.RawModule(code=kernel_source(fname), options=opts, backend="nvrtc")
                 modules[fname] = {k: mod.get_function(k) for k in KERNEL_NAMES[fname]}
             except cp.cuda.compiler.CompileException as exc:
-                raise GpuError(f"compiling {KERNEL_DIR / fname} with NVRTC failed:\n"
+                raise GpuError(f"compiling {KERNEL_DIR / fname} for {curve.name} with NVRTC "
+                               f"failed:\n"
                                f"{exc.get_message() if hasattr(exc, 'get_message') else exc}") from None
             except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
-                raise GpuError(f"loading the kernels of {fname} on device {self.device_id} "
-                               f"failed: {exc}") from None
+                raise GpuError(f"loading the {curve.name} kernels of {fname} on device "
+                               f"{self.device_id} failed: {exc}") from None
         return modules
 
-    def _k(self, fname, kernel):
-        return self._modules[fname][kernel]
+    def _k(self, curve, fname, kernel):
+        return self._kernels(curve)[fname][kernel]
 
-    def _launch(self, fname, kernel, n, args, threads=THREADS, batch=1):
+    def _launch(self, curve, fname, kernel, n, args, threads=THREADS, batch=1):
         if n <= 0:
             return
         grid = ((int(n) + threads - 1) // threads, int(batch))
-        self._k(fname, kernel)(grid, (threads,), args)
+        self._k(curve, fname, kernel)(grid, (threads,), args)
+
+    def _require_curve(self, curve):
+        if curve not in self.curves:
+            raise ProofError(f"the GPU backend does not prove {getattr(curve, 'name', curve)}")
 
     # ------------------------------------------------------------------ reporting (worker)
 
     def resident_circuits(self):
-        """``[{"circuit", "bytes", "arrays", "last_used"}]``, least recently used first."""
+        """``[{"circuit", "bytes", "last_used"}]`` of the loaded zkeys, least recently used
+        first."""
         with self._lock:
             return self._resident.report()
 
     def memory_info(self):
-        """Device memory: total/free (driver), resident bases, CuPy pool used/held, budget."""
+        """Device memory: total/free (driver), loaded zkeys, CuPy pool used/held, budget."""
         with self._lock, self._device:
             free, total = self._cp.cuda.runtime.memGetInfo()
             return {"device": self.device_id, "name": self.device_name,
@@ -380,13 +412,13 @@ class GpuBackend:
                     "pool_held_bytes": int(self._pool.total_bytes())}
 
     def evict(self, circuit=None):
-        """Drop the resident bases of ``circuit`` (all circuits when None) and free the memory."""
+        """Drop the loaded copy of ``circuit`` (all when None) and free the memory."""
         with self._lock, self._device:
             self._resident.evict(circuit)
             self._pool.free_all_blocks()
 
     def release_scratch(self):
-        """Return CuPy's cached free blocks to the driver (resident bases stay)."""
+        """Return CuPy's cached free blocks to the driver (loaded zkeys stay)."""
         with self._lock, self._device:
             self._pool.free_all_blocks()
 
@@ -396,42 +428,45 @@ class GpuBackend:
         if self._pool.total_bytes() - self._pool.used_bytes() > self._scratch_keep:
             self._pool.free_all_blocks()
 
-    # ------------------------------------------------------------------ uploads
+    # ------------------------------------------------------------------ loading a zkey
 
-    def _circuit_name(self, zkey):
-        return str(getattr(zkey, "path", None) or f"zkey@{id(zkey):x}")
-
-    def _upload(self, arr, kind):
-        """Device copy of a host array: resident when read-only (a zkey section), else scratch."""
-        cp = self._cp
+    def to_device(self, arr):
+        """A device copy of a host array (CuPy arrays are returned as they are)."""
         if _is_cupy_array(arr):
             return arr
-        arr = np.asarray(arr)
-        if arr.flags.writeable or arr.size == 0:
-            return cp.asarray(np.ascontiguousarray(arr))
-        hit = self._resident.lookup(arr, kind)
-        if hit is not None:
-            return hit
-        name = self._circuit or "(no circuit)"
-        nbytes = arr.nbytes
-        dev = cp.asarray(np.ascontiguousarray(arr))
-        if self._resident.make_room(nbytes, name):
-            self._resident.add(name, arr, kind, dev)
-        else:
-            log.info("GPU: %s (%d MiB) does not fit the bases budget; used as scratch",
-                     kind, nbytes >> 20)
-        return dev
+        with self._device:
+            return self._cp.asarray(np.ascontiguousarray(arr))
 
-    def preload(self, zkey, name=None):
-        """Upload a zkey's G1 bases and coefficients now (e.g. when a worker loads a circuit)."""
-        with self._lock, self._device:
-            self._circuit = name or self._circuit_name(zkey)
-            for attr in ("a_points", "b1_points", "c_points", "h_points"):
-                arr = getattr(zkey, attr, None)
-                if arr is not None:
-                    self._upload(arr, "g1")
-            if getattr(zkey, "coefs", None) is not None:
-                self._coef_csr(zkey)
+    @staticmethod
+    def device_bytes(zkey):
+        """Device memory :meth:`load` takes for ``zkey``: its G1 sections and the CSR."""
+        bases = sum(int(np.asarray(getattr(zkey, s)).nbytes) for s in G1_SECTIONS)
+        n_coefs = int(np.asarray(zkey.coefs).size)
+        return bases + 4 * (2 * int(zkey.domain_size) + 1) + n_coefs * (4 + 32)
+
+    @_gpu_call
+    def load(self, zkey, name=None) -> DeviceZkey:
+        """The device copy of ``zkey``'s proving data, uploaded on the first call.
+
+        The backend keeps it loaded for the next proof of the same zkey object, under the
+        bases budget (least recently used idle keys are evicted first).  A zkey that does not
+        fit even alone is uploaded for the caller only and freed after its proof."""
+        self._require_curve(zkey.curve)
+        name = name or circuit_name(zkey)
+        held = self._resident.get(zkey, name)
+        if held is not None:
+            return held
+        fits = self._resident.make_room(self.device_bytes(zkey), keep=name)
+        key = DeviceZkey(zkey, name, self._coef_csr(zkey),
+                         {s: self.to_device(np.asarray(getattr(zkey, s), dtype=np.uint64))
+                          for s in G1_SECTIONS})
+        if fits:
+            self._resident.add(key)
+            log.info("GPU: %s loaded (%d MiB)", name, key.nbytes >> 20)
+        else:
+            log.info("GPU: %s (%d MiB) does not fit the bases budget; loaded for this proof only",
+                     name, key.nbytes >> 20)
+        return key
 
     # ------------------------------------------------------------------ QAP
 
@@ -441,11 +476,6 @@ class GpuBackend:
         coefs = np.asarray(zkey.coefs)
         if coefs.dtype != COEF_DTYPE:
             coefs = np.ascontiguousarray(coefs).view(np.uint8).reshape(-1).view(COEF_DTYPE)
-        cacheable = not coefs.flags.writeable
-        if cacheable:
-            hit = self._resident.lookup(coefs, "csr")
-            if hit is not None:
-                return hit
         domain = int(zkey.domain_size)
         n_vars = int(zkey.n_vars)
         m = coefs["matrix"].astype(np.uint64)
@@ -453,84 +483,80 @@ class GpuBackend:
         s = coefs["signal"]
         if coefs.size and (m.max() > 1 or c.max() >= domain or s.max() >= n_vars):
             raise ProofError("a zkey coefficient record is out of range (matrix not 0/1, constraint "
-                           ">= domain size or signal >= number of witness values)")
+                             ">= domain size or signal >= number of witness values)")
         vals = np.ascontiguousarray(coefs["value"])
-        if coefs.size and _limbs_ge_r(vals).any():
+        if coefs.size and limbs_ge(vals, zkey.curve.r).any():
             raise ProofError("a zkey coefficient value is not a canonical field element")
         key = m * np.uint64(domain) + c
         order = np.argsort(key, kind="stable")
         counts = np.bincount(key.astype(np.int64), minlength=2 * domain)
         row_off = np.zeros(2 * domain + 1, dtype=np.uint32)
         row_off[1:] = np.cumsum(counts)
-        csr = (cp.asarray(row_off), cp.asarray(np.ascontiguousarray(s[order]).astype(np.uint32)),
-               cp.asarray(np.ascontiguousarray(vals[order])))
-        if cacheable:
-            nbytes = sum(int(a.nbytes) for a in csr)
-            name = self._circuit or "(no circuit)"
-            if self._resident.make_room(nbytes, name):
-                entries = self._resident.circuits.setdefault(name, {})
-                entries[self._resident.key(coefs, "csr")] = _Entry(
-                    coefs, csr, nbytes, self._resident._sample(coefs))
-                self._resident.touch(name)
-        return csr
+        return (cp.asarray(row_off), cp.asarray(np.ascontiguousarray(s[order]).astype(np.uint32)),
+                cp.asarray(np.ascontiguousarray(vals[order])))
 
     @_gpu_call
-    def evaluate_ab(self, zkey, witness_values):
-        """A·w, B·w on the domain (Montgomery), as CuPy views; C = A∘B is computed alongside."""
+    def evaluate_ab(self, key, witness_values):
+        """A·w, B·w on the domain (Montgomery), as CuPy views; C = A∘B is computed alongside.
+
+        ``key`` is the :class:`DeviceZkey` from :meth:`load`."""
+        if not isinstance(key, DeviceZkey):
+            raise TypeError(f"evaluate_ab takes the DeviceZkey from GpuBackend.load(zkey), "
+                            f"not {type(key).__name__}")
         cp = self._cp
-        self._circuit = self._circuit_name(zkey)
-        self._resident.touch(self._circuit)
         w = np.ascontiguousarray(witness_values, dtype=np.uint64)
         if w.ndim != 2 or w.shape[1] != 4:
             raise ValueError(f"witness: expected shape (n, 4), got {w.shape}")
-        if _limbs_ge_r(w).any():
+        if limbs_ge(w, key.curve.r).any():
             raise ProofError("a witness value is not a canonical field element (>= r)")
-        domain = int(zkey.domain_size)
+        domain = key.domain_size
         if domain >= 1 << 32:
             raise ProofError("domain too large for the GPU backend")
-        row_off, sig, val = self._coef_csr(zkey)
+        row_off, sig, val = key.csr
         d_w = cp.asarray(w)
         abc = cp.empty((3, domain, 4), dtype=cp.uint64)
-        self._launch("qap.cu", "qap_evaluate_abc", domain,
+        self._launch(key.curve, "qap.cu", "qap_evaluate_abc", domain,
                      (row_off, sig, val, d_w, np.uint32(domain), abc))
         return abc[0], abc[1]
 
-    def _domain(self, log_n):
-        """Twiddles w^k, w^-k (k < n/2) and the coset shift g^i / n (i < n), cached per size."""
-        tables = self._domains.get(log_n)
+    def _domain(self, curve, log_n):
+        """Twiddles w^k, w^-k (k < n/2) and the coset shift g^i / n (i < n), cached per curve
+        and size."""
+        tables = self._domains.get((curve.snarkjs_name, log_n))
         if tables is not None:
             return tables
         cp = self._cp
         n = 1 << log_n
-        w = root_of_unity(log_n)
-        g = root_of_unity(log_n + 1)
+        r = curve.r
+        w = root_of_unity(log_n, curve)
+        g = root_of_unity(log_n + 1, curve)
         half = max(n // 2, 1)
 
         def geometric(count, start, step):
             out = cp.empty((count, 4), dtype=cp.uint64)
             chunk = 64
-            self._launch("ntt.cu", "fr_geometric", (count + chunk - 1) // chunk,
-                         (out, np.uint64(count), cp.asarray(_fr_mont_limbs(start)),
-                          cp.asarray(_fr_mont_limbs(step)), np.uint32(chunk)))
+            self._launch(curve, "ntt.cu", "fr_geometric", (count + chunk - 1) // chunk,
+                         (out, np.uint64(count), cp.asarray(_fr_mont_limbs(start, curve)),
+                          cp.asarray(_fr_mont_limbs(step, curve)), np.uint32(chunk)))
             return out
 
-        inv_n = pow(n, -1, FR)
-        tables = {"tw": geometric(half, 1, w), "tw_inv": geometric(half, 1, pow(w, -1, FR)),
-                  "shift": geometric(n, inv_n, g), "inv_n": cp.asarray(_fr_mont_limbs(inv_n))}
-        self._domains[log_n] = tables
+        inv_n = pow(n, -1, r)
+        tables = {"tw": geometric(half, 1, w), "tw_inv": geometric(half, 1, pow(w, -1, r)),
+                  "shift": geometric(n, inv_n, g), "inv_n": cp.asarray(_fr_mont_limbs(inv_n, curve))}
+        self._domains[(curve.snarkjs_name, log_n)] = tables
         return tables
 
-    def _ntt_stages_dit(self, x, log_n, first_stage, last_stage, tw, batch):
+    def _ntt_stages_dit(self, curve, x, log_n, first_stage, last_stage, tw, batch):
         """DIT stages first_stage..last_stage (first_stage == 1 uses the shared-memory tile)."""
         s = first_stage
         if s == 1 and last_stage >= 1:
             st = min(NTT_TILE_LOG, last_stage)
             tile = 1 << st
-            self._k("ntt.cu", "ntt_tile_dit")(((1 << log_n) // tile, batch), (tile // 2,),
-                                              (x, np.uint32(log_n), np.uint32(st), tw))
+            self._k(curve, "ntt.cu", "ntt_tile_dit")(((1 << log_n) // tile, batch), (tile // 2,),
+                                                     (x, np.uint32(log_n), np.uint32(st), tw))
             s = st + 1
         for stage in range(s, last_stage + 1):
-            self._launch("ntt.cu", "ntt_stage", 1 << (log_n - 1),
+            self._launch(curve, "ntt.cu", "ntt_stage", 1 << (log_n - 1),
                          (x, np.uint32(log_n), np.uint32(stage), tw, np.int32(0)), batch=batch)
 
     @_gpu_call
@@ -541,13 +567,14 @@ class GpuBackend:
         anything else is copied to the device first.
         """
         cp = self._cp
+        self._require_curve(curve)
         n = int(a_evals.shape[0])
         if tuple(a_evals.shape) != (n, 4) or tuple(b_evals.shape) != (n, 4):
             raise ValueError(f"compute_h: shape mismatch {a_evals.shape} vs {b_evals.shape}")
         if n == 1:  # trivial domain: the CPU core
             return cp.asarray(native.compute_h(
                 cp.asnumpy(a_evals) if _is_cupy_array(a_evals) else a_evals,
-                cp.asnumpy(b_evals) if _is_cupy_array(b_evals) else b_evals))
+                cp.asnumpy(b_evals) if _is_cupy_array(b_evals) else b_evals, curve=curve))
         if n < 2 or n & (n - 1) or n.bit_length() - 1 > MAX_LOG_DOMAIN:
             raise ValueError(f"compute_h: length {n} is not a power of two in [2, 2^{MAX_LOG_DOMAIN}]")
         log_n = n.bit_length() - 1
@@ -561,29 +588,30 @@ class GpuBackend:
             abc = cp.empty((3, n, 4), dtype=cp.uint64)
             abc[0] = cp.asarray(a_evals, dtype=cp.uint64)
             abc[1] = cp.asarray(b_evals, dtype=cp.uint64)
-            self._launch("qap.cu", "qap_mul", n, (abc[0], abc[1], abc[2], np.uint64(n)))
-        t = self._domain(log_n)
+            self._launch(curve, "qap.cu", "qap_mul", n, (abc[0], abc[1], abc[2], np.uint64(n)))
+        t = self._domain(curve, log_n)
         # batched inverse NTT, DIF (natural -> bit-reversed), twist fused in the last tile
         st = min(NTT_TILE_LOG, log_n)
         for stage in range(log_n, st, -1):
-            self._launch("ntt.cu", "ntt_stage", n // 2,
+            self._launch(curve, "ntt.cu", "ntt_stage", n // 2,
                          (abc, np.uint32(log_n), np.uint32(stage), t["tw_inv"], np.int32(1)), batch=3)
         tile = 1 << st
-        self._k("qap.cu", "qap_coset_dif_tile")((n // tile, 3), (tile // 2,),
-                                                (abc, np.uint32(log_n), np.uint32(st), t["tw_inv"],
-                                                 t["shift"]))
+        self._k(curve, "qap.cu", "qap_coset_dif_tile")(
+            (n // tile, 3), (tile // 2,),
+            (abc, np.uint32(log_n), np.uint32(st), t["tw_inv"], t["shift"]))
         # batched forward NTT, DIT (bit-reversed -> natural); last stage fused with A'B' - C'
-        self._ntt_stages_dit(abc, log_n, 1, log_n - 1, t["tw"], 3)
+        self._ntt_stages_dit(curve, abc, log_n, 1, log_n - 1, t["tw"], 3)
         h = cp.empty((n, 4), dtype=cp.uint64)
-        self._launch("qap.cu", "qap_h_last_stage", n // 2, (abc, np.uint32(log_n), t["tw"], h))
+        self._launch(curve, "qap.cu", "qap_h_last_stage", n // 2, (abc, np.uint32(log_n), t["tw"], h))
         return h
 
     # ------------------------------------------------------------------ NTT (tests / bench)
 
     @_gpu_call
-    def fr_ntt_device(self, values, inverse=False):
+    def fr_ntt_device(self, values, inverse=False, curve=BN254):
         """NTT over Fr on the device (Montgomery in and out, natural order); returns a CuPy array."""
         cp = self._cp
+        self._require_curve(curve)
         src = cp.asarray(values, dtype=cp.uint64)
         n = int(src.shape[0])
         if src.ndim != 2 or src.shape[1] != 4 or n == 0 or n & (n - 1):
@@ -594,12 +622,12 @@ class GpuBackend:
         if log_n > MAX_LOG_DOMAIN:
             raise ValueError(f"fr_ntt: 2^{log_n} is above the supported 2^{MAX_LOG_DOMAIN}")
         src = cp.ascontiguousarray(src)
-        t = self._domain(log_n)
+        t = self._domain(curve, log_n)
         out = cp.empty_like(src)
-        self._launch("ntt.cu", "ntt_bitrev_copy", n, (src, out, np.uint32(log_n)))
-        self._ntt_stages_dit(out, log_n, 1, log_n, t["tw_inv" if inverse else "tw"], 1)
+        self._launch(curve, "ntt.cu", "ntt_bitrev_copy", n, (src, out, np.uint32(log_n)))
+        self._ntt_stages_dit(curve, out, log_n, 1, log_n, t["tw_inv" if inverse else "tw"], 1)
         if inverse:
-            self._launch("ntt.cu", "fr_scale", n, (out, np.uint64(n), t["inv_n"]))
+            self._launch(curve, "ntt.cu", "fr_scale", n, (out, np.uint64(n), t["inv_n"]))
         return out
 
     def asnumpy(self, device_array):
@@ -607,9 +635,9 @@ class GpuBackend:
         with self._device:
             return self._cp.asnumpy(device_array)
 
-    def fr_ntt(self, values, inverse=False):
+    def fr_ntt(self, values, inverse=False, curve=BN254):
         """Same as :func:`cuzk_tasks.groth16.native.fr_ntt`, on the GPU; returns numpy."""
-        out = self.fr_ntt_device(values, inverse=inverse)
+        out = self.fr_ntt_device(values, inverse=inverse, curve=curve)
         with self._device:
             return self._cp.asnumpy(out)
 
@@ -624,7 +652,7 @@ class GpuBackend:
                 return c
         return max(4, min(16, int(n).bit_length() - 5))
 
-    def _reduce_segments(self, parts, off, nseg, max_count):
+    def _reduce_segments(self, curve, parts, off, nseg, max_count):
         """Sum each segment's XYZZ partials, T at a time, until every segment has at most one."""
         cp = self._cp
         while max_count > 1:
@@ -633,94 +661,103 @@ class GpuBackend:
             off2 = cp.zeros(nseg + 1, dtype=cp.uint32)
             off2[1:] = cp.cumsum(cnt, dtype=cp.uint32)
             total = int(off2[-1])
-            out = cp.empty((max(total, 1), 16), dtype=cp.uint64)
-            self._launch("msm.cu", "msm_accumulate_partials", total,
+            out = cp.empty((max(total, 1), parts.shape[1]), dtype=cp.uint64)
+            self._launch(curve, "msm.cu", "msm_accumulate_partials", total,
                          (parts, off, off2, np.uint32(nseg), np.uint32(total), np.uint32(MSM_TASK), out),
                          threads=EC_THREADS)
             parts, off = out, off2
             max_count = (max_count + MSM_TASK - 1) // MSM_TASK
         return parts, off
 
-    def _g1_msm_device(self, d_bases, d_scalars, n):
-        """Pippenger on the device; returns the 12-limb Jacobian result (numpy)."""
+    def _g1_msm_device(self, curve, d_bases, d_scalars, n):
+        """Pippenger on the device; returns the Jacobian result (numpy, 3 Fq of L limbs)."""
         cp = self._cp
+        limbs = native.fq_limbs(curve)
         c = self.window_bits(n)
-        W = 254 // c + 1
+        # signed digits: one window more than the scalar's bits need absorbs the last carry
+        W = curve.r.bit_length() // c + 1
         nb = 1 << (c - 1)
         B = W * nb
         keys = cp.empty(W * n, dtype=cp.uint32)
         vals = cp.empty(W * n, dtype=cp.uint32)
         counts = cp.zeros(B, dtype=cp.uint32)
-        self._launch("msm.cu", "msm_digits", n,
+        self._launch(curve, "msm.cu", "msm_digits", n,
                      (d_scalars, d_bases, np.uint32(n), np.uint32(c), np.uint32(W), np.uint32(nb),
                       keys, vals, counts))
         off = cp.zeros(B + 1, dtype=cp.uint32)
         off[1:] = cp.cumsum(counts, dtype=cp.uint32)
         max_count = int(counts.max())
         if max_count == 0:
-            return np.zeros(12, dtype=np.uint64)  # all digits zero / all bases at infinity
+            return np.zeros(3 * limbs, dtype=np.uint64)  # all digits zero / all bases at infinity
         cursor = off[:-1].copy()
         sorted_vals = cp.empty(max(int(off[-1]), 1), dtype=cp.uint32)
-        self._launch("msm.cu", "msm_scatter", W * n,
+        self._launch(curve, "msm.cu", "msm_scatter", W * n,
                      (keys, vals, np.uint64(W * n), cursor, sorted_vals))
         del keys, vals, cursor
-        # level 1: points -> partials (<= T points per thread)
+        # level 1: points -> XYZZ partials (<= T points per thread)
         cnt1 = (counts + np.uint32(MSM_TASK - 1)) // np.uint32(MSM_TASK)
         off1 = cp.zeros(B + 1, dtype=cp.uint32)
         off1[1:] = cp.cumsum(cnt1, dtype=cp.uint32)
         total1 = int(off1[-1])
-        parts = cp.empty((total1, 16), dtype=cp.uint64)
-        self._launch("msm.cu", "msm_accumulate_points", total1,
+        parts = cp.empty((total1, 4 * limbs), dtype=cp.uint64)
+        self._launch(curve, "msm.cu", "msm_accumulate_points", total1,
                      (d_bases, sorted_vals, off, off1, np.uint32(B), np.uint32(total1),
                       np.uint32(MSM_TASK), parts), threads=EC_THREADS)
         del sorted_vals, counts, cnt1
-        parts, boff = self._reduce_segments(parts, off1, B, (max_count + MSM_TASK - 1) // MSM_TASK)
+        parts, boff = self._reduce_segments(curve, parts, off1, B,
+                                            (max_count + MSM_TASK - 1) // MSM_TASK)
         # running-sum reduction per window, segments of MSM_SEGMENT buckets
         seg = min(MSM_SEGMENT, nb)
         S = (nb + seg - 1) // seg
-        segs = cp.empty((W * S, 16), dtype=cp.uint64)
-        self._launch("msm.cu", "msm_bucket_reduce", W * S,
+        segs = cp.empty((W * S, 4 * limbs), dtype=cp.uint64)
+        self._launch(curve, "msm.cu", "msm_bucket_reduce", W * S,
                      (parts, boff, np.uint32(W), np.uint32(nb), np.uint32(seg), np.uint32(S), segs),
                      threads=EC_THREADS)
         del parts, boff
         woff = cp.arange(W + 1, dtype=cp.uint32) * np.uint32(S)
-        wparts, woff = self._reduce_segments(segs, woff, W, S)
-        out = cp.zeros(12, dtype=cp.uint64)
-        self._k("msm.cu", "msm_final")((1,), (1,), (wparts, woff, np.uint32(W), np.uint32(c), out))
+        wparts, woff = self._reduce_segments(curve, segs, woff, W, S)
+        out = cp.zeros(3 * limbs, dtype=cp.uint64)
+        self._k(curve, "msm.cu", "msm_final")((1,), (1,),
+                                              (wparts, woff, np.uint32(W), np.uint32(c), out))
         return cp.asnumpy(out)
 
     @_gpu_call
-    def g1_msm_jacobian(self, bases, scalars):
-        """sum scalars[i] * bases[i] on G1 as 12 Jacobian limbs (like native.g1_msm)."""
+    def g1_msm_jacobian(self, bases, scalars, curve=BN254):
+        """sum scalars[i] * bases[i] on G1 as 3 Jacobian Fq (like native.g1_msm).
+
+        Device bases (a :class:`DeviceZkey`'s sections) are used in place; host bases are
+        copied for this call only."""
         cp = self._cp
-        d_bases = self._upload(bases, "g1")
+        self._require_curve(curve)
+        width = 2 * native.fq_limbs(curve)
+        d_bases = self.to_device(bases)
         d_scalars = scalars if _is_cupy_array(scalars) else cp.asarray(
             np.ascontiguousarray(scalars, dtype=np.uint64))
-        d_bases = d_bases.reshape(-1, 8) if d_bases.ndim == 1 else d_bases
+        d_bases = d_bases.reshape(-1, width) if d_bases.ndim == 1 else d_bases
         d_scalars = d_scalars.reshape(-1, 4) if d_scalars.ndim == 1 else d_scalars
-        if d_bases.shape[1] != 8 or d_scalars.shape[1] != 4:
-            raise ValueError(f"g1_msm: expected (n, 8) bases and (n, 4) scalars, got "
+        if d_bases.shape[1] != width or d_scalars.shape[1] != 4:
+            raise ValueError(f"g1_msm: expected (n, {width}) bases and (n, 4) scalars, got "
                              f"{d_bases.shape} and {d_scalars.shape}")
         if d_bases.shape[0] != d_scalars.shape[0]:
             raise ValueError(f"G1 MSM: {d_bases.shape[0]} bases but {d_scalars.shape[0]} scalars")
         n = int(d_bases.shape[0])
         if n == 0:
-            return np.zeros(12, dtype=np.uint64)
+            return np.zeros(3 * native.fq_limbs(curve), dtype=np.uint64)
         if n >= 1 << 31:
             raise ProofError("G1 MSM: more than 2^31 points is not supported on the GPU")
         d_bases = cp.ascontiguousarray(d_bases, dtype=cp.uint64)
         d_scalars = cp.ascontiguousarray(d_scalars, dtype=cp.uint64)
         try:
-            return self._g1_msm_device(d_bases, d_scalars, n)
+            return self._g1_msm_device(curve, d_bases, d_scalars, n)
         finally:
             self.trim_scratch()
 
     def g1_msm(self, bases, scalars, curve=BN254):
-        return points.g1_jacobian_to_affine(self.g1_msm_jacobian(bases, scalars))
+        return points.g1_jacobian_to_affine(self.g1_msm_jacobian(bases, scalars, curve=curve), curve)
 
     def g2_msm(self, bases, scalars, curve=BN254):
         """G2 MSM on the CPU core (only prove_finish, on the CPU side, needs it)."""
         if _is_cupy_array(scalars):
             scalars = self._cp.asnumpy(scalars)
-        return points.g2_jacobian_to_affine(native.g2_msm(bases, scalars, threads=self._threads))
-
+        return points.g2_jacobian_to_affine(
+            native.g2_msm(bases, scalars, threads=self._threads, curve=curve), curve)

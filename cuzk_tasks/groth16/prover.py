@@ -172,24 +172,28 @@ def prove_start(zkey, witness, backend=None, release_pages=False):
     w = witness_values(witness, zkey)
     timings = {}
     step = _Timer(timings)
+    with step("load"):
+        # what the backend computes on: the zkey itself (CPU), or its device copy (GPU;
+        # uploaded by the first proof of this zkey, then kept)
+        key = backend.load(zkey)
     with step("evaluate_ab"):
-        a_evals, b_evals = backend.evaluate_ab(zkey, w)
+        a_evals, b_evals = backend.evaluate_ab(key, w)
     _consumed(zkey, release_pages, "coefs")
     with step("compute_h"):
         h = backend.compute_h(a_evals, b_evals, curve=curve)
     del a_evals, b_evals
     with step("msm_h"):
-        h_sum = backend.g1_msm(zkey.h_points, h, curve=curve)
+        h_sum = backend.g1_msm(key.h_points, h, curve=curve)
     del h
     _consumed(zkey, release_pages, "h_points")
     with step("msm_a"):
-        a = backend.g1_msm(zkey.a_points, w, curve=curve)
+        a = backend.g1_msm(key.a_points, w, curve=curve)
     _consumed(zkey, release_pages, "a_points")
     with step("msm_b1"):
-        b1 = backend.g1_msm(zkey.b1_points, w, curve=curve)
+        b1 = backend.g1_msm(key.b1_points, w, curve=curve)
     _consumed(zkey, release_pages, "b1_points")
     with step("msm_c"):
-        c = backend.g1_msm(zkey.c_points, w[zkey.n_public + 1:], curve=curve)
+        c = backend.g1_msm(key.c_points, w[zkey.n_public + 1:], curve=curve)
     _consumed(zkey, release_pages, "c_points")
     public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
     return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
