@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Benchmark: our CPU prover against `snarkjs groth16 prove`, same circuits, same run.
+"""Benchmark: our CPU prover against snarkjs and rapidsnark, same circuits, same run.
 
-Both provers run as separate processes on the same zkey and witness, so start-up
-and zkey loading count for both.  Peak RSS comes from wait4()'s rusage of each
-child.  The machine is noisy: compare the ratio, measured in the same run.
+Every prover runs as a separate process on the same zkey and witness, so start-up and
+zkey loading count for all of them.  Wall time is measured around the child, CPU time and
+peak RSS come from wait4()'s rusage.  The machine is noisy: compare the ratios, measured
+in the same run, with the order of the provers rotated from run to run.
 
     python bench/make_circuits.py            # once: builds bench/.cache circuits
-    python bench/prove_vs_snarkjs.py [--runs 3] [--circuits mulchain_10,...]
+    python bench/prove_vs_snarkjs.py [--runs 3] [--circuits mulchain_2p10,...]
+                                     [--rapidsnark PATH] [--snarkjs-max-log 18]
 
-Ratio = snarkjs median / ours median (higher is better for us).
+The rapidsnark column (iden3's C++ prover, BN254 only) is skipped with a message when the
+binary is absent (default ``../shared/tools/rapidsnark/prover`` beside the clone); snarkjs
+is skipped for domains above 2^--snarkjs-max-log (it takes minutes there).  snarkjs
+verifies every proof that was made (ours and rapidsnark's) with the circuit's vkey.
+
+snarkjs/ours = snarkjs median / ours median (higher is better for us);
+ours/rapidsnark = ours median / rapidsnark median (lower is better for us).
 """
 
 import argparse
@@ -25,96 +33,133 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache"
 SNARKJS = REPO / "tools" / "node" / "node_modules" / ".bin" / "snarkjs"
+RAPIDSNARK = REPO.parent / "shared" / "tools" / "rapidsnark" / "prover"
 
 
 def run_measured(cmd):
-    """Run cmd; return (seconds, peak RSS in MiB, stderr).  Raises on failure."""
+    """Run cmd; return (wall s, CPU s, peak RSS MiB, stderr).  Raises on failure."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = proc.stderr.read().decode(errors="replace")
     _, status, rusage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t0
-    stderr = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{stderr}")
-    return elapsed, rusage.ru_maxrss / 1024.0, stderr
+    return elapsed, rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss / 1024.0, stderr
 
 
 def circuit_info(zkey):
-    sys.path.insert(0, str(REPO))
-    from cuzk_tasks.groth16.zkey import read_zkey_header
+    """(nVars, domain size, curve) of a zkey, read in a child process: this process stays
+    small because a child's peak RSS starts at its parent's (fork copies the page tables),
+    and numpy alone would put ~25 MiB under every prover's figure."""
+    code = ("import json, sys; from cuzk_tasks.groth16.zkey import read_zkey_header; "
+            "h = read_zkey_header(sys.argv[1]); "
+            "print(json.dumps([h.n_vars, h.domain_size, h.curve.snarkjs_name]))")
+    out = subprocess.run([sys.executable, "-c", code, str(zkey)], cwd=REPO, check=True,
+                         capture_output=True, text=True)
+    return tuple(json.loads(out.stdout))
 
-    header = read_zkey_header(zkey)
-    return header.n_vars, header.domain_size
 
-
-def verify_with_snarkjs(circuit_dir, proof, public, vkey_cache):
-    if not vkey_cache.exists():
-        subprocess.run([str(SNARKJS), "zkey", "export", "verificationkey", str(circuit_dir / "circuit.zkey"),
-                        str(vkey_cache)], check=True, capture_output=True)
-    out = subprocess.run([str(SNARKJS), "groth16", "verify", str(vkey_cache), str(public), str(proof)],
+def snarkjs_verifies(vkey, proof, public):
+    out = subprocess.run([str(SNARKJS), "groth16", "verify", str(vkey), str(public), str(proof)],
                          capture_output=True, text=True)
     return out.returncode == 0
 
 
-def bench_circuit(name, runs, threads):
+class Prover:
+    """One prover's command line and its measurements for one circuit."""
+
+    def __init__(self, name, argv):
+        self.name, self.argv = name, argv
+        self.wall, self.cpu, self.rss, self.inproc = [], [], [], []
+
+    def run(self, zkey, wtns, proof, public):
+        wall, cpu, rss, stderr = run_measured([*self.argv, str(zkey), str(wtns), str(proof),
+                                               str(public)])
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+        self.rss.append(rss)
+        match = re.search(r"proved .* in (\d+) ms", stderr)  # ours, with -v
+        if match:
+            self.inproc.append(int(match.group(1)) / 1000.0)
+
+    def summary(self):
+        if not self.wall:
+            return None
+        return {"wall_s": statistics.median(self.wall), "cpu_s": statistics.median(self.cpu),
+                "rss_mib": max(self.rss),
+                "inproc_s": statistics.median(self.inproc) if self.inproc else None}
+
+
+def bench_circuit(name, runs, rapidsnark, snarkjs_max_log):
     circuit_dir = CACHE / name
     zkey, wtns = circuit_dir / "circuit.zkey", circuit_dir / "witness.wtns"
+    vkey = circuit_dir / "verification_key.json"
     if not zkey.exists() or not wtns.exists():
         raise SystemExit(f"{circuit_dir}: missing circuit.zkey/witness.wtns; run bench/make_circuits.py first")
-    n_vars, domain = circuit_info(zkey)
-    zkey_mib = zkey.stat().st_size / 2**20
-    ours_t, ours_rss, theirs_t, theirs_rss, ours_inproc = [], [], [], [], []
+    n_vars, domain, curve = circuit_info(zkey)
+    provers = [Prover("ours", [sys.executable, "-m", "cuzk_tasks", "-v", "prove", "--backend", "cpu"])]
+    if domain.bit_length() - 1 <= snarkjs_max_log:
+        provers.append(Prover("snarkjs", [str(SNARKJS), "groth16", "prove"]))
+    if rapidsnark and curve == "bn128":
+        provers.append(Prover("rapidsnark", [str(rapidsnark)]))
+    verified = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for i in range(runs):
-            # Alternate the order so drift on a noisy machine hits both sides alike.
-            order = ("ours", "snarkjs") if i % 2 == 0 else ("snarkjs", "ours")
-            for who in order:
-                if who == "ours":
-                    env_cmd = [sys.executable, "-m", "cuzk_tasks", "-v", "prove", "--backend", "cpu",
-                               str(zkey), str(wtns), str(tmp / "proof_ours.json"), str(tmp / "public_ours.json")]
-                    t, rss, stderr = run_measured(env_cmd)
-                    match = re.search(r"proved .* in (\d+) ms", stderr)
-                    ours_inproc.append(int(match.group(1)) / 1000.0 if match else float("nan"))
-                    ours_t.append(t)
-                    ours_rss.append(rss)
-                else:
-                    t, rss, _ = run_measured([str(SNARKJS), "groth16", "prove", str(zkey), str(wtns),
-                                           str(tmp / "proof_sj.json"), str(tmp / "public_sj.json")])
-                    theirs_t.append(t)
-                    theirs_rss.append(rss)
-            print(f"  {name} run {i + 1}/{runs}: ours {ours_t[-1]:.3f} s, snarkjs {theirs_t[-1]:.3f} s",
+            # rotate the order so drift on a noisy machine hits every prover alike
+            for p in provers[i % len(provers):] + provers[:i % len(provers)]:
+                p.run(zkey, wtns, tmp / f"proof_{p.name}.json", tmp / f"public_{p.name}.json")
+            print(f"  {name} run {i + 1}/{runs}: "
+                  + ", ".join(f"{p.name} {p.wall[-1]:.3f} s" for p in provers),
                   file=sys.stderr, flush=True)
-        ok = verify_with_snarkjs(circuit_dir, tmp / "proof_ours.json", tmp / "public_ours.json",
-                                 circuit_dir / "verification_key.json")
-        same_public = json.loads((tmp / "public_ours.json").read_text()) == \
-            json.loads((tmp / "public_sj.json").read_text())
-    return {
-        "circuit": name, "n_vars": n_vars, "domain": domain, "zkey_mib": zkey_mib,
-        "snarkjs_s": statistics.median(theirs_t), "ours_s": statistics.median(ours_t),
-        "ours_inproc_s": statistics.median(ours_inproc),
-        "snarkjs_rss": max(theirs_rss), "ours_rss": max(ours_rss),
-        "verified": ok and same_public,
-    }
+        if not vkey.exists():
+            subprocess.run([sys.executable, "-m", "cuzk_tasks", "vkey", str(zkey), str(vkey)],
+                           check=True, cwd=REPO)
+        publics = set()
+        for p in provers:
+            publics.add(json.dumps(json.loads((tmp / f"public_{p.name}.json").read_text())))
+            if p.name != "snarkjs":
+                verified[p.name] = snarkjs_verifies(vkey, tmp / f"proof_{p.name}.json",
+                                                    tmp / f"public_{p.name}.json")
+    return {"circuit": name, "curve": curve, "n_vars": n_vars, "domain": domain,
+            "zkey_mib": zkey.stat().st_size / 2**20,
+            **{p.name: p.summary() for p in provers}, "verified": verified,
+            "same_public": len(publics) == 1}
+
+
+def _cell(summary, key, fmt):
+    return "—" if summary is None or summary.get(key) is None else format(summary[key], fmt)
+
+
+def _ratio(a, b):
+    return "—" if a is None or b is None else f"{a['wall_s'] / b['wall_s']:.2f}"
 
 
 def print_table(rows, threads):
-    header = ("| circuit | nVars | domain | zkey MiB | snarkjs s | ours s | ratio | ours in-process s "
-              "| snarkjs RSS MiB "
-              "| ours RSS MiB | ours RSS / zkey | snarkjs verifies ours |")
-    print(header)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| circuit | curve | nVars | domain | zkey MiB | ours s | ours CPU s | ours in-process s "
+          "| snarkjs s | rapidsnark s | rapidsnark CPU s | snarkjs / ours | ours / rapidsnark "
+          "| ours RSS MiB | rapidsnark RSS MiB | snarkjs RSS MiB | ours RSS / zkey "
+          "| snarkjs verifies ours / rapidsnark's |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['circuit']} | {r['n_vars']} | 2^{r['domain'].bit_length() - 1} | {r['zkey_mib']:.1f} "
-              f"| {r['snarkjs_s']:.3f} | {r['ours_s']:.3f} | {r['snarkjs_s'] / r['ours_s']:.2f} "
-              f"| {r['ours_inproc_s']:.3f} "
-              f"| {r['snarkjs_rss']:.0f} | {r['ours_rss']:.0f} | {r['ours_rss'] / r['zkey_mib']:.2f} "
-              f"| {'yes' if r['verified'] else 'NO'} |")
-    print(f"\nsnarkjs s / ours s: median wall time of each prove as a separate process (start-up and "
-          f"zkey load included); ratio = snarkjs / ours. ours in-process s: read zkey+witness, prove "
-          f"and self-verify, without interpreter start-up. RSS: peak resident set of the process. "
-          f"threads={threads}, cpus={os.cpu_count()}")
+        ours, sj, rs = r["ours"], r.get("snarkjs"), r.get("rapidsnark")
+        checks = "/".join({True: "yes", False: "NO"}[r["verified"][k]] for k in ("ours", "rapidsnark")
+                          if k in r["verified"])
+        print(f"| {r['circuit']} | {r['curve']} | {r['n_vars']} | 2^{r['domain'].bit_length() - 1} "
+              f"| {r['zkey_mib']:.1f} | {ours['wall_s']:.3f} | {ours['cpu_s']:.2f} "
+              f"| {_cell(ours, 'inproc_s', '.3f')} | {_cell(sj, 'wall_s', '.3f')} "
+              f"| {_cell(rs, 'wall_s', '.3f')} | {_cell(rs, 'cpu_s', '.2f')} "
+              f"| {_ratio(sj, ours)} | {_ratio(ours, rs)} | {ours['rss_mib']:.0f} "
+              f"| {_cell(rs, 'rss_mib', '.0f')} | {_cell(sj, 'rss_mib', '.0f')} "
+              f"| {ours['rss_mib'] / r['zkey_mib']:.2f} "
+              f"| {checks}{'' if r['same_public'] else ' (public signals differ!)'} |")
+    print(f"\nWall s: median of the runs, each prove a separate process (start-up and zkey load "
+          f"included).  CPU s: user + system of that process.  ours in-process s: read zkey and "
+          f"witness, prove and self-verify, without interpreter start-up.  RSS: peak resident "
+          f"set.  threads={threads}, cpus={os.cpu_count()}")
 
 
 def main():
@@ -122,17 +167,26 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--circuits", default=None,
                         help="comma-separated names under bench/.cache (default: all)")
+    parser.add_argument("--rapidsnark", default=str(RAPIDSNARK),
+                        help="rapidsnark's prover binary (default: %(default)s)")
+    parser.add_argument("--snarkjs-max-log", type=int, default=18,
+                        help="skip snarkjs above this log2 domain size (default: %(default)s)")
     args = parser.parse_args()
     if not SNARKJS.exists():
         raise SystemExit("snarkjs not installed: run npm ci --prefix tools/node")
+    rapidsnark = Path(args.rapidsnark)
+    if not os.access(rapidsnark, os.X_OK):
+        print(f"rapidsnark: no executable at {rapidsnark}; its columns are skipped "
+              "(pass --rapidsnark PATH)", file=sys.stderr)
+        rapidsnark = None
     names = args.circuits.split(",") if args.circuits else sorted(
         p.name for p in CACHE.iterdir() if (p / "circuit.zkey").exists()) if CACHE.exists() else []
     if not names:
         raise SystemExit("no benchmark circuits: run python bench/make_circuits.py first")
     threads = os.environ.get("CUZK_THREADS", str(os.cpu_count()))
-    rows = [bench_circuit(name, args.runs, threads) for name in names]
+    rows = [bench_circuit(name, args.runs, rapidsnark, args.snarkjs_max_log) for name in names]
     print_table(rows, threads)
-    return 0 if all(r["verified"] for r in rows) else 1
+    return 0 if all(all(r["verified"].values()) and r["same_public"] for r in rows) else 1
 
 
 if __name__ == "__main__":
