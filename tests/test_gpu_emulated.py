@@ -90,9 +90,11 @@ class _EmulatedCluster:
         from support.processes import start_logged, worker_argv, write_circuits_toml
 
         self.root = pathlib.Path(__file__).resolve().parent.parent
-        self.fix = self.root / "tests" / "fixtures" / "mulchain"
+        fixtures = self.root / "tests" / "fixtures"
+        self.fixtures = {"mulchain": fixtures / "mulchain", "bls_mulchain": fixtures / "bls12381" / "mulchain"}
         self.tmp = tmp_path
-        config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", self.fix)})
+        config = write_circuits_toml(tmp_path / "cuzk.toml",
+                                     {name: ("test-mul", d) for name, d in self.fixtures.items()})
         tag = uuid.uuid4().hex[:6]
         env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=redis_url,
                    CUZK_PREFIX="emu" + tag, CUZK_HOSTNAME="emuhost" + tag,
@@ -123,24 +125,24 @@ class _EmulatedCluster:
         return "\n".join(f"----- {name} -----\n" + (self.tmp / f"{name}.log").read_text()[-3000:]
                          for name in self.procs)
 
-    def submit(self, n):
+    def submit(self, n, circuit="mulchain"):
         import json
 
-        inputs = json.loads((self.fix / "input.json").read_text())
-        return self.client.submit("mulchain", [{"input": inputs}] * n)
+        inputs = json.loads((self.fixtures[circuit] / "input.json").read_text())
+        return self.client.submit(circuit, [{"input": inputs}] * n)
 
-    def prove(self, n):
+    def prove(self, n, circuit="mulchain"):
         """Submit a job of ``n`` partitions, wait for it and check every proof; its id."""
         import json
 
         from cuzk_tasks.groth16 import verify
 
-        job = self.submit(n)
+        job = self.submit(n, circuit)
         try:
             result = self.client.wait(job, timeout=120)
         except Exception:
             raise AssertionError(self.logs()) from None
-        vk = json.loads((self.fix / "verification_key.json").read_text())
+        vk = json.loads((self.fixtures[circuit] / "verification_key.json").read_text())
         assert len(result["proofs"]) == n
         assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
         return job
@@ -155,12 +157,17 @@ class _EmulatedCluster:
 @pytest.mark.slow
 def test_device_worker_proves_on_the_gpu_backend(redis_server_url, tmp_path):
     """A real device worker process with ``--backend gpu`` (CUDA initialised in its pool
-    process), its ``import cupy`` resolving to the emulator: jobs prove, the proofs verify,
-    and the worker publishes its device's memory to the state store as on a GPU host."""
+    process), its ``import cupy`` resolving to the emulator: jobs of both curves prove on it,
+    the proofs verify, and the worker publishes its device's memory to the state store as on
+    a GPU host."""
     cluster = _EmulatedCluster(redis_server_url, tmp_path, [{}])
     try:
         cluster.wait_devices(1)
         job = cluster.prove(3)
+        bls_job = cluster.prove(2, "bls_mulchain")
+        assert cluster.client.store.get_job(bls_job)["curve"] == "bls12381"
+        assert {p["worker"] for p in cluster.client.store.list_partitions(bls_job)} == {
+            cluster.settings.device_worker_id(0)}
         worker = cluster.client.store.get_worker(cluster.settings.device_worker_id(0))
         assert worker["gpu_name"] == "cuzk CUDA emulator (CPU)"
         assert int(worker["gpu_mem_total_mb"]) == cupy_emu.EMULATED_MEMORY >> 20
