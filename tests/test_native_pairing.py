@@ -168,3 +168,15 @@ def test_bad_points_are_refused(curve):
         N.pairing(g1, big, curve)
     with pytest.raises(ValueError, match="1 G1 points but 2 G2 points"):
         N.pairing_check(g1, np.vstack([g2, g2]), curve)
+
+
+@pytest.mark.parametrize("curve", CURVES, ids=_ids)
+def test_g2_subgroup_test_on_the_native_core_accepts_g2_points(curve):
+    """A fresh proof's B goes through the native [lambda]Q test (the points outside G2 are
+    refused in test_verifier.py and test_bls12381.py)."""
+    rng = random.Random(21)
+    g2 = g2_of(curve)
+    for _ in range(3):
+        q = g2.mul(g2.generator, rng.randrange(1, curve.r))
+        assert jsonio.g2_from_json(jsonio.g2_to_json(q), curve=curve) == q
+        assert pairing_of(curve).g2_in_subgroup(q)
