@@ -225,18 +225,21 @@ int check_points_impl(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
     return CUZK_OK;
 }
 
-// prod e(g1[i], g2[i]) (see cuzk_pairing below) into *out; checks the points first.
-template <class C>
-int pairing_impl(const uint64_t* g1, const uint64_t* g2, uint64_t n,
-                 typename Pairing<C>::Fq12* out) {
+// fn(C{}, r) with r = prod e(g1[i], g2[i]) (see cuzk_pairing below) on the curve
+// named by `curve`, after checking the points.
+template <class Fn>
+int with_pairing(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n, Fn&& fn) {
     if (n > 0 && (!g1 || !g2)) return CUZK_ERR_NULL;
-    return guarded([&]() -> int {
-        int st = check_points_impl<typename C::G1>(g1, n, nullptr);
-        if (st == CUZK_OK) st = check_points_impl<typename C::G2>(g2, n, nullptr);
-        if (st != CUZK_OK) return st;
-        *out = Pairing<C>::pairing(reinterpret_cast<const typename C::G1::Affine*>(g1),
-                                   reinterpret_cast<const typename C::G2::Affine*>(g2), n);
-        return CUZK_OK;
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        return guarded([&]() -> int {
+            int st = check_points_impl<typename C::G1>(g1, n, nullptr);
+            if (st == CUZK_OK) st = check_points_impl<typename C::G2>(g2, n, nullptr);
+            if (st != CUZK_OK) return st;
+            fn(c, Pairing<C>::pairing(reinterpret_cast<const typename C::G1::Affine*>(g1),
+                                      reinterpret_cast<const typename C::G2::Affine*>(g2), n));
+            return CUZK_OK;
+        });
     });
 }
 
@@ -374,14 +377,10 @@ int cuzk_g2_to_affine(int curve, const uint64_t* jac, uint64_t* out) {
 int cuzk_pairing(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n_pairs,
                  uint64_t* out) {
     if (!out) return CUZK_ERR_NULL;
-    return with_curve(curve, [&](auto c) -> int {
-        typedef decltype(c) C;
-        typename Pairing<C>::Fq12 r;
-        int st = pairing_impl<C>(g1, g2, n_pairs, &r);
-        if (st != CUZK_OK) return st;
-        const typename C::Fq* x = &r.c0.c0.c0;
-        for (int i = 0; i < 12; ++i) x[i].to_standard(out + C::Fq::N * i);
-        return CUZK_OK;
+    return with_pairing(curve, g1, g2, n_pairs, [&](auto c, const auto& r) {
+        typedef typename decltype(c)::Fq Fq;
+        const Fq* x = &r.c0.c0.c0;
+        for (int i = 0; i < 12; ++i) x[i].to_standard(out + Fq::N * i);
     });
 }
 
@@ -389,12 +388,8 @@ int cuzk_pairing(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n_p
 int cuzk_pairing_check(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n_pairs,
                        int* result) {
     if (!result) return CUZK_ERR_NULL;
-    return with_curve(curve, [&](auto c) -> int {
-        typedef decltype(c) C;
-        typename Pairing<C>::Fq12 r;
-        int st = pairing_impl<C>(g1, g2, n_pairs, &r);
-        if (st == CUZK_OK) *result = Pairing<C>::is_one12(r) ? 1 : 0;
-        return st;
+    return with_pairing(curve, g1, g2, n_pairs, [&](auto c, const auto& r) {
+        *result = Pairing<decltype(c)>::is_one12(r) ? 1 : 0;
     });
 }
 

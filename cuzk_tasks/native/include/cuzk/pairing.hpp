@@ -224,11 +224,12 @@ struct Pairing {
         r.c1.c2 = triple_plus_double(t3, z5);         // 3 t3 + 2 z5
         return r;
     }
-    // (a + b y)^2 in Fq4 = Fq2[y]/(y^2 - xi): (a^2 + xi b^2) + 2ab y
+    // (a + b y)^2 in Fq4 = Fq2[y]/(y^2 - xi): (a^2 + xi b^2) + 2ab y, with 2ab as
+    // (a + b)^2 - a^2 - b^2: three squarings and one product by xi
     static void fq4_sqr(const Fq2& a, const Fq2& b, Fq2* c0, Fq2* c1) {
-        Fq2 ab = a * b;
-        *c0 = (a + b) * (mul_xi(b) + a) - ab - mul_xi(ab);
-        *c1 = Fq2::dbl(ab);
+        Fq2 a2 = Fq2::sqr(a), b2 = Fq2::sqr(b);
+        *c0 = a2 + mul_xi(b2);
+        *c1 = Fq2::sqr(a + b) - a2 - b2;
     }
     static Fq2 triple_minus_double(const Fq2& t, const Fq2& z) { return Fq2::dbl(t - z) + t; }
     static Fq2 triple_plus_double(const Fq2& t, const Fq2& z) { return Fq2::dbl(t + z) + t; }
