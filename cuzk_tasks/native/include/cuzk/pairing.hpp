@@ -205,8 +205,8 @@ struct Pairing {
         }
         return r;
     }
-    // Granger-Scott squaring in the cyclotomic subgroup (an element f with
-    // f^(q^4 - q^2 + 1) ... = 1, i.e. after the easy part): Fq12 as Fq4^3, three
+    // Granger-Scott squaring, valid in the cyclotomic subgroup (f^(q^4 - q^2 + 1) = 1,
+    // which the easy part of the final exponentiation lands in): Fq12 as Fq4^3, three
     // Fq4 squarings; about half the cost of sqr12.
     static Fq12 cyclotomic_sqr(const Fq12& a) {
         const Fq2 &z0 = a.c0.c0, &z4 = a.c0.c1, &z3 = a.c0.c2;
