@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
-
 from ..errors import FormatError, VerificationError
 from . import jsonio, native, points
 from .reference.curve import g1_of
@@ -66,8 +64,8 @@ def _native_check(vk, public, neg_a, pi_b, pi_c) -> bool:
     vk_x = native.g1_to_affine(
         native.g1_msm(points.g1_rows_to_mont(vk.ic, curve), scalars, threads=1, curve=curve),
         curve=curve)
-    g1 = np.vstack([points.g1_rows_to_mont([neg_a], curve), vk_x.reshape(1, -1),
-                    points.g1_rows_to_mont([pi_c], curve)])
+    g1 = points.g1_rows_to_mont([neg_a, None, pi_c], curve)
+    g1[1] = vk_x
     g2 = points.g2_rows_to_mont([pi_b, vk.gamma2, vk.delta2], curve)
     return native.pairing(g1, g2, curve) == _native_alphabeta_inverse(curve, vk.alpha1, vk.beta2)
 
