@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "gen_curve_constants.py"
 HEADER = ROOT / "cuzk_tasks" / "native" / "include" / "cuzk" / "bn254_constants.cuh"
@@ -114,3 +116,41 @@ def test_bn254_constants_from_the_bn_parameter():
     u = gen.BN_U
     assert gen.Q == 36 * u**4 + 36 * u**3 + 24 * u**2 + 6 * u + 1
     assert gen.R == 36 * u**4 + 36 * u**3 + 18 * u**2 + 6 * u + 1
+
+
+@pytest.mark.parametrize("name", ["bn254", "bls12_381"])
+def test_pairing_constants_from_the_curve_definitions(name):
+    """The pairing section (tower non-residue, twist, loop parameters, Frobenius table)
+    recomputed from cuzk_tasks.groth16.curves and the reference tower."""
+    from cuzk_tasks.groth16.curves import BLS12_381, BN254
+    from cuzk_tasks.groth16.reference.tower import tower
+
+    gen = _load()
+    curve = {"bn254": BN254, "bls12_381": BLS12_381}[name]
+    c = gen.CURVES[name][0]()
+    d, q = c["PAIRING"], curve.q
+    assert (d["XI_K"], 1) == curve.fq6_non_residue
+    assert d["TWIST"] == curve.twist and d["FAMILY"] == curve.family
+    assert d["X"] == curve.x and d["ATE"] == curve.ate_loop_count
+
+    def value(digits):
+        v = 0
+        for digit in digits:
+            v = 2 * v + digit
+        return v
+
+    for key, v in (("ATE_NAF", curve.ate_loop_count), ("X_NAF", curve.x)):
+        digits = d[key]
+        assert value(digits) == abs(v) and digits[0] == 1
+        assert all(digits[i] == 0 or digits[i + 1] == 0 for i in range(len(digits) - 1))
+    coeffs = tower(curve).frobenius_coeffs
+    for n in (1, 2, 3):
+        assert d["FROB"][n - 1] == list(coeffs[n])
+        for k in range(6):  # xi^(k (q^n - 1)/6), from first principles
+            assert tuple(d["FROB"][n - 1][k]) == gen.fq2_pow((d["XI_K"], 1), k * (q**n - 1) // 6, q)
+    pfx = gen.CURVES[name][1]
+    text = (BLS_HEADER if name == "bls12_381" else HEADER).read_text()
+    assert "#define %s_XI_K %d" % (pfx, d["XI_K"]) in text
+    assert "#define %s_ATE_NAF_LEN %d" % (pfx, len(d["ATE_NAF"])) in text
+    frob11 = gen.to_mont(d["FROB"][0][1][0], q)
+    assert "0x%016xULL" % (frob11 & (2**64 - 1)) in text

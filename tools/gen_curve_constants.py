@@ -103,6 +103,46 @@ def fq2_inv(a, p):
     return (a[0] * ninv % p, (-a[1]) * ninv % p)
 
 
+def fq2_pow(a, e, p):
+    r = (1, 0)
+    while e:
+        if e & 1:
+            r = fq2_mul(r, a, p)
+        a = fq2_mul(a, a, p)
+        e >>= 1
+    return r
+
+
+def naf(e):
+    """Non-adjacent form of e > 0, most significant digit first (digits -1, 0, 1)."""
+    digits = []
+    while e:
+        d = (2 - (e & 3)) if e & 1 else 0
+        e -= d
+        digits.append(d)
+        e >>= 1
+    return digits[::-1]
+
+
+def _pairing(q, family, twist, xi_k, x, ate):
+    """The optimal ate pairing's constants (pairing.hpp): the tower Fq6 = Fq2[v]/(v^3 - xi),
+    Fq12 = Fq6[w]/(w^2 - v) with xi = xi_k + u, the signed loop parameters as NAF digits,
+    and the Frobenius coefficients FROB[n-1][k] = xi^(k (q^n - 1)/6), n = 1..3, k = 0..5."""
+    xi = (xi_k, 1)
+    # xi must be neither a square nor a cube in Fq2, so that v^3 - xi and w^2 - v are
+    # irreducible: xi^((q^2-1)/2) != 1 and xi^((q^2-1)/3) != 1
+    assert fq2_pow(xi, (q * q - 1) // 2, q) != (1, 0)
+    assert (q * q - 1) % 3 == 0 and fq2_pow(xi, (q * q - 1) // 3, q) != (1, 0)
+    assert (q - 1) % 6 == 0
+    frob = [[fq2_pow(xi, k * (q ** n - 1) // 6, q) for k in range(6)] for n in (1, 2, 3)]
+    for n in range(3):
+        assert frob[n][0] == (1, 0)
+    for k in range(6):  # q^2-power coefficients lie in Fq (xi^((q^2-1)/6) is a norm)
+        assert frob[1][k][1] == 0
+    return {"FAMILY": family, "TWIST": twist, "XI_K": xi_k, "X": x, "ATE": ate,
+            "ATE_NAF": naf(abs(ate)), "X_NAF": naf(abs(x)), "FROB": frob}
+
+
 def _field(p):
     n = n_limbs(p)
     mont = 1 << (64 * n)
@@ -230,6 +270,7 @@ def compute_bn254():
     g1 = (1, 2)
     assert (g1[1] ** 2 - g1[0] ** 3 - b1) % Q == 0
     _add_domain(c, R, MAX_LOG2)
+    c["PAIRING"] = _pairing(Q, "bn", "D", 9, u, 6 * u + 2)
     assert c["ROOTS"][MAX_LOG2] == EXPECTED_W28, (c["NQR"], c["ROOTS"][MAX_LOG2])
     return c
 
@@ -255,6 +296,7 @@ def compute_bls12_381():
     assert _on_curve(F1, BLS_G1, 4) and _on_curve(F2, BLS_G2, (4, 4))
     assert _order_divides(F1, BLS_G1, r) and _order_divides(F2, BLS_G2, r)
     _add_domain(c, r, 32)
+    c["PAIRING"] = _pairing(q, "bls12", "M", 1, x, x)
     return c
 
 
@@ -344,8 +386,41 @@ def render(curve="bn254"):
             w("    %s%s /* k=%d */ \\" % (limb_list(to_mont(v, r), nr), sep, k))
         w("}")
     w("")
+    _render_pairing(w, value, pfx, c["PAIRING"], q, nq)
+    w("")
     w("#endif  // %s" % guard)
     return "\n".join(out) + "\n"
+
+
+def _render_pairing(w, value, pfx, d, q, nq):
+    """The pairing section of a header (see _pairing)."""
+    k = d["XI_K"]
+    w("// ---- pairing (pairing.hpp): tower, loop parameters, Frobenius ----")
+    w("// Fq6 = Fq2[v]/(v^3 - xi), Fq12 = Fq6[w]/(w^2 - v), xi = %d + u" % k)
+    w("#define %s_XI_K %d" % (pfx, k))
+    w("// %s family; %s-type twist (G2 b' = b %s xi)"
+      % (d["FAMILY"].upper(), d["TWIST"], "/" if d["TWIST"] == "D" else "*"))
+    w("#define %s_PAIRING_BN %d" % (pfx, 1 if d["FAMILY"] == "bn" else 0))
+    w("#define %s_TWIST_M %d" % (pfx, 1 if d["TWIST"] == "M" else 0))
+    for key, name, val in (("ATE", "Miller loop parameter", d["ATE"]),
+                           ("X", "curve parameter x (final exponentiation)", d["X"])):
+        digits = d[key + "_NAF"]
+        w("// %s = %d: sign, then |value| in NAF, most significant digit first" % (name, val))
+        w("#define %s_%s_NEG %d" % (pfx, key, 1 if val < 0 else 0))
+        w("#define %s_%s_NAF_LEN %d" % (pfx, key, len(digits)))
+        w("#define %s_%s_NAF {%s}" % (pfx, key, ", ".join(str(x) for x in digits)))
+    w("// FROB[n-1][k] = xi^(k (q^n - 1)/6) (Fq2, c0 then c1, Montgomery), as an")
+    w("// initializer for uint64_t[3][6][%d]" % (2 * nq))
+    w("#define %s_FQ12_FROB_MONT { \\" % pfx)
+    for n, row in enumerate(d["FROB"]):
+        w("    { \\")
+        for kk, (c0, c1) in enumerate(row):
+            sep = "," if kk < 5 else ""
+            w("        {%s}%s /* n=%d k=%d */ \\" % (
+                ", ".join(hx(v) for v in limbs(to_mont(c0, q), nq) + limbs(to_mont(c1, q), nq)),
+                sep, n + 1, kk))
+        w("    }%s \\" % ("," if n < 2 else ""))
+    w("}")
 
 
 def main(argv=None):

@@ -41,7 +41,7 @@ import numpy as np
 from .. import defaults
 from ..errors import CuzkError, NativeCoreError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 STATUS_MESSAGES = {
     1: "a required buffer pointer was NULL",
@@ -97,6 +97,8 @@ def _declare(lib):
         "cuzk_g2_check_points": [_u64p, c_u64, _u64p],
         "cuzk_g1_to_affine": [_u64p, _u64p],
         "cuzk_g2_to_affine": [_u64p, _u64p],
+        "cuzk_pairing": [_u64p, _u64p, c_u64, _u64p],
+        "cuzk_pairing_check": [_u64p, _u64p, c_u64, ctypes.POINTER(c_int)],
         "cuzk_evaluate_ab": [_u8p, c_u64, _u64p, c_u64, c_u64, _u64p, _u64p, c_int],
         "cuzk_compute_h": [_u64p, _u64p, c_u32, c_int, _u64p],
     }
@@ -363,6 +365,43 @@ def g2_to_affine(jac, curve=DEFAULT_CURVE):
     out = np.zeros(4 * L, dtype=np.uint64)
     _check(lib().cuzk_g2_to_affine(curve_id(curve), _ptr(j), _ptr(out)), "G2 to-affine")
     return out
+
+
+# --------------------------------------------------------------------------- pairing
+
+def _pairs(g1, g2, curve):
+    L = fq_limbs(curve)
+    p = _limbs(g1, 2 * L, "g1")
+    q = _limbs(g2, 4 * L, "g2")
+    if p.shape[0] != q.shape[0]:
+        raise ValueError(f"pairing: {p.shape[0]} G1 points but {q.shape[0]} G2 points")
+    return p, q
+
+
+def pairing(g1, g2, curve=DEFAULT_CURVE):
+    """prod_i e(g1[i], g2[i]) exactly as snarkjs computes it (the reference's
+    ``Pairing.pairing`` for one pair): a 12-tuple of standard-form ints in the
+    reference's flat Fq12 order (ffjavascript's Gt memory order).
+
+    g1: (n, 2L) and g2: (n, 4L) Montgomery affine points (all-zero rows are infinity),
+    on the curve and in the order-r subgroups (the subgroups are not checked here).
+    """
+    p, q = _pairs(g1, g2, curve)
+    L = fq_limbs(curve)
+    out = np.zeros((12, L), dtype=np.uint64)
+    _check(lib().cuzk_pairing(curve_id(curve), _ptr(p), _ptr(q), p.shape[0], _ptr(out)), "pairing")
+    raw = out.tobytes()
+    return tuple(int.from_bytes(raw[8 * L * i:8 * L * (i + 1)], "little") for i in range(12))
+
+
+def pairing_check(g1, g2, curve=DEFAULT_CURVE):
+    """True iff prod_i e(g1[i], g2[i]) == 1 (one multi-Miller loop, one final
+    exponentiation); arguments as for :func:`pairing`."""
+    p, q = _pairs(g1, g2, curve)
+    result = ctypes.c_int(0)
+    _check(lib().cuzk_pairing_check(curve_id(curve), _ptr(p), _ptr(q), p.shape[0],
+                                    ctypes.byref(result)), "pairing check")
+    return result.value == 1
 
 
 # --------------------------------------------------------------------------- QAP

@@ -88,6 +88,22 @@ def g2_affine_to_mont(point, curve=BN254):
     return np.concatenate([fq_to_mont_limbs(v, curve) for v in (x0, x1, y0, y1)])
 
 
+def g1_rows_to_mont(pts, curve=BN254):
+    """Affine G1 points (``None`` = infinity) to an (n, 2 n64q) Montgomery array in one
+    pass (the native pairing's and MSM's input rows)."""
+    q, R = curve.q, curve.mont_r_q
+    values = [c * R % q for p in pts for c in ((0, 0) if p is None else p)]
+    return ints_to_limb_array(values, curve.n64q).reshape(len(pts), 2 * curve.n64q)
+
+
+def g2_rows_to_mont(pts, curve=BN254):
+    """Affine G2 points to an (n, 4 n64q) Montgomery array (x.c0, x.c1, y.c0, y.c1)."""
+    q, R = curve.q, curve.mont_r_q
+    values = [c * R % q for p in pts
+              for c in ((0, 0, 0, 0) if p is None else (*p[0], *p[1]))]
+    return ints_to_limb_array(values, curve.n64q).reshape(len(pts), 4 * curve.n64q)
+
+
 def g1_jacobian_to_affine(limbs, curve=BN254):
     """Native-core G1 result (X, Y, Z Jacobian, Montgomery) to an affine point."""
     n, q = curve.n64q, curve.q

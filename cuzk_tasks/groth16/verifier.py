@@ -7,12 +7,18 @@ the verification key names its curve, the zkey's header its primes).
   as one pairing check of 4 pairs:
   e(-A, B) e(alpha, beta) e(vk_x, gamma) e(C, delta) == 1,
   with vk_x = IC_0 + sum_i public_i IC_{i+1}.
+
+Both use the native core's pairing (and its MSM for vk_x) when it loads, the pure-Python
+reference otherwise; the two compute the same values (tests/test_native_pairing.py), the
+native one in about a millisecond instead of tens.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..errors import FormatError, VerificationError
-from . import jsonio, points
+from . import jsonio, native, points
 from .reference.curve import g1_of
 from .reference.pairing import g1_mul_jacobian, pairing_of
 
@@ -21,7 +27,11 @@ def export_verification_key(zkey) -> dict:
     """The verification key of a Groth16 zkey (a :class:`ZKey` from :func:`read_zkey`), for
     the zkey's curve."""
     curve = zkey.curve
-    alphabeta = pairing_of(curve).pairing(zkey.alpha1, zkey.beta2)
+    if native.available():
+        alphabeta = native.pairing(points.g1_rows_to_mont([zkey.alpha1], curve),
+                                   points.g2_rows_to_mont([zkey.beta2], curve), curve)
+    else:
+        alphabeta = pairing_of(curve).pairing(zkey.alpha1, zkey.beta2)
     ic = [points.g1_affine_from_mont(zkey.ic[i], curve) for i in range(zkey.n_public + 1)]
     return jsonio.vkey_to_json(zkey.n_public, zkey.alpha1, zkey.beta2, zkey.gamma2,
                                zkey.delta2, alphabeta, ic, curve)
@@ -35,16 +45,43 @@ def _vk_x(vk, public):
     return acc
 
 
+@lru_cache(maxsize=64)
+def _native_alphabeta_inverse(curve, alpha1, beta2):
+    """e(alpha, beta)^-1, the same for every proof under a key: computed once, it takes
+    one pair out of each verification's Miller loop.  In the pairing's target group the
+    inverse is the conjugate (the w coefficients negated)."""
+    ab = native.pairing(points.g1_rows_to_mont([alpha1], curve),
+                        points.g2_rows_to_mont([beta2], curve), curve)
+    return ab[:6] + tuple(-c % curve.q for c in ab[6:])
+
+
+def _native_check(vk, public, neg_a, pi_b, pi_c) -> bool:
+    """e(-A, B) e(vk_x, gamma) e(C, delta) == e(alpha, beta)^-1 on the native core (the
+    final exponentiation is a homomorphism, so this is the 4-pair check)."""
+    curve = vk.curve
+    # vk_x as one MSM with IC_0's scalar 1, kept in Montgomery limbs for the pairing
+    scalars = points.ints_to_limb_array([1, *public], native.FR_LIMBS)
+    vk_x = native.g1_to_affine(
+        native.g1_msm(points.g1_rows_to_mont(vk.ic, curve), scalars, threads=1, curve=curve),
+        curve=curve)
+    g1 = points.g1_rows_to_mont([neg_a, None, pi_c], curve)
+    g1[1] = vk_x
+    g2 = points.g2_rows_to_mont([pi_b, vk.gamma2, vk.delta2], curve)
+    return native.pairing(g1, g2, curve) == _native_alphabeta_inverse(curve, vk.alpha1, vk.beta2)
+
+
 def _verify_parsed(vk, public, pi_a, pi_b, pi_c) -> bool:
     if len(public) != vk.n_public:
         raise VerificationError(
             f"wrong number of public inputs: the verification key expects {vk.n_public}, "
             f"got {len(public)}")
-    vk_x = _vk_x(vk, public)
+    neg_a = g1_of(vk.curve).neg(pi_a)
+    if native.available():
+        return _native_check(vk, public, neg_a, pi_b, pi_c)
     return pairing_of(vk.curve).pairing_check([
-        (g1_of(vk.curve).neg(pi_a), pi_b),
+        (neg_a, pi_b),
         (vk.alpha1, vk.beta2),
-        (vk_x, vk.gamma2),
+        (_vk_x(vk, public), vk.gamma2),
         (pi_c, vk.delta2),
     ])
 

@@ -27,9 +27,10 @@
 #include "cuzk/curve.cuh"
 #include "cuzk/msm_cpu.hpp"
 #include "cuzk/ntt_cpu.hpp"
+#include "cuzk/pairing.hpp"
 #include "cuzk/qap_cpu.hpp"
 
-#define CUZK_ABI_VERSION 2
+#define CUZK_ABI_VERSION 3
 
 enum {
     CUZK_OK = 0,
@@ -224,6 +225,24 @@ int check_points_impl(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
     return CUZK_OK;
 }
 
+// fn(C{}, r) with r = prod e(g1[i], g2[i]) (see cuzk_pairing below) on the curve
+// named by `curve`, after checking the points.
+template <class Fn>
+int with_pairing(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n, Fn&& fn) {
+    if (n > 0 && (!g1 || !g2)) return CUZK_ERR_NULL;
+    return with_curve(curve, [&](auto c) -> int {
+        typedef decltype(c) C;
+        return guarded([&]() -> int {
+            int st = check_points_impl<typename C::G1>(g1, n, nullptr);
+            if (st == CUZK_OK) st = check_points_impl<typename C::G2>(g2, n, nullptr);
+            if (st != CUZK_OK) return st;
+            fn(c, Pairing<C>::pairing(reinterpret_cast<const typename C::G1::Affine*>(g1),
+                                      reinterpret_cast<const typename C::G2::Affine*>(g2), n));
+            return CUZK_OK;
+        });
+    });
+}
+
 template <class C>
 int jacobian_to_affine_impl(const uint64_t* jac, uint64_t* out) {
     if (!jac || !out) return CUZK_ERR_NULL;
@@ -341,6 +360,36 @@ int cuzk_g1_to_affine(int curve, const uint64_t* jac, uint64_t* out) {
 int cuzk_g2_to_affine(int curve, const uint64_t* jac, uint64_t* out) {
     return with_curve(curve, [&](auto c) {
         return jacobian_to_affine_impl<typename decltype(c)::G2>(jac, out);
+    });
+}
+
+// ---------------------------------------------------------------- pairing
+// g1: n_pairs G1 affine points (2L limbs), g2: n_pairs G2 affine points (4L limbs),
+// Montgomery, all-zero = infinity (that pair contributes 1).  Points must be
+// canonical and on the curve (checked: CUZK_ERR_NONCANONICAL, CUZK_ERR_NOT_ON_CURVE)
+// and in the order-r subgroups (not checked: the callers do, e.g. verifier.py).
+// The value is snarkjs's pairing, e(P, Q)^m with m prime to r (pairing.hpp).
+
+// out: prod e(g1[i], g2[i]) as 12 Fq elements of L limbs, STANDARD form, in the
+// reference's flat order: c0.c0, c0.c1, c0.c2, c1.c0, c1.c1, c1.c2 (an Fq12 is
+// c0 + c1 w over Fq6, an Fq6 c0 + c1 v + c2 v^2 over Fq2), each Fq2 as its c0
+// then c1 (ffjavascript's Gt memory order).
+int cuzk_pairing(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n_pairs,
+                 uint64_t* out) {
+    if (!out) return CUZK_ERR_NULL;
+    return with_pairing(curve, g1, g2, n_pairs, [&](auto c, const auto& r) {
+        typedef typename decltype(c)::Fq Fq;
+        const Fq* x = &r.c0.c0.c0;
+        for (int i = 0; i < 12; ++i) x[i].to_standard(out + Fq::N * i);
+    });
+}
+
+// *result = 1 if prod e(g1[i], g2[i]) == 1 (one shared final exponentiation), else 0.
+int cuzk_pairing_check(int curve, const uint64_t* g1, const uint64_t* g2, uint64_t n_pairs,
+                       int* result) {
+    if (!result) return CUZK_ERR_NULL;
+    return with_pairing(curve, g1, g2, n_pairs, [&](auto c, const auto& r) {
+        *result = Pairing<decltype(c)>::is_one12(r) ? 1 : 0;
     });
 }
 
