@@ -28,32 +28,32 @@ inline const bool g_has_adx = detect_adx();
 // The building blocks of a CIOS row (both limb counts):
 //   MAC:      X += lo, Y += hi of SRC * rdx, on the CF (adcx) and OF (adox) chains
 //   MUL_LAST: the top limb: E = hi of SRC * rdx plus both chains' carries
-#define CUZK_X86_MAC(SRC, X, Y)                      \
-    "mulxq " SRC ", %[lo], %[hi]\n\t"                 \
-    "adcxq %[lo], " X "\n\t"                          \
+#define CUZK_X86_MAC(SRC, X, Y)                     \
+    "mulxq " SRC ", %[lo], %[hi]\n\t"               \
+    "adcxq %[lo], " X "\n\t"                        \
     "adoxq %[hi], " Y "\n\t"
-#define CUZK_X86_MUL_LAST(SRC, D, E)                 \
-    "mulxq " SRC ", %[lo], " E "\n\t"                 \
-    "adcxq %[lo], " D "\n\t"                          \
-    "adoxq %%rax, " E "\n\t"                          \
+#define CUZK_X86_MUL_LAST(SRC, D, E)                \
+    "mulxq " SRC ", %[lo], " E "\n\t"               \
+    "adcxq %[lo], " D "\n\t"                        \
+    "adoxq %%rax, " E "\n\t"                        \
     "adcxq %%rax, " E "\n\t"
 // t += a * b[OFF/8]
-#define CUZK_X86_MUL_ROW(OFF, A, B, C, D, E)          \
-    "movq " OFF "(%[b]), %%rdx\n\t"                   \
-    "xorl %%eax, %%eax\n\t"                           \
-    CUZK_X86_MAC("0(%[a])", A, B)                     \
-    CUZK_X86_MAC("8(%[a])", B, C)                     \
-    CUZK_X86_MAC("16(%[a])", C, D)                    \
+#define CUZK_X86_MUL_ROW(OFF, A, B, C, D, E)        \
+    "movq " OFF "(%[b]), %%rdx\n\t"                 \
+    "xorl %%eax, %%eax\n\t"                         \
+    CUZK_X86_MAC("0(%[a])", A, B)                   \
+    CUZK_X86_MAC("8(%[a])", B, C)                   \
+    CUZK_X86_MAC("16(%[a])", C, D)                  \
     CUZK_X86_MUL_LAST("24(%[a])", D, E)
 // t += (t0 * -p^-1 mod 2^64) * p, which zeroes t0
-#define CUZK_X86_RED_ROW(A, B, C, D, E)               \
-    "movq " A ", %%rdx\n\t"                           \
-    "imulq 32+%[m], %%rdx\n\t"                       \
-    "xorl %%eax, %%eax\n\t"                           \
-    CUZK_X86_MAC("0+%[m]", A, B)                      \
-    CUZK_X86_MAC("8+%[m]", B, C)                      \
-    CUZK_X86_MAC("16+%[m]", C, D)                     \
-    CUZK_X86_MAC("24+%[m]", D, E)                     \
+#define CUZK_X86_RED_ROW(A, B, C, D, E)             \
+    "movq " A ", %%rdx\n\t"                         \
+    "imulq %[m4], %%rdx\n\t"                        \
+    "xorl %%eax, %%eax\n\t"                         \
+    CUZK_X86_MAC("%[m0]", A, B)                     \
+    CUZK_X86_MAC("%[m1]", B, C)                     \
+    CUZK_X86_MAC("%[m2]", C, D)                     \
+    CUZK_X86_MAC("%[m3]", D, E)                     \
     "adcxq %%rax, " E "\n\t"
 
 inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint64_t* a,
@@ -84,19 +84,20 @@ inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint6
         CUZK_X86_RED_ROW("%%r11", "%%r12", "%%r8", "%%r9", "%%r10")
         // result (r12, r8, r9, r10) < 2p: conditional subtraction of p
         "movq %%r12, %[lo]\n\t"
-        "subq 0+%[m], %[lo]\n\t"
+        "subq %[m0], %[lo]\n\t"
         "movq %%r8, %[hi]\n\t"
-        "sbbq 8+%[m], %[hi]\n\t"
+        "sbbq %[m1], %[hi]\n\t"
         "movq %%r9, %[o2]\n\t"
-        "sbbq 16+%[m], %[o2]\n\t"
+        "sbbq %[m2], %[o2]\n\t"
         "movq %%r10, %[o3]\n\t"
-        "sbbq 24+%[m], %[o3]\n\t"
+        "sbbq %[m3], %[o3]\n\t"
         "cmovcq %%r12, %[lo]\n\t"
         "cmovcq %%r8, %[hi]\n\t"
         "cmovcq %%r9, %[o2]\n\t"
         "cmovcq %%r10, %[o3]\n\t"
         : [lo] "=&r"(o0), [hi] "=&r"(o1), [o2] "=&r"(o2), [o3] "=&r"(o3)
-        : [a] "r"(a), [b] "r"(b), [m] "m"(m),
+        : [a] "r"(a), [b] "r"(b), [m0] "m"(m[0]), [m1] "m"(m[1]), [m2] "m"(m[2]),
+          [m3] "m"(m[3]), [m4] "m"(m[4]),
           "m"(*(const uint64_t(*)[4])a), "m"(*(const uint64_t(*)[4])b)
         : "rax", "rdx", "r8", "r9", "r10", "r11", "r12", "cc");
     r[0] = o0;
@@ -110,37 +111,37 @@ inline __attribute__((always_inline)) void mont_mul_adx(uint64_t* r, const uint6
 // reduced; m = {p0..p5, -p^-1 mod 2^64}; p < 2^383 (no-carry CIOS); r may alias
 // a or b (it is written only after a and b are read).  t0..t6 rotate through
 // r8..r14; the result is stored through r with a borrow-selected copy.
-#define CUZK_X86_MUL_ROW6(OFF, A, B, C, D, E, F, G)    \
-    "movq " OFF "(%[b]), %%rdx\n\t"                   \
-    "xorl %%eax, %%eax\n\t"                           \
-    CUZK_X86_MAC("0(%[a])", A, B)                     \
-    CUZK_X86_MAC("8(%[a])", B, C)                     \
-    CUZK_X86_MAC("16(%[a])", C, D)                    \
-    CUZK_X86_MAC("24(%[a])", D, E)                    \
-    CUZK_X86_MAC("32(%[a])", E, F)                    \
+#define CUZK_X86_MUL_ROW6(OFF, A, B, C, D, E, F, G) \
+    "movq " OFF "(%[b]), %%rdx\n\t"                 \
+    "xorl %%eax, %%eax\n\t"                         \
+    CUZK_X86_MAC("0(%[a])", A, B)                   \
+    CUZK_X86_MAC("8(%[a])", B, C)                   \
+    CUZK_X86_MAC("16(%[a])", C, D)                  \
+    CUZK_X86_MAC("24(%[a])", D, E)                  \
+    CUZK_X86_MAC("32(%[a])", E, F)                  \
     CUZK_X86_MUL_LAST("40(%[a])", F, G)
 
-#define CUZK_X86_RED_ROW6(A, B, C, D, E, F, G)         \
-    "movq " A ", %%rdx\n\t"                           \
-    "imulq 48+%[m], %%rdx\n\t"                       \
-    "xorl %%eax, %%eax\n\t"                           \
-    CUZK_X86_MAC("0+%[m]", A, B)                      \
-    CUZK_X86_MAC("8+%[m]", B, C)                      \
-    CUZK_X86_MAC("16+%[m]", C, D)                     \
-    CUZK_X86_MAC("24+%[m]", D, E)                     \
-    CUZK_X86_MAC("32+%[m]", E, F)                     \
-    CUZK_X86_MAC("40+%[m]", F, G)                     \
+#define CUZK_X86_RED_ROW6(A, B, C, D, E, F, G)      \
+    "movq " A ", %%rdx\n\t"                         \
+    "imulq %[m6], %%rdx\n\t"                        \
+    "xorl %%eax, %%eax\n\t"                         \
+    CUZK_X86_MAC("%[m0]", A, B)                     \
+    CUZK_X86_MAC("%[m1]", B, C)                     \
+    CUZK_X86_MAC("%[m2]", C, D)                     \
+    CUZK_X86_MAC("%[m3]", D, E)                     \
+    CUZK_X86_MAC("%[m4]", E, F)                     \
+    CUZK_X86_MAC("%[m5]", F, G)                     \
     "adcxq %%rax, " G "\n\t"
 
 // result limb I (register T) minus p_I with borrow, stored to r[I]
-#define CUZK_X86_SUB6(I, T, OP)                       \
-    "movq " T ", %[lo]\n\t"                           \
-    OP " " #I "*8+%[m], %[lo]\n\t"                   \
+#define CUZK_X86_SUB6(I, T, OP)                     \
+    "movq " T ", %[lo]\n\t"                         \
+    OP " %[m" #I "], %[lo]\n\t"                     \
     "movq %[lo], " #I "*8(%[r])\n\t"
 // borrow: the result was < p, store it unreduced
-#define CUZK_X86_SEL6(I, T)                           \
-    "movq " #I "*8(%[r]), %[lo]\n\t"                  \
-    "cmovcq " T ", %[lo]\n\t"                         \
+#define CUZK_X86_SEL6(I, T)                         \
+    "movq " #I "*8(%[r]), %[lo]\n\t"                \
+    "cmovcq " T ", %[lo]\n\t"                       \
     "movq %[lo], " #I "*8(%[r])\n\t"
 
 inline __attribute__((always_inline)) void mont_mul_adx6(uint64_t* r, const uint64_t* a,
@@ -187,7 +188,8 @@ inline __attribute__((always_inline)) void mont_mul_adx6(uint64_t* r, const uint
         CUZK_X86_SEL6(4, "%%r11")
         CUZK_X86_SEL6(5, "%%r12")
         : [lo] "=&r"(lo), [hi] "=&r"(hi)
-        : [a] "r"(a), [b] "r"(b), [r] "r"(r), [m] "m"(m)
+        : [a] "r"(a), [b] "r"(b), [r] "r"(r), [m0] "m"(m[0]), [m1] "m"(m[1]),
+          [m2] "m"(m[2]), [m3] "m"(m[3]), [m4] "m"(m[4]), [m5] "m"(m[5]), [m6] "m"(m[6])
         : "rax", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "cc", "memory");
 }
 
