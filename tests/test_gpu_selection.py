@@ -17,11 +17,29 @@ def test_auto_never_raises_when_the_gpu_is_unusable(monkeypatch):
         def __init__(self, **_):
             raise GpuError("kernel compile failed")
 
+    monkeypatch.setattr(backends, "nvidia_driver_present", lambda: True)
     monkeypatch.setattr(G, "gpu_available", lambda: True)
     monkeypatch.setattr(G, "GpuBackend", Broken)
     assert backends.get_backend("auto").name == "cpu"
     with pytest.raises(GpuError, match="kernel compile failed"):
         backends.get_backend("gpu")
+
+
+def test_auto_on_a_host_without_a_driver_does_not_import_the_gpu_backend():
+    """The CLI's and the device worker's default, on a CPU host: the CPU core, without
+    paying for importing the GPU backend (or CuPy) at every start."""
+    import subprocess
+    import sys
+
+    from cuzk_tasks.groth16.devices import nvidia_driver_present
+
+    if nvidia_driver_present():
+        pytest.skip("this host has an NVIDIA driver")
+    code = ("import sys; from cuzk_tasks.groth16.backends import get_backend; "
+            "print(get_backend('auto').name, 'cuzk_tasks.groth16.gpu' in sys.modules, "
+            "'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["cpu", "False", "False"]
 
 
 @pytest.mark.skipif(G.gpu_available(), reason="a GPU is present")

@@ -13,6 +13,7 @@ from .. import defaults
 from ..errors import CuzkError
 from . import points
 from .curves import BLS12_381, BN254
+from .devices import nvidia_driver_present
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def get_backend(name=None, **options):
     name = (name or defaults.backend_name()).lower()
     if name not in BACKENDS:
         raise CuzkError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
-    if name in ("gpu", "auto"):
+    if name == "gpu" or (name == "auto" and nvidia_driver_present()):
         try:
             # lazy: the GPU backend needs CuPy (the optional [gpu] extra)
             from .gpu import GpuBackend, gpu_available

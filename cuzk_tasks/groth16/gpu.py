@@ -62,6 +62,7 @@ from ..errors import CuzkError, GpuError, ProofError
 from . import points
 from . import native
 from .curves import BLS12_381, BN254
+from .devices import nvidia_driver_present
 from .reference.ntt import root_of_unity
 from .zkey import COEF_DTYPE, limbs_ge
 
@@ -143,15 +144,12 @@ def import_cupy():
     return cupy
 
 
-_DRIVER_NODES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")  # Linux; WSL2
-
-
 def device_count():
     """Number of CUDA devices CuPy sees (0 without CuPy, driver or device; never raises).
 
     Without an NVIDIA driver node there can be no device, and importing CuPy (~0.1 s and
     tens of MB) would only slow down every ``auto`` start on CPU hosts: answer 0 at once."""
-    if not any(os.path.exists(node) for node in _DRIVER_NODES):
+    if not nvidia_driver_present():
         return 0
     try:
         # lazy: CuPy is the optional [gpu] extra, loaded only when a GPU backend is asked for

@@ -28,6 +28,7 @@ wasmcurves):
 Points are affine tuples as in :mod:`.curve` (``None`` is infinity).
 """
 
+import functools
 from functools import lru_cache
 
 from ..curves import BN254
@@ -126,22 +127,12 @@ class Pairing:
         self.curve = curve
         self.q = q = curve.q
         self.r = r = curve.r
-        self.tower = T = _tower.tower(curve)
+        self.tower = _tower.tower(curve)
         self.g1 = g1_of(curve)
         self.g2 = g2_of(curve)
         self._ate_bits = bin(abs(curve.ate_loop_count))[3:]  # skip the leading 1
         self._ate_negative = curve.ate_loop_count < 0
         self._x_naf = _naf(abs(curve.x))
-        xi = curve.fq6_non_residue
-        # The Frobenius endomorphism on the twist: pi(x, y) = (conj(x) c_x, conj(y) c_y),
-        # c_x = xi^((q-1)/3), c_y = xi^((q-1)/2) on a D-type twist (psi multiplies by w^2,
-        # w^3), their inverses on an M-type twist (psi divides by them); likewise pi^2
-        # with q^2 - 1 and no conjugation.
-        consts = [T.fq2_pow(xi, (q - 1) // 3), T.fq2_pow(xi, (q - 1) // 2),
-                  T.fq2_pow(xi, (q * q - 1) // 3), T.fq2_pow(xi, (q * q - 1) // 2)]
-        if curve.twist == "M":
-            consts = [_f2inv(c0, c1, q) for c0, c1 in consts]
-        self._frob1_x, self._frob1_y, self._frob2_x, self._frob2_y = consts
         self._mul_line = self._mul_by_line_d if curve.twist == "D" else self._mul_by_line_m
         if curve.family == "bn":
             x = curve.x
@@ -161,16 +152,32 @@ class Pairing:
 
     # -------------------------------------------------------------- twist maps
 
+    @functools.cached_property
+    def _twist_frobenius(self):
+        """The Frobenius endomorphism on the twist: pi(x, y) = (conj(x) c_x, conj(y) c_y),
+        c_x = xi^((q-1)/3), c_y = xi^((q-1)/2) on a D-type twist (psi multiplies by w^2,
+        w^3), their inverses on an M-type twist (psi divides by them); likewise pi^2 with
+        q^2 - 1 and no conjugation.  Computed on first use (big-int powers that importing
+        the oracle should not pay)."""
+        q, xi, T = self.q, self.curve.fq6_non_residue, self.tower
+        consts = [T.fq2_pow(xi, (q - 1) // 3), T.fq2_pow(xi, (q - 1) // 2),
+                  T.fq2_pow(xi, (q * q - 1) // 3), T.fq2_pow(xi, (q * q - 1) // 2)]
+        if self.curve.twist == "M":
+            consts = [_f2inv(c0, c1, q) for c0, c1 in consts]
+        return consts
+
     def g2_frobenius(self, point):
         """pi(Q) on the twist (acts as multiplication by q on G2)."""
         Q = self.q
+        c_x, c_y, _, _ = self._twist_frobenius
         (x0, x1), (y0, y1) = point
-        return _f2mul(x0, -x1, *self._frob1_x, Q), _f2mul(y0, -y1, *self._frob1_y, Q)
+        return _f2mul(x0, -x1, *c_x, Q), _f2mul(y0, -y1, *c_y, Q)
 
     def g2_frobenius2(self, point):
         Q = self.q
+        _, _, c_x, c_y = self._twist_frobenius
         (x0, x1), (y0, y1) = point
-        return _f2mul(x0, x1, *self._frob2_x, Q), _f2mul(y0, y1, *self._frob2_y, Q)
+        return _f2mul(x0, x1, *c_x, Q), _f2mul(y0, y1, *c_y, Q)
 
     # -------------------------------------------------------------------- lines
 

@@ -23,6 +23,7 @@ Functions return fully reduced values (every int in [0, q)). Internally
 products are accumulated unreduced and reduced once at the end.
 """
 
+import functools
 from functools import lru_cache
 
 from ..curves import BN254
@@ -48,11 +49,15 @@ class Tower:
         self.q = q
         self.k = xi[0] % q
         self.xi = (self.k, 1)
-        self.frobenius_coeffs = {
-            n: tuple(self.fq2_pow(self.xi, k * (q ** n - 1) // 6) for k in range(6))
-            for n in (1, 2, 3)
-        }
-        """frobenius_coeffs[n][k] = xi^(k (q^n - 1)/6), n = 1, 2, 3."""
+
+    @functools.cached_property
+    def frobenius_coeffs(self):
+        """frobenius_coeffs[n][k] = xi^(k (q^n - 1)/6), n = 1, 2, 3.  Computed on first use:
+        the powers take tens of ms, which every importer of the oracle (the CLI's prove
+        path, for the vkey's JSON) would otherwise pay at start-up."""
+        q = self.q
+        return {n: tuple(self.fq2_pow(self.xi, k * (q ** n - 1) // 6) for k in range(6))
+                for n in (1, 2, 3)}
 
     # ----------------------------------------------------------------- Fq2 ---
 
@@ -315,8 +320,14 @@ def fq12_to_nested(a):
 
 _BN = tower(BN254)
 Q = _BN.q
-FROBENIUS_COEFFS = _BN.frobenius_coeffs
-"""FROBENIUS_COEFFS[n][k] = xi^(k (q^n - 1)/6), n = 1, 2, 3 (BN254)."""
+
+
+def __getattr__(name):
+    """``FROBENIUS_COEFFS`` (BN254's ``Tower.frobenius_coeffs``), computed when first read."""
+    if name == "FROBENIUS_COEFFS":
+        return _BN.frobenius_coeffs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 fq2_pow = _BN.fq2_pow
 fq6_add, fq6_sub, fq6_neg = _BN.fq6_add, _BN.fq6_sub, _BN.fq6_neg
