@@ -141,28 +141,23 @@ def setup(r1cs_path, zkey_path, threads=None,
     finally:
         toxic.fill(0)
     done("QAP at tau")
+    g1_mul = native.g1_fixed_base_mul
+    g2_mul = native.g2_fixed_base_mul
     try:
-        alpha1, beta1, delta1, _ = native.g1_fixed_base_mul(g1_gen, header_scalars,
-                                                            threads=threads, curve=curve)
-        _, beta2, delta2, gamma2 = native.g2_fixed_base_mul(g2_gen, header_scalars,
-                                                            threads=threads, curve=curve)
-        ic_c = native.g1_fixed_base_mul(g1_gen, k, threads=threads, curve=curve)
-        k.fill(0)
-        done("IC and C points (G1)")
-        a_points = native.g1_fixed_base_mul(g1_gen, a, threads=threads, curve=curve)
-        a.fill(0)
-        done("A points (G1)")
-        b1_points = native.g1_fixed_base_mul(g1_gen, b, threads=threads, curve=curve)
-        done("B1 points (G1)")
-        b2_points = native.g2_fixed_base_mul(g2_gen, b, threads=threads, curve=curve)
-        b.fill(0)
-        done("B2 points (G2)")
-        h_points = native.g1_fixed_base_mul(g1_gen, h, threads=threads, curve=curve)
-        h.fill(0)
-        done("H points (G1)")
+        alpha1, beta1, delta1, _ = g1_mul(g1_gen, header_scalars, threads=threads, curve=curve)
+        _, beta2, delta2, gamma2 = g2_mul(g2_gen, header_scalars, threads=threads, curve=curve)
+        made = {}
+        for stage, mul, gen, scalars in (("IC and C points (G1)", g1_mul, g1_gen, k),
+                                         ("A points (G1)", g1_mul, g1_gen, a),
+                                         ("B1 points (G1)", g1_mul, g1_gen, b),
+                                         ("B2 points (G2)", g2_mul, g2_gen, b),
+                                         ("H points (G1)", g1_mul, g1_gen, h)):
+            made[stage] = mul(gen, scalars, threads=threads, curve=curve)
+            done(stage)
     finally:
         for arr in (header_scalars, a, b, k, h):
             arr.fill(0)  # derived from the toxic waste: do not leave them for a core dump
+    ic_c, a_points, b1_points, b2_points, h_points = made.values()
 
     groth16_header = b"".join([
         struct.pack("<I", curve.n8q), curve.q.to_bytes(curve.n8q, "little"),
