@@ -169,6 +169,7 @@ def test_setup_zkey_matches_snarkjs_shape(tmp_path, name):
 
 
 @pytest.mark.snarkjs
+@pytest.mark.slow
 @requires_snarkjs
 @pytest.mark.parametrize("name", SETUP_FIXTURES)
 def test_setup_proves_with_ours_and_snarkjs(tmp_path, name):
