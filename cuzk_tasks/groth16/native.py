@@ -23,6 +23,9 @@ Data conventions (identical to the C ABI), with L the curve's Fq limb count
   use :func:`cuzk_tasks.groth16.points.g1_jacobian_to_affine`.)
 * NTT / QAP values: Montgomery form, except :func:`compute_h` output, which is
   in standard form ready to be used as MSM scalars.
+* setup (``cuzk-tasks setup``): :func:`g1_fixed_base_mul` / :func:`g2_fixed_base_mul`
+  take standard-form scalars < r and return affine rows exactly as a zkey stores them;
+  :func:`setup_scalars` returns standard-form scalars.
 
 Threads: every heavy call takes ``threads`` (None = :func:`default_threads`,
 i.e. env ``CUZK_THREADS`` or ``os.cpu_count()``).  The C core never prints,
