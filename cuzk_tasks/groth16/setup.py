@@ -20,7 +20,9 @@ values at tau themselves:
   the prover evaluates H on (:func:`.prover.prove_start`, ``compute_h``);
 * section 10 holds no contribution (snarkjs's "zkey new" state; a random delta stands in
   for the contributions) and, instead of snarkjs's csHash of the ptau-derived points, a
-  BLAKE2b-512 of the r1cs constraint section.
+  BLAKE2b-512 of the r1cs constraint section.  ``snarkjs zkey contribute`` accepts the
+  file (tried on the mulchain fixture), but that does not make it a ceremony's: tau,
+  alpha and beta were still drawn by this one process.
 
 The scalar work (Lagrange coefficients by batch inversion, the QAP sums over the r1cs
 terms) and the point work (windowed fixed-base multiplication of the generators) run in
