@@ -2,7 +2,8 @@
 """Build benchmark circuits into bench/.cache/ (git-ignored).
 
 Usage:  python bench/make_circuits.py [--sizes 10,14,16] [--no-merkle]
-                                      [--no-prove]
+                                      [--no-prove] [--setup native|snarkjs]
+                                      [--curve bn128|bls12381]
 
 Needs node and the pinned tooling: ``npm ci --prefix tools/node``.
 Standard library only.
@@ -20,10 +21,20 @@ bench/.cache/<name>/ receives
 and bench/.cache/circuits.json lists them all (constraints, domain size,
 public signal count, snarkjs prove wall time).
 
-The powers of tau (power 16, enough for a 2^16 domain) is generated once
-into bench/.cache/pot16_final.ptau (several minutes on 2 cores) and reused.
-Everything is deterministic apart from proof.json: powers of tau and zkeys
-get a beacon instead of a random contribution.  Work already done is skipped.
+The zkey comes from one of two setups (--setup; default: snarkjs up to 2^16,
+native above):
+
+* snarkjs: ``snarkjs groth16 setup`` from a powers of tau (power 16, enough for a
+  2^16 domain), generated once into bench/.cache/pot16_final.ptau (several minutes
+  on 2 cores; pot16_bls12381_final.ptau for --curve bls12381) and reused, then a
+  zkey beacon.  Deterministic: beacons instead of random contributions.
+* native: ``python -m cuzk_tasks setup`` (seconds for 2^16, minutes for 2^20 on
+  2 cores), a single-party setup with fresh random toxic waste: DEVELOPMENT AND
+  BENCHMARKS ONLY, never a production key.  Needs no powers of tau.
+
+--curve bls12381 compiles with ``circom --prime bls12381`` into directories named
+``<name>_bls12381``.  Work already done is skipped (a zkey made by the other
+setup is remade: the method is kept in setup.txt next to it).
 """
 
 from __future__ import annotations
@@ -48,7 +59,9 @@ CIRCOM = ["node", str(ROOT / NODE_MODULES_REL / "circom2" / "cli.js")]
 FIXTURE_CIRCUITS_REL = Path("tests") / "fixtures" / "circuits"
 
 PTAU_POWER = 16
-PTAU = CACHE / f"pot{PTAU_POWER}_final.ptau"
+CURVE_NAMES = ("bn128", "bls12381")     # snarkjs / circom --prime names
+SETUPS = ("native", "snarkjs")
+NATIVE_ABOVE = 16                       # default: the native setup above 2^16
 BEACON_PTAU = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 BEACON_ZKEY = "cafebabe000000000000000000000000000000000000000000000000deadbeef"
 BEACON_ITER = "10"
@@ -101,23 +114,30 @@ def produce(target: Path, fn, what: str):
 
 
 # --------------------------------------------------------------------- ptau
-def ensure_ptau() -> None:
+def ptau_path(curve: str) -> Path:
+    suffix = "" if curve == "bn128" else f"_{curve}"
+    return CACHE / f"pot{PTAU_POWER}{suffix}_final.ptau"
+
+
+def ensure_ptau(curve: str) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
-    p0 = CACHE / f"pot{PTAU_POWER}_0000.ptau"
-    p1 = CACHE / f"pot{PTAU_POWER}_0001.ptau"
-    if PTAU.exists():
-        log(f"ptau: reuse {PTAU.relative_to(ROOT)}")
-        return
-    produce(p0, lambda t: snarkjs("powersoftau", "new", "bn128",
+    ptau = ptau_path(curve)
+    p0 = ptau.with_name(ptau.name.replace("_final", "_0000"))
+    p1 = ptau.with_name(ptau.name.replace("_final", "_0001"))
+    if ptau.exists():
+        log(f"ptau: reuse {ptau.relative_to(ROOT)}")
+        return ptau
+    produce(p0, lambda t: snarkjs("powersoftau", "new", curve,
                                   str(PTAU_POWER), t),
-            f"ptau: powersoftau new bn128 {PTAU_POWER}")
+            f"ptau: powersoftau new {curve} {PTAU_POWER}")
     produce(p1, lambda t: snarkjs("powersoftau", "beacon", p0, t, BEACON_PTAU,
                                   BEACON_ITER, "-n=cuzk-tasks bench beacon"),
             "ptau: powersoftau beacon")
-    produce(PTAU, lambda t: snarkjs("powersoftau", "prepare", "phase2", p1, t),
+    produce(ptau, lambda t: snarkjs("powersoftau", "prepare", "phase2", p1, t),
             "ptau: prepare phase2 (the slow step)")
     p0.unlink(missing_ok=True)
     p1.unlink(missing_ok=True)
+    return ptau
 
 
 # --------------------------------------------------------------------- r1cs
@@ -194,28 +214,37 @@ component main {public [leaf]} = MerklePath(%d);
 """
 
 
-def build_specs(sizes, merkle: bool):
+def setup_for(k: int, choice) -> str:
+    """The setup of a circuit with a 2^k domain: --setup, else snarkjs up to 2^16."""
+    method = choice or ("native" if k > NATIVE_ABOVE else "snarkjs")
+    if method == "snarkjs" and k > PTAU_POWER:
+        raise SystemExit(f"size {k} > ptau power {PTAU_POWER}: use --setup native")
+    return method
+
+
+def build_specs(sizes, merkle: bool, setup=None, curve="bn128"):
     specs = []
+    suffix = "" if curve == "bn128" else f"_{curve}"
     for k in sizes:
         n = (1 << k) - 3      # nConstraints = N, nPublic = 2 -> N + 3 = 2^k
         if n < 1:
             raise SystemExit(f"size {k} too small")
-        if k > PTAU_POWER:
-            raise SystemExit(f"size {k} > ptau power {PTAU_POWER}")
-        specs.append(dict(name=f"mulchain_2p{k}", source=mulchain_source(n),
+        specs.append(dict(name=f"mulchain_2p{k}{suffix}", source=mulchain_source(n),
                           input={"a": "3", "b": "11"}, expect_domain=1 << k,
-                          description=f"mulchain N={n}"))
+                          description=f"mulchain N={n}", setup=setup_for(k, setup),
+                          curve=curve))
     if merkle:
         depth = 10
         # deterministic, arbitrary field elements / bits
         elems = [str(1000003 * (i + 1) ** 3 + 17) for i in range(depth)]
         bits = [str((0b1011001101 >> i) & 1) for i in range(depth)]
-        specs.append(dict(name=f"merkle_d{depth}",
+        specs.append(dict(name=f"merkle_d{depth}{suffix}",
                           source=MERKLE_TEMPLATE % depth,
                           input={"leaf": "123456789", "pathElements": elems,
                                  "pathIndices": bits},
                           expect_domain=None,
-                          description=f"Poseidon(2) Merkle path, depth {depth}"))
+                          description=f"Poseidon(2) Merkle path, depth {depth}",
+                          setup=setup or "snarkjs", curve=curve))
     return specs
 
 
@@ -247,6 +276,7 @@ def build_circuit(spec: dict, prove: bool) -> dict:
         build.mkdir()
         # circom2 runs under WASI: give it paths relative to the repo root.
         dt = run([*CIRCOM, d_rel / "circuit.circom", "--r1cs", "--wasm",
+                  "--prime", spec["curve"],
                   "-o", d_rel / "build", "-l", FIXTURE_CIRCUITS_REL,
                   "-l", NODE_MODULES_REL])
         shutil.copy(build / "circuit_js" / "circuit.wasm", wasm)
@@ -264,17 +294,32 @@ def build_circuit(spec: dict, prove: bool) -> dict:
 
     zkey0 = d / "circuit_0000.zkey"
     zkey = d / "circuit.zkey"
+    vk = d / "verification_key.json"
+    method, marker = spec["setup"], d / "setup.txt"
+    made_by = marker.read_text().split()[0] if marker.exists() else "snarkjs"
+    if zkey.exists() and made_by != method:
+        log(f"{name}: circuit.zkey was made by the {made_by} setup: remaking it ({method})")
+        for o in ("circuit.zkey", "verification_key.json", "proof.json", "public.json"):
+            (d / o).unlink(missing_ok=True)
+    setup_s = None
     if not zkey.exists():
-        produce(zkey0, lambda t: snarkjs("groth16", "setup", r1cs, PTAU, t),
-                f"{name}: groth16 setup")
-        produce(zkey, lambda t: snarkjs("zkey", "beacon", zkey0, t,
-                                        BEACON_ZKEY, BEACON_ITER,
-                                        f"-n=cuzk-tasks {name} beacon"),
-                f"{name}: zkey beacon")
-        zkey0.unlink(missing_ok=True)
+        if method == "native":
+            # single-party, development only (see the docstring); seconds to minutes
+            setup_s = produce(zkey, lambda t: run([sys.executable, "-m", "cuzk_tasks", "-v",
+                                                   "setup", r1cs, t], quiet=False),
+                              f"{name}: native setup (cuzk-tasks setup)")
+        else:
+            ptau = ensure_ptau(spec["curve"])
+            setup_s = produce(zkey0, lambda t: snarkjs("groth16", "setup", r1cs, ptau, t),
+                              f"{name}: groth16 setup") or 0.0
+            setup_s += produce(zkey, lambda t: snarkjs("zkey", "beacon", zkey0, t,
+                                                       BEACON_ZKEY, BEACON_ITER,
+                                                       f"-n=cuzk-tasks {name} beacon"),
+                               f"{name}: zkey beacon")
+            zkey0.unlink(missing_ok=True)
+        marker.write_text(f"{method} {setup_s:.3f}\n")
     else:
         log(f"{name}: reuse circuit.zkey")
-    vk = d / "verification_key.json"
     produce(vk, lambda t: snarkjs("zkey", "export", "verificationkey", zkey,
                                   t), f"{name}: export verification key")
 
@@ -285,7 +330,9 @@ def build_circuit(spec: dict, prove: bool) -> dict:
         snarkjs("wtns", "check", r1cs, t)
     produce(wtns, _wtns, f"{name}: wtns calculate + check")
 
-    info = dict(name=name, description=spec["description"],
+    recorded = marker.read_text().split() if marker.exists() else [made_by]
+    info = dict(name=name, description=spec["description"], curve=spec["curve"],
+                setup=recorded[0], setup_s=float(recorded[1]) if len(recorded) > 1 else None,
                 dir=str(d_rel), domainSize=dom,
                 nPublic=h["nOutputs"] + h["nPubInputs"], **h)
     proof, public = d / "proof.json", d / "public.json"
@@ -309,6 +356,11 @@ def main(argv=None) -> int:
                     help="skip the Poseidon Merkle circuit")
     ap.add_argument("--no-prove", action="store_true",
                     help="skip the snarkjs reference proof / timing")
+    ap.add_argument("--setup", choices=SETUPS, default=None,
+                    help="zkey setup (default: snarkjs up to 2^16, native above; "
+                         "native is a single-party development setup)")
+    ap.add_argument("--curve", choices=CURVE_NAMES, default="bn128",
+                    help="circom --prime / snarkjs curve (default bn128)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
@@ -316,9 +368,8 @@ def main(argv=None) -> int:
         print("snarkjs not installed: run  npm ci --prefix tools/node",
               file=sys.stderr)
         return 1
-    ensure_ptau()
     infos = []
-    for spec in build_specs(sizes, not args.no_merkle):
+    for spec in build_specs(sizes, not args.no_merkle, args.setup, args.curve):
         t = time.monotonic()
         infos.append(build_circuit(spec, prove=not args.no_prove))
         log(f"{spec['name']}: ready ({time.monotonic() - t:.1f}s)")
@@ -338,6 +389,8 @@ def main(argv=None) -> int:
     for i in infos:
         log(f"  {i['name']:>14}: {i['nConstraints']:6d} constraints, domain "
             f"2^{i['domainSize'].bit_length() - 1}, {i['nPublic']} public"
+            + f", {i['setup']} setup"
+            + (f" {i['setup_s']:.1f}s" if i.get("setup_s") is not None else "")
             + (f", snarkjs prove {i['snarkjs_prove_s']:.1f}s"
                if "snarkjs_prove_s" in i else ""))
     log("all done")

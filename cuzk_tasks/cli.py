@@ -6,6 +6,7 @@ Argument order matches snarkjs and rapidsnark so the commands drop in:
     cuzk-tasks verify  verification_key.json public.json proof.json
     cuzk-tasks witness circuit.wasm input.json witness.wtns
     cuzk-tasks vkey    circuit.zkey verification_key.json
+    cuzk-tasks setup   circuit.r1cs circuit.zkey   (single-party: development only)
 
 Service commands (Celery + Redis; settings from $CUZK_CONFIG / CUZK_* env):
 
@@ -77,6 +78,24 @@ def _cmd_vkey(args):
     from .groth16.zkey import read_zkey
 
     jsonio.dump_json(export_verification_key(read_zkey(args.zkey)), args.verification_key)
+    return EXIT_OK
+
+
+def _cmd_setup(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
+    from .groth16.setup import DEV_ONLY_NOTICE, setup
+
+    def progress(stage, seconds):
+        print(f"setup: {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
+
+    report = setup(args.r1cs, args.zkey, threads=args.threads,
+                   progress=progress if args.verbose else None)
+    if args.verbose:
+        print(f"setup: {report.curve.snarkjs_name}, {report.n_constraints} constraints, "
+              f"nVars={report.n_vars}, nPublic={report.n_public}, "
+              f"domainSize={report.domain_size}: {report.seconds:.2f} s", file=sys.stderr)
+    # always: whoever runs it must not mistake the zkey for a ceremony's
+    print(f"wrote {args.zkey}: {DEV_ONLY_NOTICE}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -272,6 +291,22 @@ def build_parser():
     p.add_argument("zkey")
     p.add_argument("verification_key", help="output verification_key.json")
     p.set_defaults(func=_cmd_vkey)
+
+    p = sub.add_parser(
+        "setup", help="single-party Groth16 setup of an r1cs into a snarkjs-compatible zkey "
+                      "(development and benchmarks only, NOT for production)",
+        description="Fast single-party Groth16 setup on the native core: draws the toxic waste "
+                    "(tau, alpha, beta, gamma, delta) itself, uses it once and drops it. FOR "
+                    "DEVELOPMENT AND BENCHMARKS ONLY: anyone who saw this process's memory could "
+                    "forge proofs; production keys need a multi-party ceremony (snarkjs "
+                    "powersoftau + zkey contribute). The curve is the r1cs's (bn128 or bls12381).")
+    p.add_argument("r1cs", help="circom circuit.r1cs")
+    p.add_argument("zkey", help="output circuit.zkey (snarkjs groth16 layout)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="native threads (default: $CUZK_THREADS or all cores)")
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="print each stage and its seconds to stderr")
+    p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("worker", help="run a Celery worker (one per device, or a CPU worker)")
     role = p.add_mutually_exclusive_group(required=True)

@@ -23,6 +23,9 @@ Data conventions (identical to the C ABI), with L the curve's Fq limb count
   use :func:`cuzk_tasks.groth16.points.g1_jacobian_to_affine`.)
 * NTT / QAP values: Montgomery form, except :func:`compute_h` output, which is
   in standard form ready to be used as MSM scalars.
+* setup (``cuzk-tasks setup``): :func:`g1_fixed_base_mul` / :func:`g2_fixed_base_mul`
+  take standard-form scalars < r and return affine rows exactly as a zkey stores them;
+  :func:`setup_scalars` returns standard-form scalars.
 
 Threads: every heavy call takes ``threads`` (None = :func:`default_threads`,
 i.e. env ``CUZK_THREADS`` or ``os.cpu_count()``).  The C core never prints,
@@ -41,7 +44,7 @@ import numpy as np
 from .. import defaults
 from ..errors import CuzkError, NativeCoreError
 
-ABI_VERSION = 3
+ABI_VERSION = 3  # 3: the native pairing, fixed-base multiplication and the setup scalars
 
 STATUS_MESSAGES = {
     1: "a required buffer pointer was NULL",
@@ -101,6 +104,10 @@ def _declare(lib):
         "cuzk_pairing_check": [_u64p, _u64p, c_u64, ctypes.POINTER(c_int)],
         "cuzk_evaluate_ab": [_u8p, c_u64, _u64p, c_u64, c_u64, _u64p, _u64p, c_int],
         "cuzk_compute_h": [_u64p, _u64p, c_u32, c_int, _u64p],
+        "cuzk_g1_fixed_base_mul": [_u64p, _u64p, c_u64, c_int, _u64p],
+        "cuzk_g2_fixed_base_mul": [_u64p, _u64p, c_u64, c_int, _u64p],
+        "cuzk_setup_scalars": [_u8p, c_u64, c_u64, c_u64, c_u64, c_u32, _u64p, _u64p, _u64p,
+                               _u64p, _u64p, _u8p, c_u64, _u64p, c_int],
     }
     lib.cuzk_abi_version.argtypes = []
     lib.cuzk_abi_version.restype = c_int
@@ -457,3 +464,65 @@ def compute_h(a, b, threads=None, overwrite=False, curve=DEFAULT_CURVE):
     _check(lib().cuzk_compute_h(curve_id(curve), _ptr(aa), _ptr(bb), log_n, _threads(threads), _ptr(h)),
            "compute_h")
     return h
+
+
+# --------------------------------------------------------------------------- setup
+
+def _fixed_base_mul(fn, base, scalars, width, threads, what, curve):
+    b = _limbs(base, width, "base")
+    if b.shape[0] != 1:
+        raise ValueError(f"{what}: expected one base point, got {b.shape[0]}")
+    s = _limbs(scalars, FR_LIMBS, "scalars")
+    out = np.empty((s.shape[0], width), dtype=np.uint64)
+    _check(fn(curve_id(curve), _ptr(b), _ptr(s), s.shape[0], _threads(threads), _ptr(out)), what)
+    return out
+
+
+def g1_fixed_base_mul(base, scalars, threads=None, curve=DEFAULT_CURVE):
+    """scalars[i] * base for one affine G1 point (2L Montgomery limbs) and (n, 4) standard-form
+    scalars < r: (n, 2L) affine Montgomery points, all zero for infinity (the zkey layout)."""
+    return _fixed_base_mul(lib().cuzk_g1_fixed_base_mul, base, scalars, 2 * fq_limbs(curve),
+                           threads, "G1 fixed-base multiplication", curve)
+
+
+def g2_fixed_base_mul(base, scalars, threads=None, curve=DEFAULT_CURVE):
+    """As :func:`g1_fixed_base_mul` on G2: (n, 4L) affine Montgomery points."""
+    return _fixed_base_mul(lib().cuzk_g2_fixed_base_mul, base, scalars, 4 * fq_limbs(curve),
+                           threads, "G2 fixed-base multiplication", curve)
+
+
+def setup_scalars(constraints, n_constraints, n_vars, n_public, domain_size, toxic, threads=None,
+                  curve=DEFAULT_CURVE):
+    """The scalars of every section of a snarkjs-layout zkey (see setup_cpu.hpp).
+
+    constraints: the raw r1cs constraint section (bytes-like, 32-byte coefficients);
+    toxic: (5, 4) standard-form limbs of tau, alpha, beta, 1/gamma, 1/delta.
+    Returns ``(a, b, k, h, coefs)``: (n_vars, 4) A_s(tau), B_s(tau), the IC / C scalars
+    (divided by gamma for s <= n_public, by delta after), (domain_size, 4) the H
+    scalars, all standard form, and the section-4 records as 44-byte rows (uint8).
+    The caller wipes the scalars (they are derived from the toxic waste).
+    """
+    cons = np.frombuffer(constraints, dtype=np.uint8)
+    log_n = _log2_exact(int(domain_size), "setup domain")
+    t = _limbs(toxic, FR_LIMBS, "toxic")
+    if t.shape[0] != 5:
+        raise ValueError(f"toxic: expected 5 values, got {t.shape[0]}")
+    # every A or B term is a record, a term takes at least 36 bytes of the section
+    cap = cons.size // (4 + 32) + n_public + 1
+    a, b, k = (np.empty((n_vars, FR_LIMBS), dtype=np.uint64) for _ in range(3))
+    h = np.empty((int(domain_size), FR_LIMBS), dtype=np.uint64)
+    coefs = np.empty((cap, COEF_RECORD_SIZE), dtype=np.uint8)
+    n_coefs = ctypes.c_uint64(0)
+    status = lib().cuzk_setup_scalars(curve_id(curve), cons.ctypes.data_as(_u8p), cons.size,
+                                    int(n_constraints), int(n_vars), int(n_public), log_n,
+                                    _ptr(t), _ptr(a), _ptr(b), _ptr(k), _ptr(h),
+                                    coefs.ctypes.data_as(_u8p), cap, ctypes.byref(n_coefs),
+                                    _threads(threads))
+    # the input's faults, for the caller to blame on the r1cs file
+    if status == 4:
+        raise ValueError("the constraint section is malformed (truncated, trailing bytes or a "
+                         f"wire >= nWires={n_vars})")
+    if status == 3:
+        raise ValueError("a constraint coefficient is not reduced mod r")
+    _check(status, "setup scalars")
+    return a, b, k, h, coefs[:n_coefs.value]

@@ -78,34 +78,38 @@ class R1CS:
 ANY_CURVE = "any supported curve"
 
 
+def _read_header(bf: BinFile, expected_prime) -> R1CS:
+    """Section 1 of an open r1cs file, checked (see :func:`read_r1cs` for ``expected_prime``)."""
+    p = bf.path
+    s1 = bf.section(1, "header")
+    if s1.size < 4:
+        raise FormatError(p, "section 1 (header)", f"size {s1.size} too small")
+    n8 = struct.unpack("<I", bf.read(s1, 0, 4))[0]
+    want = 4 + n8 + 4 * 4 + 8 + 4
+    if s1.size != want:
+        raise FormatError(p, "section 1 (header)",
+                          f"size is {s1.size} bytes, expected {want} for n8={n8}")
+    hdr = bf.read(s1)
+    prime = int.from_bytes(hdr[4:4 + n8], "little")
+    if expected_prime == ANY_CURVE:
+        if curve_from_primes(None, prime) is None:
+            raise FormatError(p, "prime", f"circuit is for prime {prime}, expected the scalar "
+                                          f"field r of {known_curves()}")
+    elif expected_prime is not None and prime != expected_prime:
+        raise FormatError(p, "prime",
+                          f"circuit is for prime {prime}, expected {expected_prime}")
+    n_wires, n_pub_out, n_pub_in, n_prv_in, n_labels, m = struct.unpack_from(
+        "<IIIIQI", hdr, 4 + n8)
+    return R1CS(path=p, n8=n8, prime=prime, n_wires=n_wires, n_pub_out=n_pub_out,
+                n_pub_in=n_pub_in, n_prv_in=n_prv_in, n_labels=n_labels, n_constraints=m)
+
+
 def read_r1cs(path, expected_prime=ANY_CURVE) -> R1CS:
     """Read a circuit.  ``expected_prime``: by default the scalar field r of a supported
     curve (BN254 or BLS12-381); an int pins it; None accepts any prime."""
     with BinFile(path, R1CS_MAGIC, (1,)) as bf:
-        p = bf.path
-        s1 = bf.section(1, "header")
-        if s1.size < 4:
-            raise FormatError(p, "section 1 (header)", f"size {s1.size} too small")
-        n8 = struct.unpack("<I", bf.read(s1, 0, 4))[0]
-        want = 4 + n8 + 4 * 4 + 8 + 4
-        if s1.size != want:
-            raise FormatError(p, "section 1 (header)",
-                              f"size is {s1.size} bytes, expected {want} for n8={n8}")
-        hdr = bf.read(s1)
-        prime = int.from_bytes(hdr[4:4 + n8], "little")
-        if expected_prime == ANY_CURVE:
-            if curve_from_primes(None, prime) is None:
-                raise FormatError(p, "prime", f"circuit is for prime {prime}, expected the scalar "
-                                              f"field r of {known_curves()}")
-        elif expected_prime is not None and prime != expected_prime:
-            raise FormatError(p, "prime",
-                              f"circuit is for prime {prime}, expected {expected_prime}")
-        n_wires, n_pub_out, n_pub_in, n_prv_in, n_labels, m = struct.unpack_from(
-            "<IIIIQI", hdr, 4 + n8)
-        r = R1CS(path=p, n8=n8, prime=prime, n_wires=n_wires, n_pub_out=n_pub_out,
-                 n_pub_in=n_pub_in, n_prv_in=n_prv_in, n_labels=n_labels,
-                 n_constraints=m)
-
+        r = _read_header(bf, expected_prime)
+        p, n8, prime, n_wires, m = bf.path, r.n8, r.prime, r.n_wires, r.n_constraints
         s2 = bf.section(2, "constraints")
         data = bf.read(s2)
         pos = 0
@@ -144,3 +148,13 @@ def read_r1cs(path, expected_prime=ANY_CURVE) -> R1CS:
             s3 = bf.section(3, "wire2label", n_wires * 8)
             r.wire2label = np.frombuffer(bf.read(s3), dtype="<u8").copy()
         return r
+
+
+def read_r1cs_raw(path, expected_prime=ANY_CURVE) -> Tuple[R1CS, bytes]:
+    """The header and the raw constraint section (section 2, unparsed) of a circuit.
+
+    For circuits too big for :func:`read_r1cs`'s dicts: the native setup walks the
+    section itself (and checks it)."""
+    with BinFile(path, R1CS_MAGIC, (1,)) as bf:
+        r = _read_header(bf, expected_prime)
+        return r, bf.read(bf.section(2, "constraints"))

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import FormatError, WitnessError
+from .binfile import atomic_output
 from .jsonio import json_error
 from .wtns import wtns_bytes
 
@@ -557,8 +558,6 @@ def generate_witness(wasm_path, input_json_path, wtns_out_path) -> int:
     wc = get_calculator(wasm_path)
     values = wc.calculate_file(input_json_path)
     data = wtns_bytes(values, wc.prime)
-    tmp = f"{os.fspath(wtns_out_path)}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_output(wtns_out_path) as f:
         f.write(data)
-    os.replace(tmp, wtns_out_path)
     return int(values.shape[0])

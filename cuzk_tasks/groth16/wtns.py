@@ -12,7 +12,6 @@ n8 = 32).
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
 from typing import Optional
@@ -20,7 +19,8 @@ from typing import Optional
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import BN254_R, BinFile, MappedFileOwner, write_bin_header, write_section
+from .binfile import (BN254_R, BinFile, MappedFileOwner, atomic_output, write_bin_header,
+                      write_section)
 from .curves import CURVES, curve_from_primes, known_curves
 from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)
 from .zkey import limbs_ge
@@ -146,7 +146,5 @@ def wtns_bytes(values, prime: int = BN254_R) -> bytes:
 
 def write_wtns(path, values, prime: int = BN254_R) -> None:
     data = wtns_bytes(values, prime)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_output(path) as f:
         f.write(data)
-    os.replace(tmp, path)

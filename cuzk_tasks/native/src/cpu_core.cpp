@@ -29,7 +29,10 @@
 #include "cuzk/ntt_cpu.hpp"
 #include "cuzk/pairing.hpp"
 #include "cuzk/qap_cpu.hpp"
+#include "cuzk/setup_cpu.hpp"
 
+// 3: cuzk_pairing / cuzk_pairing_check; cuzk_g1/g2_fixed_base_mul and cuzk_setup_scalars
+// (cuzk-tasks setup).
 #define CUZK_ABI_VERSION 3
 
 enum {
@@ -252,6 +255,23 @@ int jacobian_to_affine_impl(const uint64_t* jac, uint64_t* out) {
     return CUZK_OK;
 }
 
+template <class G>
+int fixed_base_impl(const uint64_t* base, const uint64_t* scalars, uint64_t n, int threads,
+                    uint64_t* out) {
+    if (!base || (n > 0 && (!scalars || !out))) return CUZK_ERR_NULL;
+    return guarded([&]() -> int {
+        typedef typename G::Affine Affine;
+        typedef typename G::Scalar S;
+        Affine b = load_affine<G>(base);
+        if (!affine_canonical<G>(b)) return CUZK_ERR_NONCANONICAL;
+        if (!G::is_on_curve(b)) return CUZK_ERR_NOT_ON_CURVE;
+        for (uint64_t i = 0; i < n; ++i)
+            if (!S::is_canonical(scalars + S::N * i)) return CUZK_ERR_NONCANONICAL;
+        fixed_base_mul<G>(b, scalars, n, threads, reinterpret_cast<Affine*>(out));
+        return CUZK_OK;
+    });
+}
+
 }  // namespace
 
 extern "C" {
@@ -435,6 +455,54 @@ int cuzk_compute_h(int curve, uint64_t* a, uint64_t* b, uint32_t log_n, int thre
                     return CUZK_ERR_NONCANONICAL;
             compute_h<C>(reinterpret_cast<F*>(a), reinterpret_cast<F*>(b), log_n, threads, h_out);
             return CUZK_OK;
+        });
+    });
+}
+
+// ---------------------------------------------------------------- setup
+// out[i] = scalars[i] * base.  base: one affine point (Montgomery, on the curve);
+// scalars: n x 4 limbs, standard form, each < r; out: n affine points
+// (2L / 4L limbs, Montgomery, all zero = infinity), exactly as a zkey stores them.
+int cuzk_g1_fixed_base_mul(int curve, const uint64_t* base, const uint64_t* scalars, uint64_t n,
+                           int threads, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return fixed_base_impl<typename decltype(c)::G1>(base, scalars, n, threads, out);
+    });
+}
+int cuzk_g2_fixed_base_mul(int curve, const uint64_t* base, const uint64_t* scalars, uint64_t n,
+                           int threads, uint64_t* out) {
+    return with_curve(curve, [&](auto c) {
+        return fixed_base_impl<typename decltype(c)::G2>(base, scalars, n, threads, out);
+    });
+}
+
+// The scalars of a snarkjs-layout zkey from an r1cs and the toxic waste (see
+// setup_scalars in setup_cpu.hpp).  constraints: the r1cs constraint section
+// (len bytes, 32-byte coefficients); toxic: 5 x 4 limbs standard form (tau, alpha,
+// beta, 1/gamma, 1/delta); a_out, b_out, k_out: n_vars x 4 limbs, h_out:
+// 2^log_n x 4 limbs, standard form; coef_out: room for coef_cap 44-byte records,
+// *n_coefs = records written.  CUZK_ERR_RECORD: the constraint section is
+// malformed; CUZK_ERR_ARG: domain too small/large, capacity short, tau on the domain.
+int cuzk_setup_scalars(int curve, const uint8_t* constraints, uint64_t len,
+                       uint64_t n_constraints, uint64_t n_vars, uint64_t n_public,
+                       uint32_t log_n, const uint64_t* toxic, uint64_t* a_out, uint64_t* b_out,
+                       uint64_t* k_out, uint64_t* h_out, uint8_t* coef_out, uint64_t coef_cap,
+                       uint64_t* n_coefs, int threads) {
+    if ((len > 0 && !constraints) || !toxic || !a_out || !b_out || !k_out || !h_out ||
+        (coef_cap > 0 && !coef_out) || !n_coefs)
+        return CUZK_ERR_NULL;
+    return with_curve(curve, [&](auto c) {
+        typedef decltype(c) C;
+        return guarded([&]() -> int {
+            int st = setup_scalars<C>(constraints, len, n_constraints, n_vars, n_public, log_n,
+                                      toxic, a_out, b_out, k_out, h_out, coef_out, coef_cap,
+                                      n_coefs, threads);
+            switch (st) {
+                case SETUP_OK: return CUZK_OK;
+                case SETUP_BAD_R1CS: return CUZK_ERR_RECORD;
+                case SETUP_NONCANONICAL: return CUZK_ERR_NONCANONICAL;
+                default: return CUZK_ERR_ARG;
+            }
         });
     });
 }
