@@ -320,6 +320,29 @@ def test_g1_msm_with_infinity_and_repeated_bases(g1_progression):
     assert g1_msm(same, sc, 2) == G1.mul(g1_progression[0], sum(sc) % FR)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_sparse_msm_sums_only_what_contributes(g1_progression, g2_progression, threads):
+    """A Poseidon-like column: most bases at infinity and many zero scalars (the core drops
+    them before the windows when they are an eighth or more of the input), with the
+    survivors spread over every thread's range, sums exactly the survivors."""
+    rnd = random.Random(threads)
+    n = 9000
+    live = sorted(rnd.sample(range(n), 700))
+    pts = [None] * n
+    scalars = [0 if rnd.random() < 0.5 else rnd.randrange(FR) for _ in range(n)]
+    for i in live:
+        pts[i] = g1_progression[i]
+        scalars[i] = rnd.choice([1, FR - 1, rnd.randrange(FR)])
+    want = progression_expected(G1, 987654321, 1234567,
+                                [s if pts[i] is not None else 0 for i, s in enumerate(scalars)])
+    assert want is not None and g1_msm(pts, scalars, threads) == want
+    m = 700
+    g2_pts = [g2_progression[i] if i % 5 == 0 else None for i in range(m)]
+    g2_sc = [rnd.randrange(FR) for _ in range(m)]
+    assert g2_msm(g2_pts, g2_sc, threads) == progression_expected(
+        G2, 424242, 777, [s if i % 5 == 0 else 0 for i, s in enumerate(g2_sc)])
+
+
 @pytest.fixture(scope="module")
 def g2_progression():
     return progression(G2, 424242, 777, 700)

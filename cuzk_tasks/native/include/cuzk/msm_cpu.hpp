@@ -16,7 +16,8 @@
 //   * work units are (window, point-range) pairs pulled from an atomic
 //     counter by `threads` std::threads; partial window sums are combined
 //     with c doublings per window at the end.
-// Zero digits and points at infinity (all-zero rows) are skipped.
+// Zero digits and points at infinity (all-zero rows) are skipped; when zero scalars and
+// infinity bases are many, they are dropped before the windows (PippengerMsm::compact).
 #ifndef CUZK_MSM_CPU_HPP
 #define CUZK_MSM_CPU_HPP
 
@@ -159,6 +160,33 @@ class PippengerMsm {
     static XYZZ run(const Affine* bases, const uint64_t* scalars, uint64_t n, int threads) {
         threads = resolve_threads(threads);
         if (n == 0) return XYZZ::infinity();
+
+        // 1. scalars >= r (not expected, but allowed) are reduced into a copy.
+        std::vector<uint64_t> reduced;
+        const uint64_t* sc = scalars;
+        bool need_reduce = false;
+        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r<Fr>(scalars + 4 * i);
+        if (need_reduce) {
+            reduced.resize((size_t)n * 4);
+            parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
+                for (uint64_t i = b; i < e; ++i) reduce_scalar<Fr>(scalars + 4 * i, &reduced[(size_t)i * 4]);
+            });
+            sc = reduced.data();
+        }
+
+        // 1b. points that cannot contribute (a base at infinity: most of a Poseidon circuit's
+        // A and B columns; a zero scalar) leave when they are many, so that the window
+        // choice, the work split and every window's pass scale with the points that count.
+        std::vector<Affine> live_bases;
+        std::vector<uint64_t> live_scalars;
+        const uint64_t live = compact(bases, sc, n, threads, live_bases, live_scalars);
+        if (live == 0) return XYZZ::infinity();
+        if (!live_bases.empty()) {
+            bases = live_bases.data();
+            sc = live_scalars.data();
+            n = live;
+        }
+
         // Batch-affine only pays off when there are enough points per bucket set.
         MsmPlan plan = msm_plan(n, threads, n >= 512 ? 100 : 130, Fr::BITS);
         if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
@@ -175,22 +203,9 @@ class PippengerMsm {
             uint64_t b = std::min<uint64_t>(nb / 4, 2048);
             b = std::min<uint64_t>(b, per / 2);
             plan.batch = (int)std::max<uint64_t>(b, 16);
-            if (nb < 64) plan.batch = 0;
+            if (plan.batch < 64) plan.batch = 0;  // small batches: XYZZ is faster (measured)
         } else {
             plan.batch = 0;
-        }
-
-        // 1. scalars >= r (not expected, but allowed) are reduced into a copy.
-        std::vector<uint64_t> reduced;
-        const uint64_t* sc = scalars;
-        bool need_reduce = false;
-        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r<Fr>(scalars + 4 * i);
-        if (need_reduce) {
-            reduced.resize((size_t)n * 4);
-            parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
-                for (uint64_t i = b; i < e; ++i) reduce_scalar<Fr>(scalars + 4 * i, &reduced[(size_t)i * 4]);
-            });
-            sc = reduced.data();
         }
 
         // 2. bucket accumulation + reduction per unit
@@ -222,6 +237,41 @@ class PippengerMsm {
     }
 
   private:
+    // The number of points with a base off infinity and a nonzero scalar.  When the others
+    // are at least an eighth of the input, the contributing ones are also copied, in order,
+    // into out_b / out_s (left empty otherwise: a copy of a dense input would cost memory
+    // for nothing).  Two parallel passes over fixed ranges: count, then copy at the prefix.
+    static uint64_t compact(const Affine* bases, const uint64_t* sc, uint64_t n, int threads,
+                            std::vector<Affine>& out_b, std::vector<uint64_t>& out_s) {
+        const int t = (int)std::min<uint64_t>((uint64_t)threads, std::max<uint64_t>(1, n / 4096));
+        auto contributes = [&](uint64_t i) {
+            const uint64_t* s = sc + 4 * i;
+            return (s[0] | s[1] | s[2] | s[3]) != 0 && !bases[i].is_inf();
+        };
+        std::vector<uint64_t> start((size_t)t + 1, 0);
+        run_threads(t, [&](int tid) {
+            uint64_t count = 0;
+            for (uint64_t i = n * (uint64_t)tid / t, e = n * (uint64_t)(tid + 1) / t; i < e; ++i)
+                count += contributes(i);
+            start[(size_t)tid + 1] = count;
+        });
+        for (int i = 0; i < t; ++i) start[(size_t)i + 1] += start[(size_t)i];
+        const uint64_t live = start[(size_t)t];
+        if (live == 0 || n - live < n / 8) return live;
+        out_b.resize((size_t)live);
+        out_s.resize((size_t)live * 4);
+        run_threads(t, [&](int tid) {
+            uint64_t o = start[(size_t)tid];
+            for (uint64_t i = n * (uint64_t)tid / t, e = n * (uint64_t)(tid + 1) / t; i < e; ++i) {
+                if (!contributes(i)) continue;
+                out_b[(size_t)o] = bases[i];
+                std::memcpy(&out_s[(size_t)o * 4], sc + 4 * i, 32);
+                ++o;
+            }
+        });
+        return live;
+    }
+
     struct Worker {
         uint64_t nb;
         int batch;
