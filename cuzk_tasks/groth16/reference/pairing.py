@@ -152,30 +152,33 @@ class Pairing:
 
     # -------------------------------------------------------------- twist maps
 
-    @functools.cached_property
-    def _twist_frobenius(self):
+    def _twist_frobenius_constants(self, power):
         """The Frobenius endomorphism on the twist: pi(x, y) = (conj(x) c_x, conj(y) c_y),
         c_x = xi^((q-1)/3), c_y = xi^((q-1)/2) on a D-type twist (psi multiplies by w^2,
         w^3), their inverses on an M-type twist (psi divides by them); likewise pi^2 with
-        q^2 - 1 and no conjugation.  Computed on first use (big-int powers that importing
-        the oracle should not pay)."""
+        q^2 - 1 and no conjugation.  ``power``: 1 or 2."""
         q, xi, T = self.q, self.curve.fq6_non_residue, self.tower
-        consts = [T.fq2_pow(xi, (q - 1) // 3), T.fq2_pow(xi, (q - 1) // 2),
-                  T.fq2_pow(xi, (q * q - 1) // 3), T.fq2_pow(xi, (q * q - 1) // 2)]
+        e = q ** power - 1
+        consts = [T.fq2_pow(xi, e // 3), T.fq2_pow(xi, e // 2)]
         if self.curve.twist == "M":
             consts = [_f2inv(c0, c1, q) for c0, c1 in consts]
         return consts
 
+    # computed on first use: big-int powers that importing the oracle should not pay (pi^2
+    # only the Miller loop needs; pi also the G2 subgroup test of every parsed proof)
+    _frobenius1 = functools.cached_property(lambda self: self._twist_frobenius_constants(1))
+    _frobenius2 = functools.cached_property(lambda self: self._twist_frobenius_constants(2))
+
     def g2_frobenius(self, point):
         """pi(Q) on the twist (acts as multiplication by q on G2)."""
         Q = self.q
-        c_x, c_y, _, _ = self._twist_frobenius
+        c_x, c_y = self._frobenius1
         (x0, x1), (y0, y1) = point
         return _f2mul(x0, -x1, *c_x, Q), _f2mul(y0, -y1, *c_y, Q)
 
     def g2_frobenius2(self, point):
         Q = self.q
-        _, _, c_x, c_y = self._twist_frobenius
+        c_x, c_y = self._frobenius2
         (x0, x1), (y0, y1) = point
         return _f2mul(x0, x1, *c_x, Q), _f2mul(y0, y1, *c_y, Q)
 
