@@ -249,6 +249,24 @@ def test_setup_refuses_a_malformed_r1cs(tmp_path):
     assert list(tmp_path.iterdir()) == [bad]  # no temporary file left behind
 
 
+@pytest.mark.parametrize("curve", ["bn128", "bls12381"])
+def test_bench_direct_mulchain_sets_up_and_proves(tmp_path, curve):
+    """bench/mulchain_r1cs.py (the 2^20 benchmark's circuit without circom) writes an r1cs
+    and a witness that satisfy each other: set up, proved, self-verified."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "mulchain_r1cs.py"), "6",
+                           str(tmp_path), "--curve", curve],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    circuit = read_r1cs(tmp_path / "circuit.r1cs")
+    assert circuit.n_constraints == 61 and circuit.curve.snarkjs_name == curve
+    witness = read_wtns(tmp_path / "witness.wtns")
+    assert circuit.is_satisfied(points.limb_array_to_ints(witness.values)) is None
+    report = setup(tmp_path / "circuit.r1cs", tmp_path / "circuit.zkey")
+    assert report.domain_size == 64
+    zkey = read_zkey(tmp_path / "circuit.zkey")
+    prove(zkey, read_wtns(tmp_path / "witness.wtns", zkey=zkey))  # raises unless it verifies
+
+
 # ---------------------------------------------------------------------------- command line
 
 def test_cli_setup(tmp_path, capsys):

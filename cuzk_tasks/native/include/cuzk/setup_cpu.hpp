@@ -64,8 +64,9 @@ inline void batch_inverse_parallel(F* x, uint64_t n, int threads) {
     });
 }
 
-// XYZZ points -> affine (Montgomery, all-zero infinity) with one inversion of
-// ZZZ per batch: x = X ZZ / ZZZ * (1/z) ... i.e. 1/z = ZZ / ZZZ, x = X / z^2, y = Y / ZZZ.
+// XYZZ points -> affine (Montgomery, all-zero infinity) with one field inversion
+// per batch: only ZZZ = z^3 is inverted, then 1/z = ZZ / ZZZ, x = X / ZZ = X (1/z)^2
+// and y = Y / ZZZ.
 template <class G>
 inline void xyzz_batch_to_affine(const typename G::XYZZ* p, uint64_t n, typename G::Affine* out) {
     typedef typename G::Field F;
