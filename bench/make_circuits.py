@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build benchmark circuits into bench/.cache/ (git-ignored).
 
-Usage:  python bench/make_circuits.py [--sizes 10,14,16] [--no-merkle]
+Usage:  python bench/make_circuits.py [--sizes 10,14,16] [--merkle-depths 10,20] [--no-merkle]
                                       [--no-prove] [--setup native|snarkjs]
                                       [--curve bn128|bls12381]
 
@@ -10,8 +10,8 @@ Standard library only.
 
 For every size k in --sizes a multiplication chain ``mulchain_2p<k>`` is
 built whose snarkjs Groth16 domainSize (smallest power of two >=
-nConstraints + nPublic + 1) is exactly 2^k, plus ``merkle_d10``: a depth-10
-Poseidon Merkle path (circomlib Poseidon(2)).  Each circuit directory
+nConstraints + nPublic + 1) is exactly 2^k, plus ``merkle_d10`` and ``merkle_d20``:
+Poseidon Merkle paths of depth 10 and 20 (circomlib Poseidon(2); --merkle-depths).  Each circuit directory
 bench/.cache/<name>/ receives
 
     circuit.circom  circuit.r1cs  circuit.wasm  circuit.zkey  input.json
@@ -222,7 +222,7 @@ def setup_for(k: int, choice) -> str:
     return method
 
 
-def build_specs(sizes, merkle: bool, setup=None, curve="bn128"):
+def build_specs(sizes, merkle_depths, setup=None, curve="bn128"):
     specs = []
     suffix = "" if curve == "bn128" else f"_{curve}"
     for k in sizes:
@@ -233,11 +233,10 @@ def build_specs(sizes, merkle: bool, setup=None, curve="bn128"):
                           input={"a": "3", "b": "11"}, expect_domain=1 << k,
                           description=f"mulchain N={n}", setup=setup_for(k, setup),
                           curve=curve))
-    if merkle:
-        depth = 10
+    for depth in merkle_depths:
         # deterministic, arbitrary field elements / bits
         elems = [str(1000003 * (i + 1) ** 3 + 17) for i in range(depth)]
-        bits = [str((0b1011001101 >> i) & 1) for i in range(depth)]
+        bits = [str((0b0110101101_1011001101 >> i) & 1) for i in range(depth)]  # d10: as before
         specs.append(dict(name=f"merkle_d{depth}{suffix}",
                           source=MERKLE_TEMPLATE % depth,
                           input={"leaf": "123456789", "pathElements": elems,
@@ -352,6 +351,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10,14,16",
                     help="comma-separated log2 domain sizes (default 10,14,16)")
+    ap.add_argument("--merkle-depths", default="10,20",
+                    help="comma-separated Poseidon Merkle path depths (default 10,20)")
     ap.add_argument("--no-merkle", action="store_true",
                     help="skip the Poseidon Merkle circuit")
     ap.add_argument("--no-prove", action="store_true",
@@ -369,7 +370,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     infos = []
-    for spec in build_specs(sizes, not args.no_merkle, args.setup, args.curve):
+    depths = [] if args.no_merkle else [int(d) for d in args.merkle_depths.split(",") if d.strip()]
+    for spec in build_specs(sizes, depths, args.setup, args.curve):
         t = time.monotonic()
         infos.append(build_circuit(spec, prove=not args.no_prove))
         log(f"{spec['name']}: ready ({time.monotonic() - t:.1f}s)")
