@@ -22,7 +22,7 @@ from . import pipeline
 from .celery_app import create_app
 from .config import Settings, load_settings
 from .errors import CuzkError, JobError
-from .state import OutageRetry, WorkerRole
+from .state import JobState, OutageRetry, WorkerRole
 from .task_names import TASK_SUBMIT
 
 SUBMIT_REPLY_TIMEOUT_S = 30.0
@@ -120,11 +120,11 @@ class Client:
             if progress:
                 progress(job)
             state = job.get("state")
-            if state == "done":
+            if state == JobState.DONE:
                 # stored in the step that made the job done; past its TTL, the partitions
                 return (outage.call(self.store.get_result, job_id)
                         or outage.call(self.store.collect_result, job_id))
-            elif state in ("failed", "cancelled"):
+            elif state in (JobState.FAILED, JobState.CANCELLED):
                 raise JobError(job_id, state, job.get("error") or "(no error recorded)")
             if deadline is not None and time.monotonic() > deadline:
                 raise JobError(job_id, "timed out",

@@ -119,6 +119,21 @@ class Settings:
     def cpu_worker_id(self, pid=None, host=None) -> str:
         return f"{host or self.hostname}:cpu:{pid or os.getpid()}"
 
+    def priority(self, priority) -> int:
+        """``priority`` as an int, ``default_priority`` when it is None (0 is a priority, the
+        first served, not "unset")."""
+        return self.default_priority if priority is None else int(priority)
+
+    def inline_input_error(self, idx, text) -> str | None:
+        """Why partition ``idx``'s inline input.json is refused (over
+        ``max_inline_input_bytes``), or None when it fits."""
+        size = len(text.encode("utf-8"))
+        if size <= self.max_inline_input_bytes:
+            return None
+        return (f"partition {idx}: input is {size} bytes, over the inline limit of "
+                f"{self.max_inline_input_bytes} bytes (max_inline_input_bytes); pass it by "
+                "reference (input_ref) instead")
+
     def circuit(self, name) -> CircuitSpec:
         spec = self.circuits.get(name)
         if spec is None:

@@ -30,6 +30,7 @@ from .errors import CuzkError
 from .groth16.gpu import device_count
 from .groth16.verifier import verify
 from .local_redis import LocalRedis, free_port
+from .state import JobState
 
 DEMO_CIRCUIT_DIR = pathlib.Path(__file__).resolve().parent / "data" / "mulchain_1k"
 DEMO_CIRCUIT = "mulchain_1k"
@@ -203,7 +204,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
             if line != last:
                 _say(line)
                 last = line
-            if all(s in ("done", "failed", "cancelled") for s in states):
+            if all(JobState(s).terminal for s in states):
                 break
             if time.monotonic() > deadline:
                 raise CuzkError(f"jobs did not finish within {timeout_s:.0f} s; logs in {workdir}")
@@ -214,7 +215,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         verified, failed_jobs = 0, 0
         for job_id in job_ids:
             job = store.get_job(job_id)
-            if job["state"] != "done":
+            if job["state"] != JobState.DONE:
                 _say(f"job {job_id}: {job['state']}: {job.get('error', '')}")
                 failed_jobs += 1
                 continue

@@ -21,7 +21,7 @@ class StageMessages:
         self.templates = templates
 
     def _priority(self, priority) -> int:
-        return self.settings.default_priority if priority is None else int(priority)
+        return self.settings.priority(priority)
 
     def synthesize(self, job_id, idx, circuit, priority, attempt=0) -> wire.QueuedMessage:
         """A partition's synthesize for ``attempt``; circuit and priority ride in the message,

@@ -14,6 +14,7 @@ every worker before it opens the file (with the worker's settings, which are wha
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 from .errors import CuzkError
 
@@ -73,3 +74,21 @@ def absolute_refs(partitions, cwd=None):
                     os.fspath(part[key]))))
         out.append(part)
     return out
+
+
+@contextmanager
+def atomic_output(path, mode: str = "wb"):
+    """Open a temporary sibling of ``path`` for writing and rename it over ``path`` when the
+    block succeeds (removed when it fails): a reader, or a proof started meanwhile, never
+    sees a half-written file.  The name carries the pid, so two writers do not collide."""
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

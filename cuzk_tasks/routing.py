@@ -130,8 +130,7 @@ class Sweeper(PeriodicThread):
         return True
 
     def _priority(self, job) -> int:
-        priority = job.get("priority")  # 0 is a priority (the first served), not "unset"
-        return self.ctx.settings.default_priority if priority is None else int(priority)
+        return self.ctx.settings.priority(job.get("priority"))
 
     #: states whose message has been delivered: only a live lease accounts for them
     RUNNING_STATES = (PartitionState.SYNTHESIZING.value, PartitionState.GPU.value)

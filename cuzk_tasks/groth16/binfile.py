@@ -23,7 +23,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -257,21 +256,3 @@ def write_bin_header(magic: bytes, version: int, n_sections: int) -> bytes:
 
 def write_section(stype: int, payload: bytes) -> bytes:
     return _SECTION_HEADER.pack(stype, len(payload)) + payload
-
-
-@contextmanager
-def atomic_output(path, mode: str = "wb"):
-    """Open a temporary sibling of ``path`` for writing and rename it over ``path`` when the
-    block succeeds (removed when it fails): a reader, or a proof started meanwhile, never
-    sees a half-written file.  The name carries the pid, so two writers do not collide."""
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    try:
-        with open(tmp, mode) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

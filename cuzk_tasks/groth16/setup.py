@@ -42,7 +42,8 @@ import numpy as np
 
 from ..errors import CuzkError, FormatError
 from . import native, points
-from .binfile import atomic_output, write_bin_header
+from ..paths import atomic_output
+from .binfile import write_bin_header
 from .r1cs import read_r1cs_raw
 from .zkey import (PROTOCOL_GROTH16, SEC_A, SEC_B1, SEC_B2, SEC_C, SEC_COEFS, SEC_CONTRIB,
                    SEC_GROTH16, SEC_H, SEC_HEADER, SEC_IC, ZKEY_MAGIC, ZKEY_VERSIONS)

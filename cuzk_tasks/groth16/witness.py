@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import FormatError, WitnessError
-from .binfile import atomic_output
+from ..paths import atomic_output
 from .jsonio import json_error
 from .wtns import wtns_bytes
 

@@ -19,7 +19,8 @@ from typing import Optional
 import numpy as np
 
 from ..errors import FormatError
-from .binfile import (BN254_R, BinFile, MappedFileOwner, atomic_output, write_bin_header,
+from ..paths import atomic_output
+from .binfile import (BN254_R, BinFile, MappedFileOwner, write_bin_header,
                       write_section)
 from .curves import CURVES, curve_from_primes, known_curves
 from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)

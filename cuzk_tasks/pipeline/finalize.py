@@ -10,6 +10,7 @@ import os
 import time
 
 from ..errors import CuzkError, SelfVerificationError
+from ..paths import atomic_output
 from ..state import PartitionState
 from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
 
@@ -100,7 +101,5 @@ def _remove_spool_dir(ctx, job_id):
 def _write_result_file(results_dir, job_id, result):
     os.makedirs(results_dir, exist_ok=True)
     path = os.path.join(results_dir, f"{job_id}.json")
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_output(path, "w") as f:
         json.dump(result, f, indent=1)
-    os.replace(tmp, path)

@@ -117,14 +117,11 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         deadline_s = spec.deadline_s
     if not 0 <= priority <= 9:
         raise CuzkError(f"priority must be 0..9, got {priority}")
-    limit = ctx.settings.max_inline_input_bytes
     rejected = {}  # partition -> the message it fails with
     for i, p in enumerate(parts):
-        size = len(p.get("input", "").encode("utf-8"))
-        if size > limit:
-            rejected[i] = (f"partition {i}: input is {size} bytes, over the inline limit of "
-                           f"{limit} bytes (max_inline_input_bytes); pass it by reference "
-                           "(input_ref) instead")
+        too_big = ctx.settings.inline_input_error(i, p.get("input", ""))
+        if too_big:
+            rejected[i] = too_big
             p["input"] = ""  # never store the oversized payload
     rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex

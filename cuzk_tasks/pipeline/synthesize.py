@@ -9,6 +9,7 @@ import os
 import time
 
 from ..errors import CuzkError
+from ..paths import atomic_output
 from ..routing import after_route
 from ..state import JobState
 from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
@@ -22,10 +23,9 @@ def _load_inputs(ctx, part, idx):
 
     text = part.get("input")
     if text:
-        limit = ctx.settings.max_inline_input_bytes
-        if len(text.encode("utf-8")) > limit:
-            raise CuzkError(f"partition {idx}: input is over the inline limit of {limit} bytes "
-                            "(max_inline_input_bytes); pass it by reference (input_ref)")
+        too_big = ctx.settings.inline_input_error(idx, text)
+        if too_big:
+            raise CuzkError(too_big)
         try:
             data = json.loads(text, parse_int=witness_mod.js_int)
         except json.JSONDecodeError as exc:
@@ -89,10 +89,8 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
                                 f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
             witness_ref = spooled_witness(ctx, job_id, idx)
             os.makedirs(os.path.dirname(witness_ref), exist_ok=True)
-            tmp = f"{witness_ref}.tmp{os.getpid()}"
-            with open(tmp, "wb") as f:
+            with atomic_output(witness_ref) as f:
                 f.write(wtns_bytes(values, calc.prime))
-            os.replace(tmp, witness_ref)
     except CuzkError as exc:
         fail(ctx, job_id, idx, attempt, exc)
         return None
