@@ -187,13 +187,15 @@ def _nvcc():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("fname", gpu.KERNEL_FILES)
-def test_kernel_compiles_with_nvcc(fname, tmp_path):
+def test_kernel_compiles_with_nvcc(fname, curve, tmp_path):
     nvcc = _nvcc()
     cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-Werror", "all-warnings",
-           f"-I{gpu.INCLUDE_DIR}", f"-I{gpu.KERNEL_DIR}", str(gpu.KERNEL_DIR / fname),
+           f"-I{gpu.INCLUDE_DIR}", f"-I{gpu.KERNEL_DIR}",
+           f"-DCUZK_GPU_CURVE={gpu.KERNEL_CURVES[curve]}", str(gpu.KERNEL_DIR / fname),
            "-o", str(tmp_path / (fname + ".o"))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"nvcc failed on {fname}:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, f"nvcc failed on {fname} for {curve}:\n{proc.stdout}\n{proc.stderr}"
     out = (proc.stdout + proc.stderr).strip()
-    assert "warning" not in out.lower(), f"nvcc warnings on {fname}:\n{out}"
+    assert "warning" not in out.lower(), f"nvcc warnings on {fname} for {curve}:\n{out}"
