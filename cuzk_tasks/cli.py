@@ -19,7 +19,6 @@ Service commands (Celery + Redis; settings from $CUZK_CONFIG / CUZK_* env):
 """
 
 import argparse
-import logging
 import sys
 import time
 
@@ -28,26 +27,63 @@ from .errors import CuzkError
 EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
 
 
+def _cpu_backend_chosen(name):
+    """Will ``--backend`` (None: $CUZK_BACKEND or auto) prove on the CPU core?  Decided
+    without importing the backends: auto means the GPU only where an NVIDIA driver is."""
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
+    from . import defaults
+    from .groth16.devices import nvidia_driver_present
+
+    name = (name or defaults.backend_name()).lower()
+    return name == "cpu" or (name == "auto" and not nvidia_driver_present())
+
+
+def _prove_natively(args):
+    """The CPU core's whole-file prove (no numpy import); None when it declines, and the
+    numpy path then proves, or says exactly what is wrong with which file."""
+    # lazy: a command imports only what it runs (here: no numpy)
+    from . import defaults
+    from .errors import NativeCoreError
+    from .groth16.native_prove import prove_files
+
+    try:
+        return prove_files(args.zkey, args.witness, threads=defaults.thread_count(),
+                           verify=not args.no_verify)
+    except NativeCoreError as exc:
+        _configure_logging(args.verbose)
+        _log().debug("whole-file prove declined (%s): numpy path", exc)
+        return None
+
+
 def _cmd_prove(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .groth16 import jsonio
-    from .groth16.backends import get_backend
-    from .groth16.prover import prove_finish, prove_start
-    from .groth16.wtns import read_wtns
-    from .groth16.zkey import read_zkey
+    from .groth16.proof_json import dump_json
 
     t0 = time.perf_counter()
-    zkey = read_zkey(args.zkey)
-    witness = read_wtns(args.witness, zkey=zkey)
-    backend = get_backend(args.backend)
-    # One proof and exit: release each zkey section once consumed (peak RSS ~ one section).
-    partial = prove_start(zkey, witness, backend=backend, release_pages=True)
-    proof, public = prove_finish(partial, zkey, witness, verify=not args.no_verify, release_pages=True)
-    jsonio.dump_json(proof, args.proof)
-    jsonio.dump_json(public, args.public)
+    done = _prove_natively(args) if _cpu_backend_chosen(args.backend) else None
+    if done is not None:
+        proof, public, timings = done
+        backend = "cpu"
+    else:
+        _configure_logging(args.verbose)  # the backends log (a GPU fallback, for one)
+        # lazy: the numpy path, only when the whole-file prove declined or a GPU proves
+        from .groth16.backends import get_backend
+        from .groth16.prover import prove_finish, prove_start
+        from .groth16.wtns import read_wtns
+        from .groth16.zkey import read_zkey
+
+        zkey = read_zkey(args.zkey)
+        witness = read_wtns(args.witness, zkey=zkey)
+        # One proof and exit: release each zkey section once consumed (peak RSS ~ one section).
+        partial = prove_start(zkey, witness, backend=get_backend(args.backend), release_pages=True)
+        proof, public = prove_finish(partial, zkey, witness, verify=not args.no_verify,
+                                     release_pages=True)
+        timings, backend = partial.timings_ms, partial.backend
+    dump_json(proof, args.proof)
+    dump_json(public, args.public)
     if args.verbose:
-        steps = ", ".join(f"{k} {v:.0f} ms" for k, v in partial.timings_ms.items())
-        print(f"proved {args.zkey} on {partial.backend} in {(time.perf_counter() - t0) * 1000:.0f} ms "
+        steps = ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items())
+        print(f"proved {args.zkey} on {backend} in {(time.perf_counter() - t0) * 1000:.0f} ms "
               f"({steps})", file=sys.stderr)
     return EXIT_OK
 
@@ -259,116 +295,163 @@ def _service_options(p):
     p.add_argument("--redis", help="Redis URL for broker, results and state (overrides settings)")
 
 
-def build_parser():
+def build_parser(only=None):
+    """The command line's parser; with ``only`` (a command's name) the parser of that command
+    alone: :func:`main` builds just the one it runs, as creating the others' parsers would
+    cost a small proof's run another ~15 ms."""
     parser = argparse.ArgumentParser(prog="cuzk-tasks", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="print step timings and debug logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("prove", help="make a Groth16 proof (snarkjs groth16 prove compatible)")
-    p.add_argument("zkey")
-    p.add_argument("witness", help="witness .wtns file")
-    p.add_argument("proof", help="output proof.json")
-    p.add_argument("public", help="output public.json")
-    p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default=None,
-                   help="compute backend (default: $CUZK_BACKEND or auto)")
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip the self-verification pairing check (not recommended)")
-    p.set_defaults(func=_cmd_prove)
+    def wanted(name):
+        return only is None or only == name
 
-    p = sub.add_parser("verify", help="verify a proof (snarkjs groth16 verify compatible)")
-    p.add_argument("verification_key")
-    p.add_argument("public")
-    p.add_argument("proof")
-    p.set_defaults(func=_cmd_verify)
+    if wanted("prove"):
+        p = sub.add_parser("prove", help="make a Groth16 proof (snarkjs groth16 prove compatible)")
+        p.add_argument("zkey")
+        p.add_argument("witness", help="witness .wtns file")
+        p.add_argument("proof", help="output proof.json")
+        p.add_argument("public", help="output public.json")
+        p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default=None,
+                       help="compute backend (default: $CUZK_BACKEND or auto)")
+        p.add_argument("--no-verify", action="store_true",
+                       help="skip the self-verification pairing check (not recommended)")
+        # logging is configured when prove needs it: importing it is a tenth of a small proof
+        p.set_defaults(func=_cmd_prove, configure_logging=False)
 
-    p = sub.add_parser("witness", help="compute a witness from circom's .wasm and an input.json")
-    p.add_argument("wasm")
-    p.add_argument("input")
-    p.add_argument("witness", help="output .wtns file")
-    p.set_defaults(func=_cmd_witness)
+    if wanted("verify"):
+        p = sub.add_parser("verify", help="verify a proof (snarkjs groth16 verify compatible)")
+        p.add_argument("verification_key")
+        p.add_argument("public")
+        p.add_argument("proof")
+        p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("vkey", help="export the verification key of a zkey")
-    p.add_argument("zkey")
-    p.add_argument("verification_key", help="output verification_key.json")
-    p.set_defaults(func=_cmd_vkey)
+    if wanted("witness"):
+        p = sub.add_parser("witness", help="compute a witness from circom's .wasm and an input.json")
+        p.add_argument("wasm")
+        p.add_argument("input")
+        p.add_argument("witness", help="output .wtns file")
+        p.set_defaults(func=_cmd_witness)
 
-    p = sub.add_parser(
-        "setup", help="single-party Groth16 setup of an r1cs into a snarkjs-compatible zkey "
-                      "(development and benchmarks only, NOT for production)",
-        description="Fast single-party Groth16 setup on the native core: draws the toxic waste "
-                    "(tau, alpha, beta, gamma, delta) itself, uses it once and drops it. FOR "
-                    "DEVELOPMENT AND BENCHMARKS ONLY: anyone who saw this process's memory could "
-                    "forge proofs; production keys need a multi-party ceremony (snarkjs "
-                    "powersoftau + zkey contribute). The curve is the r1cs's (bn128 or bls12381).")
-    p.add_argument("r1cs", help="circom circuit.r1cs")
-    p.add_argument("zkey", help="output circuit.zkey (snarkjs groth16 layout)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="native threads (default: $CUZK_THREADS or all cores)")
-    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                   help="print each stage and its seconds to stderr")
-    p.set_defaults(func=_cmd_setup)
+    if wanted("vkey"):
+        p = sub.add_parser("vkey", help="export the verification key of a zkey")
+        p.add_argument("zkey")
+        p.add_argument("verification_key", help="output verification_key.json")
+        p.set_defaults(func=_cmd_vkey)
 
-    p = sub.add_parser("worker", help="run a Celery worker (one per device, or a CPU worker)")
-    role = p.add_mutually_exclusive_group(required=True)
-    role.add_argument("--device", type=int, metavar="N", help="device ordinal: consume cuzk.dev.<host>.N")
-    role.add_argument("--cpu", action="store_true", help="synthesize/finalize/submit on the cpu queue")
-    p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto",
-                   help="compute backend of a device worker (default auto)")
-    p.add_argument("--concurrency", type=int, default=None, help="processes of a --cpu worker")
-    p.add_argument("--loglevel", default="INFO")
-    _service_options(p)
-    p.set_defaults(func=_cmd_worker)
+    if wanted("setup"):
+        p = sub.add_parser(
+            "setup", help="single-party Groth16 setup of an r1cs into a snarkjs-compatible zkey "
+                          "(development and benchmarks only, NOT for production)",
+            description="Fast single-party Groth16 setup on the native core: draws the toxic waste "
+                        "(tau, alpha, beta, gamma, delta) itself, uses it once and drops it. FOR "
+                        "DEVELOPMENT AND BENCHMARKS ONLY: anyone who saw this process's memory could "
+                        "forge proofs; production keys need a multi-party ceremony (snarkjs "
+                        "powersoftau + zkey contribute). The curve is the r1cs's (bn128 or bls12381).")
+        p.add_argument("r1cs", help="circom circuit.r1cs")
+        p.add_argument("zkey", help="output circuit.zkey (snarkjs groth16 layout)")
+        p.add_argument("--threads", type=int, default=None,
+                       help="native threads (default: $CUZK_THREADS or all cores)")
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="print each stage and its seconds to stderr")
+        p.set_defaults(func=_cmd_setup)
 
-    p = sub.add_parser("submit", help="submit a job: one partition per input.json / --witness")
-    p.add_argument("circuit", help="circuit name from the registry ([circuits.NAME])")
-    p.add_argument("inputs", nargs="*", help="input.json files on storage the workers share, "
-                   "inside their allowed_input_roots (relative paths are made absolute)")
-    p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
-    p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
-    p.add_argument("--request-id", default=None, help="idempotency key")
-    p.add_argument("--deadline-s", type=float, default=None,
-                   help="seconds from now after which the job fails \"deadline exceeded\" "
-                        "(default: the circuit's deadline_s, else none)")
-    p.add_argument("--on-done-task", default=None,
-                   help="Celery task sent once when the job ends (kwargs job_id, state, proofs|error)")
-    p.add_argument("--on-done-queue", default=None, help="the queue --on-done-task is sent to")
-    p.add_argument("--wait", action="store_true", help="wait, with a progress bar on stderr")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to --wait")
-    p.add_argument("-o", "--output", help="write the result JSON here (with --wait)")
-    _service_options(p)
-    p.set_defaults(func=_cmd_submit)
+    if wanted("worker"):
+        p = sub.add_parser("worker", help="run a Celery worker (one per device, or a CPU worker)")
+        role = p.add_mutually_exclusive_group(required=True)
+        role.add_argument("--device", type=int, metavar="N", help="device ordinal: consume cuzk.dev.<host>.N")
+        role.add_argument("--cpu", action="store_true", help="synthesize/finalize/submit on the cpu queue")
+        p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto",
+                       help="compute backend of a device worker (default auto)")
+        p.add_argument("--concurrency", type=int, default=None, help="processes of a --cpu worker")
+        p.add_argument("--loglevel", default="INFO")
+        _service_options(p)
+        p.set_defaults(func=_cmd_worker)
 
-    p = sub.add_parser("status", help="workers, jobs and queues (or one job with JOB)")
-    p.add_argument("job", nargs="?")
-    p.add_argument("--json", action="store_true", help="raw snapshot JSON")
-    _service_options(p)
-    p.set_defaults(func=_cmd_status)
+    if wanted("submit"):
+        p = sub.add_parser("submit", help="submit a job: one partition per input.json / --witness")
+        p.add_argument("circuit", help="circuit name from the registry ([circuits.NAME])")
+        p.add_argument("inputs", nargs="*", help="input.json files on storage the workers share, "
+                       "inside their allowed_input_roots (relative paths are made absolute)")
+        p.add_argument("--witness", action="append", default=[], help=".wtns file (repeatable)")
+        p.add_argument("--priority", type=int, default=None, help="0 (first) .. 9 (last)")
+        p.add_argument("--request-id", default=None, help="idempotency key")
+        p.add_argument("--deadline-s", type=float, default=None,
+                       help="seconds from now after which the job fails \"deadline exceeded\" "
+                            "(default: the circuit's deadline_s, else none)")
+        p.add_argument("--on-done-task", default=None,
+                       help="Celery task sent once when the job ends (kwargs job_id, state, proofs|error)")
+        p.add_argument("--on-done-queue", default=None, help="the queue --on-done-task is sent to")
+        p.add_argument("--wait", action="store_true", help="wait, with a progress bar on stderr")
+        p.add_argument("--timeout", type=float, default=None, help="seconds to --wait")
+        p.add_argument("-o", "--output", help="write the result JSON here (with --wait)")
+        _service_options(p)
+        p.set_defaults(func=_cmd_submit)
 
-    p = sub.add_parser("demo", help="run the whole service locally (private Redis, workers) "
-                                     "and prove a bundled circuit")
-    p.add_argument("--jobs", type=int, default=3, help="jobs to submit (default 3)")
-    p.add_argument("--partitions", type=int, default=4, help="partitions per job (default 4)")
-    p.add_argument("--redis", default=None, help="use this Redis URL instead of starting one")
-    p.add_argument("--keep-running", action="store_true", help="keep the stack up until Ctrl-C")
-    p.set_defaults(func=_cmd_demo)
+    if wanted("status"):
+        p = sub.add_parser("status", help="workers, jobs and queues (or one job with JOB)")
+        p.add_argument("job", nargs="?")
+        p.add_argument("--json", action="store_true", help="raw snapshot JSON")
+        _service_options(p)
+        p.set_defaults(func=_cmd_status)
 
-    p = sub.add_parser("web", help="serve the status page (gunicorn, webapp/gunicorn.conf.py)")
-    p.add_argument("--bind", default=None, help="HOST:PORT (default: $CUZK_WEB_BIND or 127.0.0.1:8080)")
-    p.add_argument("--workers", type=int, default=None, help="gunicorn worker processes")
-    _service_options(p)
-    p.set_defaults(func=_cmd_web)
+    if wanted("demo"):
+        p = sub.add_parser("demo", help="run the whole service locally (private Redis, workers) "
+                                         "and prove a bundled circuit")
+        p.add_argument("--jobs", type=int, default=3, help="jobs to submit (default 3)")
+        p.add_argument("--partitions", type=int, default=4, help="partitions per job (default 4)")
+        p.add_argument("--redis", default=None, help="use this Redis URL instead of starting one")
+        p.add_argument("--keep-running", action="store_true", help="keep the stack up until Ctrl-C")
+        p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("cancel", help="cancel a job")
-    p.add_argument("job")
-    _service_options(p)
-    p.set_defaults(func=_cmd_cancel)
+    if wanted("web"):
+        p = sub.add_parser("web", help="serve the status page (gunicorn, webapp/gunicorn.conf.py)")
+        p.add_argument("--bind", default=None, help="HOST:PORT (default: $CUZK_WEB_BIND or 127.0.0.1:8080)")
+        p.add_argument("--workers", type=int, default=None, help="gunicorn worker processes")
+        _service_options(p)
+        p.set_defaults(func=_cmd_web)
+
+    if wanted("cancel"):
+        p = sub.add_parser("cancel", help="cancel a job")
+        p.add_argument("job")
+        _service_options(p)
+        p.set_defaults(func=_cmd_cancel)
     return parser
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+def _configure_logging(verbose):
+    # lazy: `prove` on the CPU core logs nothing unless asked, and the import costs it ~13 ms
+    import logging
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+
+
+def _log():
+    # lazy: see _configure_logging
+    import logging
+
+    return logging.getLogger(__name__)
+
+
+#: every command, in the order --help lists them (tests/test_layering.py checks it is what
+#: build_parser builds)
+COMMANDS = ('prove', 'verify', 'witness', 'vkey', 'setup', 'worker', 'submit', 'status', 'demo', 'web', 'cancel')
+
+
+def command_named(argv):
+    """The command ``argv`` names (its first word that is not an option), if it is one."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(only=command_named(argv)).parse_args(argv)
+    if args.verbose or getattr(args, "configure_logging", True):
+        _configure_logging(args.verbose)
     try:
         return args.func(args)
     except CuzkError as exc:

@@ -42,7 +42,12 @@ class VerificationError(CuzkError):
 
 
 class NativeCoreError(CuzkError):
-    """The compiled native core is missing or reported a failure."""
+    """The compiled native core is missing or reported a failure (``status``: the C ABI's
+    status code, None when the core could not be loaded)."""
+
+    def __init__(self, message, status=None):
+        self.status = status
+        super().__init__(message)
 
 
 class ConfigError(CuzkError):

@@ -64,10 +64,27 @@ def loaded_by_import(module: str) -> list[str]:
 
 
 def test_the_command_line_imports_only_what_a_command_runs():
-    """``cuzk-tasks --help`` stays fast: the CLI module loads argparse and logging and, of
-    this project, the errors alone; each command imports the rest when it runs."""
+    """``cuzk-tasks --help`` stays fast: the CLI module loads argparse and, of this project,
+    the errors alone; each command imports the rest when it runs."""
     ours = [m for m in loaded_by_import("cuzk_tasks.cli") if m.split(".")[0] in PACKAGES]
     assert ours == ["cuzk_tasks", "cuzk_tasks.cli", "cuzk_tasks.errors"]
+
+
+def test_the_command_line_builds_the_parser_of_the_command_it_runs(capsys):
+    """main builds only the named command's parser (the other ten cost ~15 ms of a small
+    proof's run); COMMANDS is every command of the full parser, in its order."""
+    from cuzk_tasks import cli
+
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["no-such-command"])
+    listed = capsys.readouterr().err.split("choose from ", 1)[1]
+    assert tuple(name.strip(" '\n)") for name in listed.split(",")) == cli.COMMANDS
+    args = cli.build_parser(only="prove").parse_args(["prove", "a", "b", "c", "d"])
+    assert (args.command, args.zkey, args.public) == ("prove", "a", "d")
+    with pytest.raises(SystemExit):  # the others are not there
+        cli.build_parser(only="prove").parse_args(["vkey", "a", "b"])
+    assert cli.command_named(["-v", "prove", "a.zkey"]) == "prove"
+    assert cli.command_named(["--help"]) is None and cli.command_named(["nonsense"]) is None
 
 
 @pytest.mark.parametrize("module, absent", [

@@ -1,5 +1,4 @@
-"""Pure Groth16 proving library (snarkjs-compatible; BN254, and BLS12-381 for everything
-but proving: see :mod:`.curves`).
+"""Pure Groth16 proving library (snarkjs-compatible; BN254 and BLS12-381: see :mod:`.curves`).
 
 It never imports Celery or Redis: the pipeline builds on it, not the reverse.
 
@@ -8,15 +7,33 @@ Typical use::
     from cuzk_tasks.groth16 import read_zkey, read_wtns, prove
     zkey = read_zkey("circuit.zkey")
     proof, public = prove(zkey, read_wtns("witness.wtns", expected_length=zkey.n_vars))
+
+The names below load on first use (PEP 562), so that importing one light submodule (the
+CLI's whole-file prove: :mod:`.native_prove`) does not import numpy with the prover.
 """
 
-from .prover import PartialProof, prove, prove_finish, prove_start
-from .wtns import read_wtns, write_wtns
-from .zkey import read_zkey
-from .verifier import export_verification_key, verify
+import importlib
 
-__all__ = [
-    "PartialProof", "prove", "prove_start", "prove_finish",
-    "read_zkey", "read_wtns", "write_wtns",
-    "export_verification_key", "verify",
-]
+#: public name -> the submodule that defines it
+_EXPORTS = {
+    "PartialProof": "prover", "prove": "prover", "prove_start": "prover",
+    "prove_finish": "prover",
+    "read_wtns": "wtns", "write_wtns": "wtns",
+    "read_zkey": "zkey",
+    "export_verification_key": "verifier", "verify": "verifier",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

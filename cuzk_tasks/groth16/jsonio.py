@@ -30,49 +30,13 @@ from typing import Optional
 from ..errors import FormatError, VerificationError
 from . import native, points
 from .curves import BN254, Curve, curve_by_name, known_curves
+# writing is in .proof_json (no numpy: the CLI's whole-file prove writes with it)
+from .proof_json import (dump_json, dumps_json, g1_to_json, g2_to_json,  # noqa: F401
+                         proof_to_json, public_to_json)
 from .reference.curve import g1_of, g2_of
 from .reference.pairing import pairing_of
 
 _DECIMAL = re.compile(r"[0-9]+\Z")
-
-
-# ------------------------------------------------------------------ writing --
-
-def dump_json(obj, path):
-    """Write ``obj`` exactly as snarkjs writes its JSON files."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(dumps_json(obj))
-
-
-def dumps_json(obj) -> str:
-    return json.dumps(obj, indent=1, ensure_ascii=False)
-
-
-def g1_to_json(p):
-    if p is None:
-        return ["0", "1", "0"]
-    return [str(p[0]), str(p[1]), "1"]
-
-
-def g2_to_json(p):
-    if p is None:
-        return [["0", "0"], ["1", "0"], ["0", "0"]]
-    (x0, x1), (y0, y1) = p
-    return [[str(x0), str(x1)], [str(y0), str(y1)], ["1", "0"]]
-
-
-def proof_to_json(pi_a, pi_b, pi_c, curve: Curve = BN254) -> dict:
-    return {
-        "pi_a": g1_to_json(pi_a),
-        "pi_b": g2_to_json(pi_b),
-        "pi_c": g1_to_json(pi_c),
-        "protocol": "groth16",
-        "curve": curve.snarkjs_name,
-    }
-
-
-def public_to_json(values) -> list:
-    return [str(int(v)) for v in values]
 
 
 # ------------------------------------------------------------------ parsing --

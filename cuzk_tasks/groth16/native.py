@@ -1,8 +1,9 @@
 """ctypes bindings for the native CPU proving core (``cuzk_tasks._native``).
 
 The shared object is compiled by ``pip install .`` from
-``cuzk_tasks/native/src/cpu_core.cpp`` and exposes a plain C ABI.  This module
-loads it with :mod:`ctypes` and offers numpy wrappers.
+``cuzk_tasks/native/src/cpu_core.cpp`` and exposes a plain C ABI.
+:mod:`.native_lib` loads it with :mod:`ctypes` (without numpy, for the CLI's whole-file
+prove); this module offers numpy wrappers.
 
 Every function takes ``curve``: ``"bn128"`` (BN254, the default) or
 ``"bls12381"`` (BLS12-381), the snarkjs names.
@@ -35,118 +36,22 @@ never throws across the ABI and returns a status code, which is mapped to
 """
 
 import ctypes
-import importlib.util
-import os
-import threading
 
 import numpy as np
 
 from .. import defaults
 from ..errors import CuzkError, NativeCoreError
-
-ABI_VERSION = 3  # 3: the native pairing, fixed-base multiplication and the setup scalars
-
-STATUS_MESSAGES = {
-    1: "a required buffer pointer was NULL",
-    2: "invalid argument (curve, size, operation code or log2 domain size out of range)",
-    3: "an input value is not a canonical field element (>= modulus)",
-    4: "a zkey coefficient record is out of range (matrix not 0/1, constraint >= domain size "
-       "or signal >= number of witness values)",
-    5: "out of memory",
-    6: "internal error in the native core",
-    7: "a point is not on the curve",
-}
+from .native_lib import ABI_VERSION, CURVES, STATUS_MESSAGES, available, check as _check, lib  # noqa: F401 (re-exported)
 
 FIELD_FR, FIELD_FQ, FIELD_FQ2 = 0, 1, 2
 
-# snarkjs curve name -> (ABI curve id, Fq limbs)
-CURVES = {"bn128": (0, 4), "bls12381": (1, 6)}
 DEFAULT_CURVE = "bn128"
 FR_LIMBS = 4
 OP_ADD, OP_SUB, OP_MUL, OP_SQR, OP_INV, OP_NEG, OP_DBL = range(7)
 POINT_ADD, POINT_DBL, POINT_NEG, POINT_MUL = range(4)
 
-_lib = None
-_lock = threading.Lock()
-
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
-
-
-def _find_library():
-    try:
-        spec = importlib.util.find_spec("cuzk_tasks._native")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.origin or not os.path.exists(spec.origin):
-        raise NativeCoreError(
-            "native core not built: run pip install . (or python setup.py build_ext --inplace "
-            "in a source checkout) to compile cuzk_tasks/_native")
-    return spec.origin
-
-
-def _declare(lib):
-    c_int, c_u64, c_u32 = ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32
-    sigs = {  # every function but cuzk_abi_version takes the curve id first
-        "cuzk_g1_msm": [_u64p, _u64p, c_u64, c_int, _u64p],
-        "cuzk_g2_msm": [_u64p, _u64p, c_u64, c_int, _u64p],
-        "cuzk_fr_ntt": [_u64p, c_u32, c_int, c_int],
-        "cuzk_to_mont": [c_int, _u64p, c_u64],
-        "cuzk_from_mont": [c_int, _u64p, c_u64],
-        "cuzk_field_op": [c_int, c_int, _u64p, _u64p, _u64p, c_u64],
-        "cuzk_g1_point_op": [c_int, _u64p, _u64p, _u64p],
-        "cuzk_g2_point_op": [c_int, _u64p, _u64p, _u64p],
-        "cuzk_g1_check_points": [_u64p, c_u64, _u64p],
-        "cuzk_g2_check_points": [_u64p, c_u64, _u64p],
-        "cuzk_g1_to_affine": [_u64p, _u64p],
-        "cuzk_g2_to_affine": [_u64p, _u64p],
-        "cuzk_pairing": [_u64p, _u64p, c_u64, _u64p],
-        "cuzk_pairing_check": [_u64p, _u64p, c_u64, ctypes.POINTER(c_int)],
-        "cuzk_evaluate_ab": [_u8p, c_u64, _u64p, c_u64, c_u64, _u64p, _u64p, c_int],
-        "cuzk_compute_h": [_u64p, _u64p, c_u32, c_int, _u64p],
-        "cuzk_g1_fixed_base_mul": [_u64p, _u64p, c_u64, c_int, _u64p],
-        "cuzk_g2_fixed_base_mul": [_u64p, _u64p, c_u64, c_int, _u64p],
-        "cuzk_setup_scalars": [_u8p, c_u64, c_u64, c_u64, c_u64, c_u32, _u64p, _u64p, _u64p,
-                               _u64p, _u64p, _u8p, c_u64, _u64p, c_int],
-    }
-    lib.cuzk_abi_version.argtypes = []
-    lib.cuzk_abi_version.restype = c_int
-    for name, argtypes in sigs.items():
-        fn = getattr(lib, name)
-        fn.argtypes = [c_int] + argtypes
-        fn.restype = c_int
-
-
-def lib():
-    """The loaded ctypes library (loaded once, thread-safe)."""
-    global _lib
-    if _lib is None:
-        with _lock:
-            if _lib is None:
-                path = _find_library()
-                try:
-                    handle = ctypes.CDLL(path)
-                    _declare(handle)
-                except (OSError, AttributeError) as exc:
-                    raise NativeCoreError(
-                        f"native core at {path} could not be loaded ({exc}); rebuild it with "
-                        "pip install .") from exc
-                version = handle.cuzk_abi_version()
-                if version != ABI_VERSION:
-                    raise NativeCoreError(
-                        f"native core at {path} has ABI version {version}, expected {ABI_VERSION}; "
-                        "rebuild it with pip install .")
-                _lib = handle
-    return _lib
-
-
-def available():
-    """True when the native core can be loaded."""
-    try:
-        lib()
-        return True
-    except NativeCoreError:
-        return False
 
 
 def default_threads():
@@ -187,12 +92,6 @@ def field_limbs(field, curve=DEFAULT_CURVE):
         return {FIELD_FR: FR_LIMBS, FIELD_FQ: L, FIELD_FQ2: 2 * L}[field]
     except KeyError:
         raise ValueError(f"unknown field {field!r}") from None
-
-
-def _check(status, what):
-    if status != 0:
-        msg = STATUS_MESSAGES.get(status, "unknown error")
-        raise NativeCoreError(f"native {what} failed (status {status}): {msg}")
 
 
 def _limbs(array, width, name):

@@ -1,7 +1,7 @@
 // cuzk-tasks native CPU proving core: C ABI loaded with ctypes by
 // cuzk_tasks/groth16/native.py.
 //
-// Conventions (all functions):
+// Conventions (all functions; cuzk_prove_files takes its curve from the zkey):
 //   * the first argument `curve` picks the curve: 0 = BN254 (snarkjs "bn128"),
 //     1 = BLS12-381 ("bls12381"); anything else is CUZK_ERR_ARG;
 //   * return int status: 0 = ok, otherwise one of the CUZK_ERR_* codes below;
@@ -20,20 +20,23 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "cuzk/curve.cuh"
 #include "cuzk/msm_cpu.hpp"
 #include "cuzk/ntt_cpu.hpp"
 #include "cuzk/pairing.hpp"
+#include "cuzk/prove_cpu.hpp"
 #include "cuzk/qap_cpu.hpp"
 #include "cuzk/setup_cpu.hpp"
 
 // 3: cuzk_pairing / cuzk_pairing_check; cuzk_g1/g2_fixed_base_mul and cuzk_setup_scalars
-// (cuzk-tasks setup).
-#define CUZK_ABI_VERSION 3
+// (cuzk-tasks setup).  4: cuzk_prove_files / cuzk_free (cuzk-tasks prove without numpy).
+#define CUZK_ABI_VERSION 4
 
 enum {
     CUZK_OK = 0,
@@ -44,6 +47,10 @@ enum {
     CUZK_ERR_NOMEM = 5,          // allocation failed
     CUZK_ERR_INTERNAL = 6,       // unexpected C++ exception
     CUZK_ERR_NOT_ON_CURVE = 7,   // a point is not on the curve
+    CUZK_ERR_IO = 8,             // a file could not be opened or mapped
+    CUZK_ERR_FORMAT = 9,         // a file is not laid out as cuzk_prove_files expects
+    CUZK_ERR_UNSATISFIED = 10,   // the proof failed self-verification
+    CUZK_ERR_RANDOM = 11,        // the OS random number generator failed
 };
 
 using namespace cuzk;
@@ -506,6 +513,41 @@ int cuzk_setup_scalars(int curve, const uint8_t* constraints, uint64_t len,
         });
     });
 }
+
+// ---------------------------------------------------------------- whole-file prove
+// The exception to "curve first": the curve comes from the zkey (*curve_out, 0 / 1).
+// zkey_path, wtns_path: a snarkjs zkey and a circom witness file.  rs: r then s (8 limbs,
+// standard form, each < r) or NULL to draw them (getrandom).  verify: self-verify with the
+// pairing.  *text_out: a malloc'd proof text (prove_cpu.hpp's proof_text), *text_len its
+// length; free it with cuzk_free.  timings_ms: PROVE_STEPS doubles.  CUZK_ERR_FORMAT means
+// "let the Python readers say what is wrong": they name the file and the field.
+int cuzk_prove_files(const char* zkey_path, const char* wtns_path, const uint64_t* rs,
+                     int verify, int threads, int* curve_out, void** text_out,
+                     uint64_t* text_len, double* timings_ms) {
+    if (!zkey_path || !wtns_path || !curve_out || !text_out || !text_len || !timings_ms)
+        return CUZK_ERR_NULL;
+    *text_out = nullptr;
+    *text_len = 0;
+    return guarded([&]() -> int {
+        std::string text;
+        switch (prove_files(zkey_path, wtns_path, rs, verify != 0, threads, curve_out, text,
+                            timings_ms)) {
+            case PROVE_OK: break;
+            case PROVE_IO: return CUZK_ERR_IO;
+            case PROVE_UNSATISFIED: return CUZK_ERR_UNSATISFIED;
+            case PROVE_RANDOM: return CUZK_ERR_RANDOM;
+            default: return CUZK_ERR_FORMAT;
+        }
+        void* buf = std::malloc(text.size());
+        if (!buf) return CUZK_ERR_NOMEM;
+        std::memcpy(buf, text.data(), text.size());
+        *text_out = buf;
+        *text_len = text.size();
+        return CUZK_OK;
+    });
+}
+
+void cuzk_free(void* p) { std::free(p); }
 
 }  // extern "C"
 
