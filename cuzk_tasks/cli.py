@@ -18,7 +18,6 @@ Service commands (Celery + Redis; settings from $CUZK_CONFIG / CUZK_* env):
     cuzk-tasks web [--bind HOST:PORT] [--workers N]
 """
 
-import argparse
 import sys
 import time
 
@@ -299,6 +298,9 @@ def build_parser(only=None):
     """The command line's parser; with ``only`` (a command's name) the parser of that command
     alone: :func:`main` builds just the one it runs, as creating the others' parsers would
     cost a small proof's run another ~15 ms."""
+    # lazy: a plain prove command line never needs argparse (see plain_prove_args)
+    import argparse
+
     parser = argparse.ArgumentParser(prog="cuzk-tasks", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="print step timings and debug logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -312,12 +314,11 @@ def build_parser(only=None):
         p.add_argument("witness", help="witness .wtns file")
         p.add_argument("proof", help="output proof.json")
         p.add_argument("public", help="output public.json")
-        p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default=None,
+        p.add_argument("--backend", choices=PROVE_BACKENDS, default=None,
                        help="compute backend (default: $CUZK_BACKEND or auto)")
         p.add_argument("--no-verify", action="store_true",
                        help="skip the self-verification pairing check (not recommended)")
-        # logging is configured when prove needs it: importing it is a tenth of a small proof
-        p.set_defaults(func=_cmd_prove, configure_logging=False)
+        p.set_defaults(**PROVE_DEFAULTS)
 
     if wanted("verify"):
         p = sub.add_parser("verify", help="verify a proof (snarkjs groth16 verify compatible)")
@@ -447,10 +448,56 @@ def command_named(argv):
     return None
 
 
+#: ``prove --backend`` choices
+PROVE_BACKENDS = ("auto", "cpu", "gpu")
+#: what a ``prove`` command line sets beyond its arguments; logging is configured only when
+#: prove needs it (importing it costs a tenth of a small proof)
+PROVE_DEFAULTS = {"func": _cmd_prove, "configure_logging": False}
+
+
+def plain_prove_args(argv):
+    """The arguments of a plain ``prove`` command line, parsed without argparse, or None.
+
+    Plain: ``[-v|--verbose] prove`` and then, in any order, four paths that do not start
+    with ``-``, ``--backend NAME`` (or ``--backend=NAME``) with a known NAME, and
+    ``--no-verify``.  Anything else (help, an abbreviated option, a mistake) is None and
+    argparse parses it, with its messages.  Importing argparse (re, gettext, shutil) costs
+    ~30 ms here, as much as a whole 2^10-constraint proof, and a plain prove has nothing for
+    it to do.  tests/test_layering.py checks that both parsers agree.
+    """
+    verbose, i = False, 0
+    while i < len(argv) and argv[i] in ("-v", "--verbose"):
+        verbose, i = True, i + 1
+    if i == len(argv) or argv[i] != "prove":
+        return None
+    paths, backend, no_verify = [], None, False
+    rest = iter(argv[i + 1:])
+    for arg in rest:
+        if arg == "--no-verify":
+            no_verify = True
+        elif arg == "--backend" or arg.startswith("--backend="):
+            backend = arg.partition("=")[2] if "=" in arg else next(rest, None)
+            if backend not in PROVE_BACKENDS:
+                return None
+        elif arg.startswith("-"):
+            return None
+        else:
+            paths.append(arg)
+    if len(paths) != 4:
+        return None
+    # lazy: types is cheap but not always loaded at start-up
+    from types import SimpleNamespace
+
+    zkey, witness, proof, public = paths
+    return SimpleNamespace(verbose=verbose, command="prove", zkey=zkey, witness=witness,
+                           proof=proof, public=public, backend=backend, no_verify=no_verify,
+                           **PROVE_DEFAULTS)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(only=command_named(argv)).parse_args(argv)
-    if args.verbose or getattr(args, "configure_logging", True):
+    args = plain_prove_args(argv) or build_parser(only=command_named(argv)).parse_args(argv)
+    if getattr(args, "configure_logging", True):
         _configure_logging(args.verbose)
     try:
         return args.func(args)

@@ -64,8 +64,8 @@ def loaded_by_import(module: str) -> list[str]:
 
 
 def test_the_command_line_imports_only_what_a_command_runs():
-    """``cuzk-tasks --help`` stays fast: the CLI module loads argparse and, of this project,
-    the errors alone; each command imports the rest when it runs."""
+    """``cuzk-tasks --help`` stays fast: the CLI module loads, of this project, the errors
+    alone (argparse when it builds a parser); each command imports the rest when it runs."""
     ours = [m for m in loaded_by_import("cuzk_tasks.cli") if m.split(".")[0] in PACKAGES]
     assert ours == ["cuzk_tasks", "cuzk_tasks.cli", "cuzk_tasks.errors"]
 
@@ -85,6 +85,71 @@ def test_the_command_line_builds_the_parser_of_the_command_it_runs(capsys):
         cli.build_parser(only="prove").parse_args(["vkey", "a", "b"])
     assert cli.command_named(["-v", "prove", "a.zkey"]) == "prove"
     assert cli.command_named(["--help"]) is None and cli.command_named(["nonsense"]) is None
+
+
+PLAIN_PROVE_LINES = [
+    ["prove", "a.zkey", "w.wtns", "p.json", "pub.json"],
+    ["-v", "prove", "a.zkey", "w.wtns", "p.json", "pub.json"],
+    ["--verbose", "-v", "prove", "a", "b", "c", "d", "--no-verify"],
+    ["prove", "--backend", "cpu", "a", "b", "c", "d"],
+    ["prove", "a", "--backend=gpu", "b", "c", "--no-verify", "d"],
+    ["prove", "a", "b", "c", "d", "--backend", "auto", "--backend", "cpu"],
+    ["prove", "a b", "./b", "c.json", "prove"],
+]
+NOT_PLAIN_LINES = [  # argparse parses these, or says what is wrong with them
+    ["prove", "a", "b", "c"], ["prove", "a", "b", "c", "d", "e"], ["prove", "--help"],
+    ["prove", "a", "b", "c", "d", "--backend", "tpu"], ["prove", "a", "b", "c", "d", "--backend"],
+    ["prove", "a", "b", "c", "d", "-v"],
+    ["vkey", "a", "b"],
+    ["-h"], [], ["--verbose"], ["-x", "prove", "a", "b", "c", "d"],
+]
+VALID_BUT_NOT_PLAIN = [  # argparse takes these: an abbreviation, a path after --, "-"
+    ["prove", "a", "b", "c", "d", "--no-ver", "--back", "cpu"],
+    ["prove", "a", "b", "c", "--no-verify", "--", "-d"],
+    ["prove", "-", "b", "c", "d", "--no-verify"],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN_PROVE_LINES)
+def test_a_plain_prove_line_parses_as_argparse_parses_it(argv):
+    """plain_prove_args (prove without argparse's ~30 ms import) agrees with the parser."""
+    from cuzk_tasks import cli
+
+    assert vars(cli.plain_prove_args(argv)) == vars(cli.build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", NOT_PLAIN_LINES)
+def test_any_other_line_is_left_to_argparse(argv, capsys):
+    from cuzk_tasks import cli
+
+    assert cli.plain_prove_args(argv) is None
+    if argv[:1] == ["prove"] and "--help" not in argv:
+        with pytest.raises(SystemExit) as info:  # each is a mistake argparse names
+            cli.build_parser().parse_args(argv)
+        assert info.value.code == 2 and "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", VALID_BUT_NOT_PLAIN)
+def test_unusual_but_valid_lines_are_left_to_argparse_which_takes_them(argv):
+    from cuzk_tasks import cli
+
+    assert cli.plain_prove_args(argv) is None
+    assert cli.build_parser().parse_args(argv).no_verify
+
+
+def test_a_plain_prove_imports_neither_argparse_nor_json(tmp_path):
+    """What ``cuzk-tasks prove`` loads beyond the interpreter's start, up to the native call
+    (here the call declines at once: the files do not exist)."""
+    code = ("import sys; before = set(sys.modules)\n"
+            "from cuzk_tasks import cli; from cuzk_tasks.groth16 import native_prove\n"
+            f"args = cli.plain_prove_args(['-v', 'prove', 'z', 'w', 'p', 'q'])\n"
+            "assert args.command == 'prove' and args.verbose\n"
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    loaded = {name.split(".")[0] for name in result.stdout.split()}
+    assert not loaded & {"argparse", "json", "re", "shutil", "logging", "numpy", "importlib.util"}
+    assert "ctypes" in loaded  # the check sees what native_prove loads
 
 
 @pytest.mark.parametrize("module, absent", [

@@ -148,3 +148,34 @@ def test_the_cli_proves_on_the_cpu_core_without_importing_numpy(name, tmp_path):
     vkey = json.loads((zkey_path.parent / "verification_key.json").read_text())
     assert verify(vkey, json.loads((tmp_path / "pub.json").read_text()),
                   json.loads((tmp_path / "p.json").read_text()))
+
+
+# --- proof.json without the json module -----------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from cuzk_tasks.groth16.proof_json import dumps_json  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.text(max_size=8), st.integers(), st.booleans(), st.none(),
+              st.floats(allow_nan=False)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_proof_json_writes_what_json_dumps_writes(value):
+    """dumps_json writes proofs and keys itself (json's import is ~4 ms of a small proof's
+    command line) and leaves the rest to json: both ways, json.dumps's text, indent 1."""
+    assert dumps_json(value) == json.dumps(value, indent=1, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name", ["mulchain", "bls12381/poseidon"])
+def test_a_proof_and_its_key_are_written_as_snarkjs_writes_them(name):
+    """The fixtures' proof.json and verification_key.json are snarkjs's own files."""
+    d = fixture_dir(name)
+    for fname in ("proof.json", "verification_key.json", "public.json"):
+        text = (d / fname).read_text()
+        assert dumps_json(json.loads(text)) == text, fname

@@ -13,8 +13,6 @@ proves with :mod:`.prover`, whose readers name the file, the field and what was 
 Given the same r and s both produce the same proof (tests/test_native_prove.py).
 """
 
-from __future__ import annotations
-
 import ctypes
 
 from ..errors import NativeCoreError

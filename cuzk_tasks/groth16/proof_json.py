@@ -2,10 +2,8 @@
 also parses them).  This module imports no numpy: ``cuzk-tasks prove`` on the CPU core
 writes its output with it and nothing heavier (:mod:`.native_prove`)."""
 
-from __future__ import annotations
-
-import json
-
+#: characters a JSON string holds as they are (json.dumps escapes the others)
+_PLAIN = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
 
 
 def dump_json(obj, path):
@@ -15,7 +13,54 @@ def dump_json(obj, path):
 
 
 def dumps_json(obj) -> str:
+    """``json.dumps(obj, indent=1, ensure_ascii=False)``, snarkjs's layout.  Proofs, public
+    inputs and verification keys (dicts, lists, decimal strings) are written here without
+    importing json, which costs a small proof's command line ~4 ms; anything else goes to
+    json (tests/test_native_prove.py checks that both write the same)."""
+    out = []
+    if _write(obj, 0, out):
+        return "".join(out)
+    # lazy: only for what _write does not know (escapes, numbers, nesting of other types)
+    import json
+
     return json.dumps(obj, indent=1, ensure_ascii=False)
+
+
+def _write(obj, depth, out) -> bool:
+    """Append ``obj``'s indented JSON to ``out``; False for a value it leaves to json."""
+    if isinstance(obj, str):
+        if not _PLAIN.issuperset(obj):
+            return False
+        out.append(f'"{obj}"')
+        return True
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        out.append(str(obj))
+        return True
+    if isinstance(obj, (list, tuple)):
+        items = [(None, value) for value in obj]
+        opening, closing = "[", "]"
+    elif isinstance(obj, dict):
+        if not all(isinstance(key, str) for key in obj):
+            return False
+        items = list(obj.items())
+        opening, closing = "{", "}"
+    else:
+        return False
+    if not items:
+        out.append(opening + closing)
+        return True
+    inner = "\n" + " " * (depth + 1)
+    out.append(opening)
+    for index, (key, value) in enumerate(items):
+        out.append(inner if index == 0 else "," + inner)
+        if key is not None:
+            if not _write(key, depth + 1, out):
+                return False
+            out.append(": ")
+        if not _write(value, depth + 1, out):
+            return False
+    out.append("\n" + " " * depth + closing)
+    return True
 
 
 def g1_to_json(p):
