@@ -13,9 +13,11 @@
 //     to a second, XYZZ bucket with a mixed addition instead, so skewed scalar
 //     distributions (many equal scalars) stay fast;
 //   * buckets are reduced with the running-sum trick in XYZZ coordinates;
-//   * work units are (window, point-range) pairs pulled from an atomic
-//     counter by `threads` std::threads; partial window sums are combined
-//     with c doublings per window at the end.
+//   * work units are (window group, point-range) pairs pulled from an atomic
+//     counter by `threads` std::threads.  A group is up to 8 windows filled in one pass
+//     over the points, each with its own buckets, so that a batch can be as many times
+//     larger (one inversion per more additions) at the same rate of conflicts; partial
+//     window sums are combined with c doublings per window at the end.
 // Zero digits and points at infinity (all-zero rows) are skipped; when zero scalars and
 // infinity bases are many, they are dropped before the windows (PippengerMsm::compact).
 #ifndef CUZK_MSM_CPU_HPP
@@ -23,9 +25,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -113,32 +118,67 @@ struct MsmPlan {
     int c;        // window bits
     int windows;  // number of windows
     int chunks;   // point ranges per window
+    int wpu;      // windows per work unit (their buckets are filled in one pass)
     int batch;    // batch-affine batch size (0 = XYZZ only)
 };
 
 inline int msm_num_windows(int c, int scalar_bits) { return scalar_bits / c + 1; }
 
-// Pick the window size from a simple cost model (field multiplications):
-// accumulation ~ 10 per (point, window) (batch affine: 6 muls + memory and
-// bookkeeping; ~13 for XYZZ), reduction ~ 24 per bucket, plus
-// the imbalance of splitting units over threads.
-inline MsmPlan msm_plan(uint64_t n, int threads, int mul_weight_affine, int scalar_bits) {
-    MsmPlan best = {1, msm_num_windows(1, scalar_bits), 1, 0};
+// The batch-affine batch for a unit of `wpu` windows of `nb` buckets each over `per` points:
+// additions in one batch need distinct buckets, so the batch is kept to a quarter of the
+// unit's buckets (few deferred conflicts), to half its points, and to 1024 (larger ones
+// spill the batch's arrays out of the caches: slower at 2^14 points, measured).  0: XYZZ
+// only, faster for small batches (measured).
+inline int msm_batch(uint64_t nb, int wpu, uint64_t per) {
+    uint64_t b = std::min<uint64_t>(nb * (uint64_t)wpu / 4, 1024);
+    b = std::min<uint64_t>(b, per * (uint64_t)wpu / 2);
+    return b < 64 ? 0 : (int)b;
+}
+
+// A field inversion in multiplications of that field (Fermat: ~1.5 bits of them; in Fq2,
+// one of Fq plus a few, and an Fq2 multiplication is ~3 of Fq).
+template <class F>
+struct MsmInversionCost {
+    static constexpr double value = 1.5 * F::BITS;
+};
+template <class B>
+struct MsmInversionCost<Fq2T<B>> {
+    static constexpr double value = (1.5 * B::BITS + 6.0) / 3.0;
+};
+
+// The cost of an affine bucket addition in field multiplications, for a batch of `batch`
+// additions sharing one inversion; an XYZZ mixed addition when there is no batch.
+inline double msm_add_cost(int batch, double inversion) {
+    return batch ? 7.0 + inversion / batch : 13.0;
+}
+
+// Pick the window size, the point ranges and the windows per unit from a cost model in
+// field multiplications: accumulation msm_add_cost per (point, window), reduction ~24 per
+// bucket, the imbalance of splitting units over threads, and the doublings that combine
+// the windows.  Several windows per unit share one pass over the points and let a batch
+// of affine additions be as many times larger (fewer inversions per addition); their
+// affine buckets are kept within 128 KiB on G1 (more was slower on two threads, measured).
+inline MsmPlan msm_plan(uint64_t n, int threads, int scalar_bits, double inversion) {
+    MsmPlan best = {1, msm_num_windows(1, scalar_bits), 1, 1, 0};
     double best_cost = 1e300;
     for (int c = 1; c <= 20; ++c) {
-        int W = msm_num_windows(c, scalar_bits);
-        double nb = (double)((uint64_t)1 << (c - 1));
+        const int W = msm_num_windows(c, scalar_bits);
+        const uint64_t nb = (uint64_t)1 << (c - 1);
         for (int chunks = 1; chunks <= 64; chunks *= 2) {
             if ((uint64_t)chunks > std::max<uint64_t>(1, n / 4096)) break;
-            int units = W * chunks;
-            double per_unit = (double)n / chunks * mul_weight_affine / 10.0 + nb * 24.0 + 500.0;
-            int rounds = (units + threads - 1) / threads;
-            double cost = rounds * per_unit + (double)W * c * 12.0 * chunks;
-            if (cost < best_cost) {
-                best_cost = cost;
-                best.c = c;
-                best.windows = W;
-                best.chunks = chunks;
+            const uint64_t per = n / (uint64_t)chunks;
+            for (int wpu = 1; wpu <= 8 && wpu <= W; wpu *= 2) {
+                if (wpu > 1 && nb * (uint64_t)wpu > 2048) break;
+                const int batch = n >= 512 ? msm_batch(nb, wpu, per) : 0;
+                const int units = (W + wpu - 1) / wpu * chunks;
+                const double per_unit = (double)per * wpu * msm_add_cost(batch, inversion) +
+                                        (double)nb * wpu * 24.0 + 500.0;
+                const int rounds = (units + threads - 1) / threads;
+                const double cost = rounds * per_unit + (double)W * c * 12.0 * chunks;
+                if (cost < best_cost) {
+                    best_cost = cost;
+                    best = {c, W, chunks, wpu, batch};
+                }
             }
         }
     }
@@ -156,84 +196,150 @@ class PippengerMsm {
     typedef typename C::XYZZ XYZZ;
     typedef typename C::Scalar Fr;
 
-    // bases: n affine points; scalars: n x 4 limbs standard form (Fr = C::Scalar).
+    // Several MSMs over C sharing one pool of work units: add() prepares each (its plan,
+    // and copies where it must), then work() pulls (window group, point range) units of
+    // any of them until none is left.  work() may run on any number of threads, each
+    // joining when it is free (the whole-file prover starts the G1 MSMs on one thread
+    // while another computes H); add() is not called while they run, and result() and
+    // unit_ms() are read after every work() has returned.
+    class Batch {
+      public:
+        // bases: n affine points; scalars: n x 4 limbs standard form (Fr = C::Scalar);
+        // both are read until `done` is called (from the thread that finished the MSM's
+        // last unit, or here when it has none), or else until the last work() returns.
+        // `threads`: for the preparing passes, and the plan's split.  Returns the index.
+        int add(const Affine* bases, const uint64_t* scalars, uint64_t n, int threads,
+                std::function<void()> done = nullptr) {
+            threads = resolve_threads(threads);
+            jobs_.emplace_back(new Job());
+            Job& job = *jobs_.back();
+            job.first_unit = total_units_;
+            if (n > 0) prepare(job, bases, scalars, n, threads);
+            total_units_ += job.units;
+            job.remaining = job.units;
+            job.done = std::move(done);
+            if (job.units == 0 && job.done) job.done();
+            return (int)jobs_.size() - 1;
+        }
+
+        int units() const { return total_units_; }
+
+        void work() {
+            std::unique_ptr<Worker> wk;
+            std::vector<SignedDigit> digits;
+            size_t j = 0;
+            for (;;) {
+                const int u = next_.fetch_add(1);
+                if (u >= total_units_) break;
+                while (u >= jobs_[j]->first_unit + jobs_[j]->units) ++j;
+                Job& job = *jobs_[j];
+                const auto t0 = std::chrono::steady_clock::now();
+                const MsmPlan& plan = job.plan;
+                const uint64_t nb = (uint64_t)1 << (plan.c - 1);
+                if (!wk || wk->nb != nb || wk->nbt != nb * (uint64_t)plan.wpu || wk->batch != plan.batch)
+                    wk.reset(new Worker(nb, plan.wpu, plan.batch));
+                const int K = plan.chunks, local = u - job.first_unit;
+                const int g = local / K, k = local % K;
+                const uint64_t b = job.n * (uint64_t)k / (uint64_t)K;
+                const uint64_t e = job.n * (uint64_t)(k + 1) / (uint64_t)K;
+                const int w0 = g * plan.wpu, nw = std::min(plan.wpu, plan.windows - w0);
+                digits.clear();
+                for (int i = 0; i < nw; ++i) digits.emplace_back(plan.c, w0 + i);
+                wk->unit(job.bases, job.sc, digits.data(), nw, b, e);
+                for (int i = 0; i < nw; ++i) job.partial[(size_t)(w0 + i) * K + k] = wk->window_sum(i);
+                job.ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - t0).count();
+                if (job.remaining.fetch_sub(1) == 1 && job.done) job.done();
+            }
+        }
+
+        // sum_w 2^(c*w) * S_w of MSM i
+        XYZZ result(int i) const {
+            const Job& job = *jobs_[(size_t)i];
+            XYZZ acc = XYZZ::infinity();
+            const int c = job.plan.c, W = job.plan.windows, K = job.plan.chunks;
+            if (job.units == 0) return acc;
+            for (int w = W - 1; w >= 0; --w) {
+                if (w != W - 1)
+                    for (int b = 0; b < c; ++b) acc = C::xyzz_dbl(acc);
+                for (int k = 0; k < K; ++k) acc = C::xyzz_add(acc, job.partial[(size_t)w * K + k]);
+            }
+            return acc;
+        }
+
+        // thread-milliseconds spent on MSM i's units
+        double unit_ms(int i) const { return jobs_[(size_t)i]->ns.load() / 1e6; }
+
+      private:
+        struct Job {
+            const Affine* bases = nullptr;
+            const uint64_t* sc = nullptr;
+            uint64_t n = 0;
+            MsmPlan plan = {1, 1, 1, 1, 0};
+            int first_unit = 0, units = 0;
+            std::vector<uint64_t> reduced, live_scalars;
+            std::vector<Affine> live_bases;
+            std::vector<XYZZ> partial;
+            std::atomic<int64_t> ns{0};
+            std::atomic<int> remaining{0};
+            std::function<void()> done;
+        };
+
+        static void prepare(Job& job, const Affine* bases, const uint64_t* scalars, uint64_t n,
+                            int threads) {
+            // 1. scalars >= r (not expected, but allowed) are reduced into a copy.
+            const uint64_t* sc = scalars;
+            bool need_reduce = false;
+            for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r<Fr>(scalars + 4 * i);
+            if (need_reduce) {
+                job.reduced.resize((size_t)n * 4);
+                parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
+                    for (uint64_t i = b; i < e; ++i)
+                        reduce_scalar<Fr>(scalars + 4 * i, &job.reduced[(size_t)i * 4]);
+                });
+                sc = job.reduced.data();
+            }
+            // 1b. points that cannot contribute (a base at infinity: most of a Poseidon
+            // circuit's A and B columns; a zero scalar) leave when they are many, so that the
+            // window choice, the work split and every window's pass scale with the points
+            // that count.
+            const uint64_t live = compact(bases, sc, n, threads, job.live_bases, job.live_scalars);
+            if (live == 0) return;
+            if (!job.live_bases.empty()) {
+                bases = job.live_bases.data();
+                sc = job.live_scalars.data();
+                n = live;
+            }
+            MsmPlan plan = msm_plan(n, threads, Fr::BITS, MsmInversionCost<F>::value);
+            if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
+                int cw = std::atoi(env);
+                if (cw >= 2 && cw <= 22) {
+                    plan.c = cw;
+                    plan.windows = msm_num_windows(cw, Fr::BITS);
+                    plan.wpu = 1;
+                    plan.batch = n >= 512 ? msm_batch((uint64_t)1 << (cw - 1), 1, n / plan.chunks) : 0;
+                }
+            }
+            job.bases = bases;
+            job.sc = sc;
+            job.n = n;
+            job.plan = plan;
+            job.units = (plan.windows + plan.wpu - 1) / plan.wpu * plan.chunks;
+            job.partial.assign((size_t)plan.windows * plan.chunks, XYZZ::infinity());
+        }
+
+        std::vector<std::unique_ptr<Job>> jobs_;
+        std::atomic<int> next_{0};
+        int total_units_ = 0;
+    };
+
+    // One MSM on `threads` threads.
     static XYZZ run(const Affine* bases, const uint64_t* scalars, uint64_t n, int threads) {
         threads = resolve_threads(threads);
-        if (n == 0) return XYZZ::infinity();
-
-        // 1. scalars >= r (not expected, but allowed) are reduced into a copy.
-        std::vector<uint64_t> reduced;
-        const uint64_t* sc = scalars;
-        bool need_reduce = false;
-        for (uint64_t i = 0; i < n && !need_reduce; ++i) need_reduce = geq_r<Fr>(scalars + 4 * i);
-        if (need_reduce) {
-            reduced.resize((size_t)n * 4);
-            parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
-                for (uint64_t i = b; i < e; ++i) reduce_scalar<Fr>(scalars + 4 * i, &reduced[(size_t)i * 4]);
-            });
-            sc = reduced.data();
-        }
-
-        // 1b. points that cannot contribute (a base at infinity: most of a Poseidon circuit's
-        // A and B columns; a zero scalar) leave when they are many, so that the window
-        // choice, the work split and every window's pass scale with the points that count.
-        std::vector<Affine> live_bases;
-        std::vector<uint64_t> live_scalars;
-        const uint64_t live = compact(bases, sc, n, threads, live_bases, live_scalars);
-        if (live == 0) return XYZZ::infinity();
-        if (!live_bases.empty()) {
-            bases = live_bases.data();
-            sc = live_scalars.data();
-            n = live;
-        }
-
-        // Batch-affine only pays off when there are enough points per bucket set.
-        MsmPlan plan = msm_plan(n, threads, n >= 512 ? 100 : 130, Fr::BITS);
-        if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
-            int cw = std::atoi(env);
-            if (cw >= 2 && cw <= 22) {
-                plan.c = cw;
-                plan.windows = msm_num_windows(cw, Fr::BITS);
-            }
-        }
-        const int c = plan.c, W = plan.windows, K = plan.chunks;
-        const uint64_t nb = (uint64_t)1 << (c - 1);
-        if (n >= 512) {
-            uint64_t per = n / (uint64_t)K;
-            uint64_t b = std::min<uint64_t>(nb / 4, 2048);
-            b = std::min<uint64_t>(b, per / 2);
-            plan.batch = (int)std::max<uint64_t>(b, 16);
-            if (plan.batch < 64) plan.batch = 0;  // small batches: XYZZ is faster (measured)
-        } else {
-            plan.batch = 0;
-        }
-
-        // 2. bucket accumulation + reduction per unit
-        const int units = W * K;
-        std::vector<XYZZ> partial((size_t)units, XYZZ::infinity());
-        std::atomic<int> next(0);
-        int nthreads = std::min(threads, units);
-        run_threads(nthreads, [&](int) {
-            Worker wk(nb, plan.batch);
-            for (;;) {
-                int u = next.fetch_add(1);
-                if (u >= units) break;
-                int w = u / K, k = u % K;
-                uint64_t b = n * (uint64_t)k / (uint64_t)K;
-                uint64_t e = n * (uint64_t)(k + 1) / (uint64_t)K;
-                SignedDigit dg(c, w);
-                partial[(size_t)u] = wk.unit(bases, sc, dg, b, e);
-            }
-        });
-
-        // 3. combine windows: sum_w 2^(c*w) * S_w
-        XYZZ acc = XYZZ::infinity();
-        for (int w = W - 1; w >= 0; --w) {
-            if (w != W - 1)
-                for (int i = 0; i < c; ++i) acc = C::xyzz_dbl(acc);
-            for (int k = 0; k < K; ++k) acc = C::xyzz_add(acc, partial[(size_t)w * K + k]);
-        }
-        return acc;
+        Batch batch;
+        batch.add(bases, scalars, n, threads);
+        run_threads(std::max(1, std::min(threads, batch.units())), [&](int) { batch.work(); });
+        return batch.result(0);
     }
 
   private:
@@ -272,8 +378,9 @@ class PippengerMsm {
         return live;
     }
 
+    // One thread's buckets: wpu windows x nb buckets, bucket |d|-1 of window i at i*nb.
     struct Worker {
-        uint64_t nb;
+        uint64_t nb, nbt;  // buckets per window, in all
         int batch;
         std::vector<Affine> abk;      // affine buckets (infinity = empty)
         std::vector<XYZZ> xbk;        // XYZZ overflow buckets
@@ -291,11 +398,11 @@ class PippengerMsm {
         size_t q_count = 0;
         bool draining = false;
 
-        Worker(uint64_t nb_, int batch_) : nb(nb_), batch(batch_) {
-            abk.resize(nb);
-            xbk.resize(nb);
-            xstamp.assign(nb, 0);
-            bstamp.assign(nb, 0);
+        Worker(uint64_t nb_, int wpu, int batch_) : nb(nb_), nbt(nb_ * (uint64_t)wpu), batch(batch_) {
+            abk.resize(nbt);
+            xbk.resize(nbt);
+            xstamp.assign(nbt, 0);
+            bstamp.assign(nbt, 0);
             if (batch > 0) {
                 op_bucket.resize((size_t)batch);
                 op_point.resize((size_t)batch);
@@ -435,8 +542,9 @@ class PippengerMsm {
             draining = false;
         }
 
-        XYZZ unit(const Affine* bases, const uint64_t* scalars, const SignedDigit& dg,
-                  uint64_t begin, uint64_t end) {
+        // Fill the buckets of windows digits[0..nw) from points [begin, end).
+        void unit(const Affine* bases, const uint64_t* scalars, const SignedDigit* digits,
+                  int nw, uint64_t begin, uint64_t end) {
             ++unit_id;
             ++batch_id;
             if (unit_id == 0) {  // wrapped: reset stamps
@@ -448,30 +556,35 @@ class PippengerMsm {
                 batch_id = 1;
             }
             const bool use_affine = batch > 0;
-            if (use_affine) std::memset((void*)abk.data(), 0, sizeof(Affine) * nb);
+            if (use_affine) std::memset((void*)abk.data(), 0, sizeof(Affine) * nb * (uint64_t)nw);
             const uint64_t BLK = 64, PF = 6;
-            uint32_t codes[BLK];
+            uint32_t codes[8][BLK];
             for (uint64_t i0 = begin; i0 < end; i0 += BLK) {
                 const uint64_t cnt = std::min<uint64_t>(BLK, end - i0);
-                for (uint64_t j = 0; j < cnt; ++j) codes[j] = dg.code(scalars + 4 * (i0 + j));
+                for (int wi = 0; wi < nw; ++wi)
+                    for (uint64_t j = 0; j < cnt; ++j) codes[wi][j] = digits[wi].code(scalars + 4 * (i0 + j));
                 for (uint64_t j = 0; j < cnt; ++j) {
                     if (j + PF < cnt) {
-                        uint32_t cpf = codes[j + PF];
-                        if (cpf) {
-                            uint64_t bpf = (cpf >> 1) - 1;
+                        __builtin_prefetch(&bases[i0 + j + PF], 0, 0);
+                        for (int wi = 0; wi < nw; ++wi) {
+                            const uint32_t cpf = codes[wi][j + PF];
+                            if (!cpf) continue;
+                            const uint64_t bpf = (uint64_t)wi * nb + (cpf >> 1) - 1;
                             if (use_affine) __builtin_prefetch(&abk[bpf], 1, 1);
                             else __builtin_prefetch(&xbk[bpf], 1, 1);
-                            __builtin_prefetch(&bases[i0 + j + PF], 0, 0);
                         }
                     }
-                    const uint32_t code = codes[j];
-                    if (!code) continue;
-                    Affine p = bases[i0 + j];
-                    if (p.is_inf()) continue;
-                    const uint64_t b = (code >> 1) - 1;
-                    if (code & 1) p.y = F::neg(p.y);
-                    if (use_affine) add_affine(b, p, false);
-                    else add_xyzz(b, p);
+                    const Affine& base = bases[i0 + j];
+                    if (base.is_inf()) continue;
+                    for (int wi = 0; wi < nw; ++wi) {
+                        const uint32_t code = codes[wi][j];
+                        if (!code) continue;
+                        Affine p = base;
+                        const uint64_t b = (uint64_t)wi * nb + (code >> 1) - 1;
+                        if (code & 1) p.y = F::neg(p.y);
+                        if (use_affine) add_affine(b, p, false);
+                        else add_xyzz(b, p);
+                    }
                 }
             }
             if (use_affine) {
@@ -481,9 +594,13 @@ class PippengerMsm {
                     flush();
                 }
             }
-            // running-sum reduction
+        }
+
+        // sum_j (j+1) * bucket j of window wi of the last unit (running-sum reduction)
+        XYZZ window_sum(int wi) const {
+            const bool use_affine = batch > 0;
             XYZZ running = XYZZ::infinity(), sum = XYZZ::infinity();
-            for (uint64_t j = nb; j-- > 0;) {
+            for (uint64_t j = (uint64_t)(wi + 1) * nb; j-- > (uint64_t)wi * nb;) {
                 if (use_affine && !abk[j].is_inf()) running = C::xyzz_add_mixed(running, abk[j]);
                 if (xstamp[j] == unit_id) running = C::xyzz_add(running, xbk[j]);
                 sum = C::xyzz_add(sum, running);

@@ -23,11 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "curve.cuh"
@@ -289,40 +291,78 @@ class WholeFileProver {
             if (!Fr::is_canonical(w.data() + 4 * i)) return PROVE_FORMAT;
         lap(STEP_LOAD);
 
-        // ---- prove_start: the QAP, H and the four G1 MSMs
+        // ---- prove_start: the QAP, H and the four G1 MSMs; prove_finish's G2 MSM
         std::vector<Fr> a((size_t)domain), b((size_t)domain);
         if (evaluate_ab<C>(z + zs[4].off + 4, n_coefs, w.data(), n_vars, domain, a.data(),
                            b.data(), threads) != QAP_OK)
             return PROVE_FORMAT;
         release(zkey, zs[4]);
         lap(STEP_EVALUATE_AB);
+        // The MSMs of the witness (A, B1, C, then B2) share one pool of work units, which
+        // every thread takes from while one of them first computes H (on a quarter of the
+        // threads: H is a few percent of the work); H's MSM follows.  On two cores this
+        // keeps both busy through H, the small MSMs and each MSM's tail.  Each section's
+        // pages go back as soon as its MSM is done.
+        const G1Affine* a_bases = g1_bases(zkey, zs[5], n_vars);
+        const G1Affine* b1_bases = g1_bases(zkey, zs[6], n_vars);
+        const G1Affine* c_bases = g1_bases(zkey, zs[8], n_c);
+        const G1Affine* h_bases = g1_bases(zkey, zs[9], domain);
+        const G2Affine* b2_bases = reinterpret_cast<const G2Affine*>(z + zs[7].off);
+        for (uint64_t i = 0; i < n_vars; ++i)
+            if (!canonical_point<G2>(b2_bases[i])) return PROVE_FORMAT;
+        if (!a_bases || !b1_bases || !c_bases || !h_bases) return PROVE_FORMAT;
+        auto releasing = [&](int section) {
+            return [&zkey, zs, section]() { release(zkey, zs[section]); };
+        };
+        typename PippengerMsm<G1>::Batch witness_g1, h_g1;
+        typename PippengerMsm<G2>::Batch witness_g2;
+        const int msm_a = witness_g1.add(a_bases, w.data(), n_vars, threads, releasing(5));
+        const int msm_b1 = witness_g1.add(b1_bases, w.data(), n_vars, threads, releasing(6));
+        const int msm_c = witness_g1.add(c_bases, w.data() + 4 * (n_public + 1), n_c, threads,
+                                         releasing(8));
+        const int msm_b2 = witness_g2.add(b2_bases, w.data(), n_vars, threads, releasing(7));
         std::vector<uint64_t> hs((size_t)domain * 4);
-        compute_h<C>(a.data(), b.data(), log_n, threads, hs.data());
-        std::vector<Fr>().swap(a);
-        std::vector<Fr>().swap(b);
-        lap(STEP_COMPUTE_H);
-        G1Affine sum_h, sum_a, sum_b1, sum_c;
-        if (!g1_msm(zkey, zs[9], hs.data(), domain, threads, sum_h)) return PROVE_FORMAT;
+        std::atomic<bool> h_added(false);
+        int msm_h = 0;
+        double h_ms = 0;
+        run_threads(resolve_threads(threads), [&](int tid) {
+            if (tid == 0) {
+                try {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    compute_h<C>(a.data(), b.data(), log_n,
+                                 std::max(1, resolve_threads(threads) / 4), hs.data());
+                    std::vector<Fr>().swap(a);
+                    std::vector<Fr>().swap(b);
+                    h_ms = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - t0).count();
+                    msm_h = h_g1.add(h_bases, hs.data(), domain, threads, releasing(9));
+                } catch (...) {  // the others must not wait for H; run_threads rethrows
+                    h_added.store(true, std::memory_order_release);
+                    throw;
+                }
+                h_added.store(true, std::memory_order_release);
+            }
+            witness_g1.work();
+            while (!h_added.load(std::memory_order_acquire)) std::this_thread::yield();
+            h_g1.work();
+            witness_g2.work();
+        });
+        const G1Affine sum_h = G1::xyzz_to_affine(h_g1.result(msm_h));
+        const G1Affine sum_a = G1::xyzz_to_affine(witness_g1.result(msm_a));
+        const G1Affine sum_b1 = G1::xyzz_to_affine(witness_g1.result(msm_b1));
+        const G1Affine sum_c = G1::xyzz_to_affine(witness_g1.result(msm_c));
+        const G2Affine sum_b2 = G2::xyzz_to_affine(witness_g2.result(msm_b2));
         std::vector<uint64_t>().swap(hs);
-        lap(STEP_MSM_H);
-        if (!g1_msm(zkey, zs[5], w.data(), n_vars, threads, sum_a)) return PROVE_FORMAT;
-        lap(STEP_MSM_A);
-        if (!g1_msm(zkey, zs[6], w.data(), n_vars, threads, sum_b1)) return PROVE_FORMAT;
-        lap(STEP_MSM_B1);
-        if (!g1_msm(zkey, zs[8], w.data() + 4 * (n_public + 1), n_c, threads, sum_c))
-            return PROVE_FORMAT;
-        lap(STEP_MSM_C);
+        // H on its thread(s); each MSM's time is the threads' time on its units
+        ms[STEP_COMPUTE_H] = h_ms;
+        ms[STEP_MSM_H] = h_g1.unit_ms(msm_h);
+        ms[STEP_MSM_A] = witness_g1.unit_ms(msm_a);
+        ms[STEP_MSM_B1] = witness_g1.unit_ms(msm_b1);
+        ms[STEP_MSM_C] = witness_g1.unit_ms(msm_c);
+        ms[STEP_MSM_B2] = witness_g2.unit_ms(msm_b2);
+        t = std::chrono::steady_clock::now();
 
-        // ---- prove_finish: the G2 MSM, r and s, the assembly, the self-check
-        G2Affine sum_b2;
-        {
-            const G2Affine* bases = reinterpret_cast<const G2Affine*>(z + zs[7].off);
-            for (uint64_t i = 0; i < n_vars; ++i)
-                if (!canonical_point<G2>(bases[i])) return PROVE_FORMAT;
-            sum_b2 = G2::xyzz_to_affine(PippengerMsm<G2>::run(bases, w.data(), n_vars, threads));
-            release(zkey, zs[7]);
-        }
-        lap(STEP_MSM_B2);
+        // ---- prove_finish: r and s, the assembly, the self-check
         uint64_t r[4], s[4];
         if (rs) {
             std::memcpy(r, rs, sizeof(r));
@@ -369,14 +409,12 @@ class WholeFileProver {
 
     static void release(const MappedFile& f, const FileSection& s) { f.release(s.off, s.size); }
 
-    static bool g1_msm(const MappedFile& zkey, const FileSection& sec, const uint64_t* scalars,
-                       uint64_t n, int threads, G1Affine& out) {
+    // A section of n G1 bases, or NULL when one is not canonical.
+    static const G1Affine* g1_bases(const MappedFile& zkey, const FileSection& sec, uint64_t n) {
         const G1Affine* bases = reinterpret_cast<const G1Affine*>(zkey.data() + sec.off);
         for (uint64_t i = 0; i < n; ++i)
-            if (!canonical_point<G1>(bases[i])) return false;
-        out = G1::xyzz_to_affine(PippengerMsm<G1>::run(bases, scalars, n, threads));
-        release(zkey, sec);
-        return true;
+            if (!canonical_point<G1>(bases[i])) return nullptr;
+        return bases;
     }
 
     // sum k_i P_i as a tiny MSM, as prover.py's assemble_proof computes it.
