@@ -307,6 +307,29 @@ def test_g1_msm_large(g1_progression, n):
             assert got == want, (n, name, threads)
 
 
+def _cube_roots_of_unity(r):
+    return sorted({pow(h, (r - 1) // 3, r) for h in range(2, 40)} - {1})
+
+
+@pytest.mark.parametrize("n", [63, 64, 300])
+def test_g1_msm_glv_split_edge_scalars(g1_progression, n):
+    """From 64 points G1 MSMs split each scalar as k1 + k2 lambda (GLV); the scalars where
+    the halves are largest or vanish (lambda itself, r - lambda, around 2^127 and 2^128,
+    near r) sum as the reference does, below and above that threshold."""
+    lams = _cube_roots_of_unity(FR)
+    assert len(lams) == 2
+    special = [0, 1, FR - 1] + lams + [FR - lam for lam in lams] + [
+        lam + d for lam in lams for d in (1, -1)] + [
+        2**127 - 1, 2**127, 2**128 - 1, 2**128, 2**128 + 1, FR - 2**128, (FR - 1) // 2]
+    rnd = random.Random(n)
+    scalars = [special[i % len(special)] if i % 3 else rnd.randrange(FR) for i in range(n)]
+    want = progression_expected(G1, 987654321, 1234567, scalars)
+    for threads in (1, 2):
+        got = P.g1_jacobian_to_affine(N.g1_msm(g1_rows(g1_progression[:n]), arr(scalars),
+                                               threads=threads))
+        assert got == want, threads
+
+
 def test_g1_msm_with_infinity_and_repeated_bases(g1_progression):
     rnd = random.Random(3)
     n = 3000

@@ -17,6 +17,8 @@ Usage::
 Stdlib only.  Output is deterministic.
 """
 import argparse
+import fractions
+import math
 import os
 import sys
 
@@ -242,6 +244,56 @@ def _order_divides(F, pt, k):
     return acc is None
 
 
+def _scalar_mul(F, pt, k):
+    """k * pt (double-and-add; None = infinity)."""
+    acc = None
+    while k:
+        if k & 1:
+            acc = _affine_add(F, acc, pt)
+        pt = _affine_add(F, pt, pt)
+        k >>= 1
+    return acc
+
+
+GLV_BITS = 128  # both curves' half scalars are below 2^GLV_BITS (checked in _glv)
+
+
+def _glv(q, r, generator):
+    """The G1 endomorphism phi(x, y) = (beta x, y) = lambda P (beta, lambda cube roots of
+    unity in Fq and Fr), and the short basis (a1, b1), (a2, b2) of the lattice
+    {(a, b): a + b lambda = 0 mod r} (GLV, CRYPTO 2001, section 4), with which
+    k = k1 + k2 lambda (mod r), c1 = floor(k g1 / 2^256), c2 = floor(k g2 / 2^256),
+    k1 = k - c1 a1 - c2 a2, k2 = -c1 b1 - c2 b2, where g1 = floor(b2 2^256 / r) and
+    g2 = floor(-b1 2^256 / r)."""
+    F = _Fq(q)
+    beta = next(b for b in (pow(h, (q - 1) // 3, q) for h in range(2, 64)) if b != 1)
+    image = (beta * generator[0] % q, generator[1])
+    lams = {lam for lam in (pow(h, (r - 1) // 3, r) for h in range(2, 64)) if lam != 1}
+    (lam,) = [lam for lam in lams if _scalar_mul(F, generator, lam) == image]
+    # extended Euclid on (r, lambda) until the remainder drops below sqrt(r)
+    root = math.isqrt(r)
+    rows = [(r, 0), (lam, 1)]
+    while rows[-1][0] >= root:
+        (r0, t0), (r1, t1) = rows[-2], rows[-1]
+        rows.append((r0 - (r0 // r1) * r1, t0 - (r0 // r1) * t1))
+    (rl, tl), (rl1, tl1) = rows[-2], rows[-1]
+    (r0, t0), (r1, t1) = rows[-2], rows[-1]
+    rl2, tl2 = r0 - (r0 // r1) * r1, t0 - (r0 // r1) * t1
+    a1, b1 = rl1, -tl1
+    a2, b2 = min(((rl, -tl), (rl2, -tl2)), key=lambda v: v[0] ** 2 + v[1] ** 2)
+    assert (a1 + b1 * lam) % r == 0 and (a2 + b2 * lam) % r == 0
+    assert a1 * b2 - a2 * b1 == r  # the basis spans the lattice, positively oriented
+    g1, g2 = (b2 << 256) // r, (-b1 << 256) // r
+    assert g1 >= 0 and g2 >= 0
+    # (k, 0) = e1 v1 + e2 v2 + (k1, k2)... exactly: (k1, k2) = e1 (a1, b1) + e2 (a2, b2) with
+    # e1 = k b2 / r - c1 and e2 = -k b1 / r - c2 in [0, 1 + r / 2^256) (the floor, plus
+    # k / 2^256 from g1, g2 being floored), so both halves are below 2^GLV_BITS:
+    e = fractions.Fraction(r, 1 << 256) + 1
+    assert e * (abs(a1) + abs(a2)) < 1 << GLV_BITS and e * (abs(b1) + abs(b2)) < 1 << GLV_BITS
+    return {"BETA": beta, "LAMBDA": lam, "A1": a1, "B1": b1, "A2": a2, "B2": b2,
+            "G1": g1, "G2": g2, "BITS": GLV_BITS}
+
+
 def _add_domain(c, r, max_log2):
     """The NTT tables: NQR, MAX_LOG2, ROOTS[k], ROOTS_INV[k], INV_2K[k] for k = 0..max_log2."""
     c["NQR"], c["ROOTS"] = _roots(r, max_log2)
@@ -270,6 +322,7 @@ def compute_bn254():
     g1 = (1, 2)
     assert (g1[1] ** 2 - g1[0] ** 3 - b1) % Q == 0
     _add_domain(c, R, MAX_LOG2)
+    c["GLV"] = _glv(Q, R, g1)
     c["PAIRING"] = _pairing(Q, "bn", "D", 9, u, 6 * u + 2)
     assert c["ROOTS"][MAX_LOG2] == EXPECTED_W28, (c["NQR"], c["ROOTS"][MAX_LOG2])
     return c
@@ -296,6 +349,7 @@ def compute_bls12_381():
     assert _on_curve(F1, BLS_G1, 4) and _on_curve(F2, BLS_G2, (4, 4))
     assert _order_divides(F1, BLS_G1, r) and _order_divides(F2, BLS_G2, r)
     _add_domain(c, r, 32)
+    c["GLV"] = _glv(q, r, BLS_G1)
     c["PAIRING"] = _pairing(q, "bls12", "M", 1, x, x)
     return c
 
@@ -386,10 +440,29 @@ def render(curve="bn254"):
             w("    %s%s /* k=%d */ \\" % (limb_list(to_mont(v, r), nr), sep, k))
         w("}")
     w("")
+    _render_glv(w, value, pfx, c["GLV"], q, nq)
+    w("")
     _render_pairing(w, value, pfx, c["PAIRING"], q, nq)
     w("")
     w("#endif  // %s" % guard)
     return "\n".join(out) + "\n"
+
+
+def _render_glv(w, value, pfx, d, q, nq):
+    """The GLV section of a header (see _glv)."""
+    w("// ---- G1 endomorphism (msm_cpu.hpp's GLV split) ----")
+    w("// phi(x, y) = (beta x, y) = lambda (x, y) on G1; beta^3 = 1 in Fq, lambda^3 = 1 in Fr")
+    w("// lambda = %d" % d["LAMBDA"])
+    value(pfx + "_GLV_BETA_", to_mont(d["BETA"], q), nq)
+    w("// k = k1 + k2 lambda (mod r): c1 = floor(k g1 / 2^256), c2 = floor(k g2 / 2^256),")
+    w("// k1 = k - c1 a1 - c2 a2, k2 = -c1 b1 - c2 b2, |k1|, |k2| < 2^%d" % d["BITS"])
+    w("#define %s_GLV_BITS %d" % (pfx, d["BITS"]))
+    for key in ("A1", "B1", "A2", "B2", "G1", "G2"):
+        v = d[key]
+        w("// %s = %d" % (key.lower(), v))
+        if key[0] in "AB":
+            w("#define %s_GLV_%s_NEG %d" % (pfx, key, 1 if v < 0 else 0))
+        value(pfx + "_GLV_%s_" % key, abs(v), 4)
 
 
 def _render_pairing(w, value, pfx, d, q, nq):

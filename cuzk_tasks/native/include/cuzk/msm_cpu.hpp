@@ -154,8 +154,8 @@ inline double msm_add_cost(int batch, double inversion) {
 
 // Pick the window size, the point ranges and the windows per unit from a cost model in
 // field multiplications: accumulation msm_add_cost per (point, window), reduction ~24 per
-// bucket, the imbalance of splitting units over threads, and the doublings that combine
-// the windows.  Several windows per unit share one pass over the points and let a batch
+// bucket, the imbalance of splitting units over threads (whole rounds, plus half a unit),
+// and the doublings that combine the windows.  Several windows per unit share one pass over the points and let a batch
 // of affine additions be as many times larger (fewer inversions per addition); their
 // affine buckets are kept within 128 KiB on G1 (more was slower on two threads, measured).
 inline MsmPlan msm_plan(uint64_t n, int threads, int scalar_bits, double inversion) {
@@ -173,7 +173,9 @@ inline MsmPlan msm_plan(uint64_t n, int threads, int scalar_bits, double inversi
                 const int units = (W + wpu - 1) / wpu * chunks;
                 const double per_unit = (double)per * wpu * msm_add_cost(batch, inversion) +
                                         (double)nb * wpu * 24.0 + 500.0;
-                const int rounds = (units + threads - 1) / threads;
+                // + half a unit: threads do not run at one speed, and the last unit's
+                // tail is what the others wait for
+                const double rounds = (units + threads - 1) / threads + (threads > 1 ? 0.5 : 0.0);
                 const double cost = rounds * per_unit + (double)W * c * 12.0 * chunks;
                 if (cost < best_cost) {
                     best_cost = cost;
@@ -183,6 +185,94 @@ inline MsmPlan msm_plan(uint64_t n, int threads, int scalar_bits, double inversi
         }
     }
     return best;
+}
+
+// ---------------------------------------------------------------------------
+// GLV: on G1 of both curves phi(x, y) = (beta x, y) is lambda (x, y) (beta, lambda cube
+// roots of unity), so k P = k1 P + k2 phi(P) with |k1|, |k2| < 2^128: twice the points
+// with half the windows, i.e. the same bucket additions but half the bucket reductions
+// and doublings.  Constants: tools/gen_curve_constants.py (_glv), which also proves the
+// bound on the halves; glv_split still checks it and declines past it.
+// ---------------------------------------------------------------------------
+template <class C>
+struct Glv {
+    static constexpr bool available = false;
+};
+
+#define CUZK_GLV(CURVE, PFX)                                                              \
+    template <>                                                                           \
+    struct Glv<CURVE::G1> {                                                               \
+        static constexpr bool available = true;                                           \
+        static constexpr int BITS = PFX##_GLV_BITS;                                       \
+        static constexpr uint64_t beta[CURVE::Fq::N] = {PFX##_GLV_BETA_LIMBS};           \
+        static constexpr uint64_t a1[4] = {PFX##_GLV_A1_LIMBS}, b1[4] = {PFX##_GLV_B1_LIMBS}; \
+        static constexpr uint64_t a2[4] = {PFX##_GLV_A2_LIMBS}, b2[4] = {PFX##_GLV_B2_LIMBS}; \
+        static constexpr uint64_t g1[4] = {PFX##_GLV_G1_LIMBS}, g2[4] = {PFX##_GLV_G2_LIMBS}; \
+        static constexpr bool a1_neg = PFX##_GLV_A1_NEG, b1_neg = PFX##_GLV_B1_NEG;        \
+        static constexpr bool a2_neg = PFX##_GLV_A2_NEG, b2_neg = PFX##_GLV_B2_NEG;        \
+    };
+CUZK_GLV(BN254, CUZK)
+CUZK_GLV(BLS12_381, CUZK_BLS12_381)
+#undef CUZK_GLV
+
+// x * y (4 limbs each) -> p (8 limbs)
+inline void mul_4x4(const uint64_t* x, const uint64_t* y, uint64_t* p) {
+    for (int i = 0; i < 8; ++i) p[i] = 0;
+    for (int i = 0; i < 4; ++i) {
+        if (!x[i]) continue;
+        uint64_t carry = 0;
+        for (int j = 0; j < 4; ++j) {
+            const unsigned __int128 t = (unsigned __int128)x[i] * y[j] + p[i + j] + carry;
+            p[i + j] = (uint64_t)t;
+            carry = (uint64_t)(t >> 64);
+        }
+        p[i + 4] = carry;
+    }
+}
+
+// acc (6 limbs, two's complement) -= x * y, or += when `add`; |x y| < 2^384
+inline void glv_mac(uint64_t* acc, const uint64_t* x, const uint64_t* y, bool add) {
+    uint64_t p[8];
+    mul_4x4(x, y, p);
+    uint64_t c = 0;
+    for (int i = 0; i < 6; ++i)
+        c = add ? add_carry(acc[i], p[i], c, &acc[i]) : sub_borrow(acc[i], p[i], c, &acc[i]);
+}
+
+// |v| into mag (4 limbs) and its sign, or false when |v| >= 2^bits (bits <= 128)
+inline bool glv_half(const uint64_t* v, int bits, uint64_t* mag, bool* negative) {
+    uint64_t t[6];
+    *negative = (v[5] >> 63) != 0;
+    if (*negative) {
+        uint64_t b = 0;
+        for (int i = 0; i < 6; ++i) b = sub_borrow(0, v[i], b, &t[i]);
+    } else {
+        for (int i = 0; i < 6; ++i) t[i] = v[i];
+    }
+    for (int i = 2; i < 6; ++i)
+        if (t[i]) return false;
+    if (bits < 128 && (t[1] >> (bits - 64))) return false;
+    mag[0] = t[0];
+    mag[1] = t[1];
+    mag[2] = mag[3] = 0;
+    return true;
+}
+
+// k = k1 + k2 lambda (mod r), k < r (standard form): magnitudes and signs of k1, k2.
+template <class G>
+inline bool glv_decompose(const uint64_t* k, uint64_t* m1, bool* n1, uint64_t* m2, bool* n2) {
+    typedef Glv<G> P;
+    uint64_t p[8], c1[4], c2[4];
+    mul_4x4(k, P::g1, p);
+    for (int i = 0; i < 4; ++i) c1[i] = p[4 + i];
+    mul_4x4(k, P::g2, p);
+    for (int i = 0; i < 4; ++i) c2[i] = p[4 + i];
+    uint64_t k1[6] = {k[0], k[1], k[2], k[3], 0, 0}, k2[6] = {0, 0, 0, 0, 0, 0};
+    glv_mac(k1, c1, P::a1, P::a1_neg);  // k1 = k - c1 a1 - c2 a2
+    glv_mac(k1, c2, P::a2, P::a2_neg);
+    glv_mac(k2, c1, P::b1, P::b1_neg);  // k2 = -c1 b1 - c2 b2
+    glv_mac(k2, c2, P::b2, P::b2_neg);
+    return glv_half(k1, P::BITS, m1, n1) && glv_half(k2, P::BITS, m2, n2);
 }
 
 // ---------------------------------------------------------------------------
@@ -246,7 +336,9 @@ class PippengerMsm {
                 digits.clear();
                 for (int i = 0; i < nw; ++i) digits.emplace_back(plan.c, w0 + i);
                 wk->unit(job.bases, job.sc, digits.data(), nw, b, e);
-                for (int i = 0; i < nw; ++i) job.partial[(size_t)(w0 + i) * K + k] = wk->window_sum(i);
+                XYZZ sums[8];
+                wk->window_sums(nw, sums);
+                for (int i = 0; i < nw; ++i) job.partial[(size_t)(w0 + i) * K + k] = sums[i];
                 job.ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now() - t0).count();
                 if (job.remaining.fetch_sub(1) == 1 && job.done) job.done();
@@ -277,8 +369,8 @@ class PippengerMsm {
             uint64_t n = 0;
             MsmPlan plan = {1, 1, 1, 1, 0};
             int first_unit = 0, units = 0;
-            std::vector<uint64_t> reduced, live_scalars;
-            std::vector<Affine> live_bases;
+            std::vector<uint64_t> reduced, live_scalars, glv_scalars;
+            std::vector<Affine> live_bases, glv_bases;
             std::vector<XYZZ> partial;
             std::atomic<int64_t> ns{0};
             std::atomic<int> remaining{0};
@@ -310,12 +402,22 @@ class PippengerMsm {
                 sc = job.live_scalars.data();
                 n = live;
             }
-            MsmPlan plan = msm_plan(n, threads, Fr::BITS, MsmInversionCost<F>::value);
+            // 1c. GLV on G1: 2n points of half-length scalars.  Above 2^17 points the
+            // reductions it halves are a few percent of the work, and the copy (96 bytes a
+            // point) would be most of the memory.
+            int bits = Fr::BITS;
+            if (glv_split(bases, sc, n, threads, job.glv_bases, job.glv_scalars)) {
+                bases = job.glv_bases.data();
+                sc = job.glv_scalars.data();
+                n *= 2;
+                bits = glv_bits();
+            }
+            MsmPlan plan = msm_plan(n, threads, bits, MsmInversionCost<F>::value);
             if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
                 int cw = std::atoi(env);
                 if (cw >= 2 && cw <= 22) {
                     plan.c = cw;
-                    plan.windows = msm_num_windows(cw, Fr::BITS);
+                    plan.windows = msm_num_windows(cw, bits);
                     plan.wpu = 1;
                     plan.batch = n >= 512 ? msm_batch((uint64_t)1 << (cw - 1), 1, n / plan.chunks) : 0;
                 }
@@ -326,6 +428,47 @@ class PippengerMsm {
             job.plan = plan;
             job.units = (plan.windows + plan.wpu - 1) / plan.wpu * plan.chunks;
             job.partial.assign((size_t)plan.windows * plan.chunks, XYZZ::infinity());
+        }
+
+        static constexpr int glv_bits() {
+            if constexpr (Glv<C>::available) return Glv<C>::BITS;
+            return Fr::BITS;
+        }
+
+        // out: P_i with k1_i and phi(P_i) with k2_i (signs folded into the points), or
+        // false (out left empty) where GLV does not apply or a half is out of bounds.
+        static bool glv_split(const Affine* bases, const uint64_t* sc, uint64_t n, int threads,
+                              std::vector<Affine>& out_b, std::vector<uint64_t>& out_s) {
+            if constexpr (!Glv<C>::available) {
+                return false;
+            } else {
+                if (n < 64 || n > ((uint64_t)1 << 17)) return false;
+                out_b.resize((size_t)n * 2);
+                out_s.resize((size_t)n * 8);
+                const F beta = F::from_raw(Glv<C>::beta);
+                std::atomic<bool> ok(true);
+                parallel_for(n, threads, [&](uint64_t b, uint64_t e) {
+                    for (uint64_t i = b; i < e; ++i) {
+                        bool n1, n2;
+                        uint64_t* s1 = &out_s[(size_t)i * 8];
+                        if (!glv_decompose<C>(sc + 4 * i, s1, &n1, s1 + 4, &n2)) {
+                            ok.store(false);
+                            return;
+                        }
+                        Affine p = bases[i], q = bases[i];
+                        q.x = F::mul(beta, q.x);
+                        if (n1) p.y = F::neg(p.y);
+                        if (n2) q.y = F::neg(q.y);
+                        out_b[(size_t)i * 2] = p;
+                        out_b[(size_t)i * 2 + 1] = q;
+                    }
+                });
+                if (!ok.load()) {
+                    std::vector<Affine>().swap(out_b);
+                    std::vector<uint64_t>().swap(out_s);
+                }
+                return ok.load();
+            }
         }
 
         std::vector<std::unique_ptr<Job>> jobs_;
@@ -596,16 +739,34 @@ class PippengerMsm {
             }
         }
 
-        // sum_j (j+1) * bucket j of window wi of the last unit (running-sum reduction)
-        XYZZ window_sum(int wi) const {
+        // out[i] = sum_j (j+1) * bucket j of window i of the last unit, i < nw (running
+        // sums).  Each sum is a chain of dependent additions, so the windows' chains run
+        // side by side, and a lone window's two halves do (the upper half's is
+        // sum_j (j+1) B_{len+j} + len * sum_j B_{len+j}).
+        void window_sums(int nw, XYZZ* out) const {
             const bool use_affine = batch > 0;
-            XYZZ running = XYZZ::infinity(), sum = XYZZ::infinity();
-            for (uint64_t j = (uint64_t)(wi + 1) * nb; j-- > (uint64_t)wi * nb;) {
-                if (use_affine && !abk[j].is_inf()) running = C::xyzz_add_mixed(running, abk[j]);
-                if (xstamp[j] == unit_id) running = C::xyzz_add(running, xbk[j]);
-                sum = C::xyzz_add(sum, running);
+            const int halves = (nw == 1 && nb >= 4) ? 2 : 1;
+            const uint64_t len = nb / (uint64_t)halves;
+            const int lanes = nw * halves;
+            XYZZ running[8], sum[8];
+            for (int l = 0; l < lanes; ++l) running[l] = sum[l] = XYZZ::infinity();
+            for (uint64_t j = len; j-- > 0;) {
+                for (int l = 0; l < lanes; ++l) {
+                    const uint64_t b = (uint64_t)(l / halves) * nb + (uint64_t)(l % halves) * len + j;
+                    if (use_affine && !abk[b].is_inf()) running[l] = C::xyzz_add_mixed(running[l], abk[b]);
+                    if (xstamp[b] == unit_id) running[l] = C::xyzz_add(running[l], xbk[b]);
+                    sum[l] = C::xyzz_add(sum[l], running[l]);
+                }
             }
-            return sum;
+            for (int i = 0; i < nw; ++i) {
+                XYZZ total = sum[i * halves];
+                if (halves == 2) {
+                    XYZZ upper = running[i * halves + 1];
+                    for (uint64_t m = len; m > 1; m >>= 1) upper = C::xyzz_dbl(upper);
+                    total = C::xyzz_add(C::xyzz_add(total, sum[i * halves + 1]), upper);
+                }
+                out[i] = total;
+            }
         }
     };
 };
