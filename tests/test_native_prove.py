@@ -4,6 +4,7 @@ verifies when r and s are drawn; every file it does not accept declined (and the
 path says what is wrong); and ``cuzk-tasks prove`` on the CPU core imports no numpy."""
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ from cuzk_tasks.groth16.prover import prove_finish, prove_start
 from support.snarkjs_tool import BLS12381_FIXTURES, FIXTURES, fixture_dir
 
 ALL = FIXTURES + BLS12381_FIXTURES
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 STATUS_IO, STATUS_FORMAT, STATUS_UNSATISFIED = 8, 9, 10
 
 
@@ -36,6 +38,29 @@ def test_same_proof_as_the_numpy_prover_for_the_same_r_and_s(name, r, s):
     assert (proof, public) == expected
     assert proof["curve"] == zkey.curve.snarkjs_name
     assert list(timings) == list(STEPS) and all(v >= 0 for v in timings.values())
+
+
+@pytest.fixture(scope="module")
+def mulchain_2p16(tmp_path_factory):
+    """A 2^16-domain circuit (bench/mulchain_r1cs.py's files, our setup): above 2^15 the
+    whole-file prover runs its MSMs one after another instead of in one pool."""
+    from cuzk_tasks.groth16.setup import setup
+
+    d = tmp_path_factory.mktemp("mulchain_2p16")
+    subprocess.run([sys.executable, str(ROOT / "bench" / "mulchain_r1cs.py"), "16", str(d)],
+                   check=True, capture_output=True)
+    setup(d / "circuit.r1cs", d / "circuit.zkey")
+    return d / "circuit.zkey", d / "witness.wtns"
+
+
+def test_same_proof_as_the_numpy_prover_above_the_pooled_sizes(mulchain_2p16):
+    zkey_path, wtns_path = mulchain_2p16
+    zkey = read_zkey(zkey_path)
+    assert zkey.domain_size == 2**16
+    witness = read_wtns(wtns_path, zkey=zkey)
+    r, s = 2**100 + 3, 2**170 + 5
+    expected = prove_finish(prove_start(zkey, witness, backend="cpu"), zkey, witness, r=r, s=s)
+    assert prove_files(zkey_path, wtns_path, threads=2, r=r, s=s)[:2] == expected
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -298,68 +298,13 @@ class WholeFileProver {
             return PROVE_FORMAT;
         release(zkey, zs[4]);
         lap(STEP_EVALUATE_AB);
-        // The MSMs of the witness (A, B1, C, then B2) share one pool of work units, which
-        // every thread takes from while one of them first computes H (on a quarter of the
-        // threads: H is a few percent of the work); H's MSM follows.  On two cores this
-        // keeps both busy through H, the small MSMs and each MSM's tail.  Each section's
-        // pages go back as soon as its MSM is done.
-        const G1Affine* a_bases = g1_bases(zkey, zs[5], n_vars);
-        const G1Affine* b1_bases = g1_bases(zkey, zs[6], n_vars);
-        const G1Affine* c_bases = g1_bases(zkey, zs[8], n_c);
-        const G1Affine* h_bases = g1_bases(zkey, zs[9], domain);
-        const G2Affine* b2_bases = reinterpret_cast<const G2Affine*>(z + zs[7].off);
-        for (uint64_t i = 0; i < n_vars; ++i)
-            if (!canonical_point<G2>(b2_bases[i])) return PROVE_FORMAT;
-        if (!a_bases || !b1_bases || !c_bases || !h_bases) return PROVE_FORMAT;
-        auto releasing = [&](int section) {
-            return [&zkey, zs, section]() { release(zkey, zs[section]); };
-        };
-        typename PippengerMsm<G1>::Batch witness_g1, h_g1;
-        typename PippengerMsm<G2>::Batch witness_g2;
-        const int msm_a = witness_g1.add(a_bases, w.data(), n_vars, threads, releasing(5));
-        const int msm_b1 = witness_g1.add(b1_bases, w.data(), n_vars, threads, releasing(6));
-        const int msm_c = witness_g1.add(c_bases, w.data() + 4 * (n_public + 1), n_c, threads,
-                                         releasing(8));
-        const int msm_b2 = witness_g2.add(b2_bases, w.data(), n_vars, threads, releasing(7));
-        std::vector<uint64_t> hs((size_t)domain * 4);
-        std::atomic<bool> h_added(false);
-        int msm_h = 0;
-        double h_ms = 0;
-        run_threads(resolve_threads(threads), [&](int tid) {
-            if (tid == 0) {
-                try {
-                    const auto t0 = std::chrono::steady_clock::now();
-                    compute_h<C>(a.data(), b.data(), log_n,
-                                 std::max(1, resolve_threads(threads) / 4), hs.data());
-                    std::vector<Fr>().swap(a);
-                    std::vector<Fr>().swap(b);
-                    h_ms = std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - t0).count();
-                    msm_h = h_g1.add(h_bases, hs.data(), domain, threads, releasing(9));
-                } catch (...) {  // the others must not wait for H; run_threads rethrows
-                    h_added.store(true, std::memory_order_release);
-                    throw;
-                }
-                h_added.store(true, std::memory_order_release);
-            }
-            witness_g1.work();
-            while (!h_added.load(std::memory_order_acquire)) std::this_thread::yield();
-            h_g1.work();
-            witness_g2.work();
-        });
-        const G1Affine sum_h = G1::xyzz_to_affine(h_g1.result(msm_h));
-        const G1Affine sum_a = G1::xyzz_to_affine(witness_g1.result(msm_a));
-        const G1Affine sum_b1 = G1::xyzz_to_affine(witness_g1.result(msm_b1));
-        const G1Affine sum_c = G1::xyzz_to_affine(witness_g1.result(msm_c));
-        const G2Affine sum_b2 = G2::xyzz_to_affine(witness_g2.result(msm_b2));
-        std::vector<uint64_t>().swap(hs);
-        // H on its thread(s); each MSM's time is the threads' time on its units
-        ms[STEP_COMPUTE_H] = h_ms;
-        ms[STEP_MSM_H] = h_g1.unit_ms(msm_h);
-        ms[STEP_MSM_A] = witness_g1.unit_ms(msm_a);
-        ms[STEP_MSM_B1] = witness_g1.unit_ms(msm_b1);
-        ms[STEP_MSM_C] = witness_g1.unit_ms(msm_c);
-        ms[STEP_MSM_B2] = witness_g2.unit_ms(msm_b2);
+        G1Affine sum_h, sum_a, sum_b1, sum_c;
+        G2Affine sum_b2;
+        const MsmInputs in = {z, zs, w.data(), n_vars, n_public, domain, log_n};
+        const bool ok = domain <= kPooledMaxDomain
+                            ? pooled_msms(zkey, in, a, b, threads, sum_h, sum_a, sum_b1, sum_c, sum_b2, ms)
+                            : sequential_msms(zkey, in, a, b, threads, sum_h, sum_a, sum_b1, sum_c, sum_b2, ms);
+        if (!ok) return PROVE_FORMAT;
         t = std::chrono::steady_clock::now();
 
         // ---- prove_finish: r and s, the assembly, the self-check
@@ -408,6 +353,138 @@ class WholeFileProver {
     static bool g2_ok(const G2Affine& p) { return canonical_point<G2>(p) && G2::is_on_curve(p); }
 
     static void release(const MappedFile& f, const FileSection& s) { f.release(s.off, s.size); }
+
+    // Up to this domain the MSMs share one pool (pooled_msms); above it they run one after
+    // another (sequential_msms), which keeps one section's pages resident at a time: at
+    // 2^20 the pool's peak RSS was 2.5x (642 against 255 MiB), for no gain in time.
+    static constexpr uint64_t kPooledMaxDomain = (uint64_t)1 << 15;
+
+    struct MsmInputs {
+        const uint8_t* z;
+        const FileSection* zs;
+        const uint64_t* w;
+        uint64_t n_vars, n_public, domain;
+        uint32_t log_n;
+    };
+
+    // The MSMs of the witness (A, B1, C, then B2) share one pool of work units, which every
+    // thread takes from while one of them first computes H (on a quarter of the threads: H
+    // is a few percent of the work); H's MSM follows.  On two cores this keeps both busy
+    // through H, the small MSMs and each MSM's tail.  Each section's pages go back as soon
+    // as its MSM is done.  Step times: H on its thread(s); each MSM's, the threads' time on
+    // its units.
+    static bool pooled_msms(const MappedFile& zkey, const MsmInputs& in, std::vector<Fr>& a,
+                            std::vector<Fr>& b, int threads, G1Affine& sum_h, G1Affine& sum_a,
+                            G1Affine& sum_b1, G1Affine& sum_c, G2Affine& sum_b2, double* ms) {
+        const FileSection* zs = in.zs;
+        const uint64_t n_c = in.n_vars - in.n_public - 1;
+        const G1Affine* a_bases = g1_bases(zkey, zs[5], in.n_vars);
+        const G1Affine* b1_bases = g1_bases(zkey, zs[6], in.n_vars);
+        const G1Affine* c_bases = g1_bases(zkey, zs[8], n_c);
+        const G1Affine* h_bases = g1_bases(zkey, zs[9], in.domain);
+        const G2Affine* b2_bases = g2_bases(zkey, zs[7], in.n_vars);
+        if (!a_bases || !b1_bases || !c_bases || !h_bases || !b2_bases) return false;
+        auto releasing = [&zkey, zs](int section) {
+            return [&zkey, zs, section]() { release(zkey, zs[section]); };
+        };
+        typename PippengerMsm<G1>::Batch witness_g1, h_g1;
+        typename PippengerMsm<G2>::Batch witness_g2;
+        const int msm_a = witness_g1.add(a_bases, in.w, in.n_vars, threads, releasing(5));
+        const int msm_b1 = witness_g1.add(b1_bases, in.w, in.n_vars, threads, releasing(6));
+        const int msm_c =
+            witness_g1.add(c_bases, in.w + 4 * (in.n_public + 1), n_c, threads, releasing(8));
+        const int msm_b2 = witness_g2.add(b2_bases, in.w, in.n_vars, threads, releasing(7));
+        std::vector<uint64_t> hs((size_t)in.domain * 4);
+        std::atomic<bool> h_added(false);
+        int msm_h = 0;
+        run_threads(resolve_threads(threads), [&](int tid) {
+            if (tid == 0) {
+                try {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    compute_h<C>(a.data(), b.data(), in.log_n,
+                                 std::max(1, resolve_threads(threads) / 4), hs.data());
+                    std::vector<Fr>().swap(a);
+                    std::vector<Fr>().swap(b);
+                    ms[STEP_COMPUTE_H] = std::chrono::duration<double, std::milli>(
+                                             std::chrono::steady_clock::now() - t0).count();
+                    msm_h = h_g1.add(h_bases, hs.data(), in.domain, threads, releasing(9));
+                } catch (...) {  // the others must not wait for H; run_threads rethrows
+                    h_added.store(true, std::memory_order_release);
+                    throw;
+                }
+                h_added.store(true, std::memory_order_release);
+            }
+            witness_g1.work();
+            while (!h_added.load(std::memory_order_acquire)) std::this_thread::yield();
+            h_g1.work();
+            witness_g2.work();
+        });
+        sum_h = G1::xyzz_to_affine(h_g1.result(msm_h));
+        sum_a = G1::xyzz_to_affine(witness_g1.result(msm_a));
+        sum_b1 = G1::xyzz_to_affine(witness_g1.result(msm_b1));
+        sum_c = G1::xyzz_to_affine(witness_g1.result(msm_c));
+        sum_b2 = G2::xyzz_to_affine(witness_g2.result(msm_b2));
+        ms[STEP_MSM_H] = h_g1.unit_ms(msm_h);
+        ms[STEP_MSM_A] = witness_g1.unit_ms(msm_a);
+        ms[STEP_MSM_B1] = witness_g1.unit_ms(msm_b1);
+        ms[STEP_MSM_C] = witness_g1.unit_ms(msm_c);
+        ms[STEP_MSM_B2] = witness_g2.unit_ms(msm_b2);
+        return true;
+    }
+
+    // H on every thread, then each MSM on every thread, its section checked just before and
+    // released just after.  Step times are wall times.
+    static bool sequential_msms(const MappedFile& zkey, const MsmInputs& in, std::vector<Fr>& a,
+                                std::vector<Fr>& b, int threads, G1Affine& sum_h,
+                                G1Affine& sum_a, G1Affine& sum_b1, G1Affine& sum_c,
+                                G2Affine& sum_b2, double* ms) {
+        const FileSection* zs = in.zs;
+        auto t = std::chrono::steady_clock::now();
+        auto lap = [&](int step) {
+            const auto now = std::chrono::steady_clock::now();
+            ms[step] = std::chrono::duration<double, std::milli>(now - t).count();
+            t = now;
+        };
+        std::vector<uint64_t> hs((size_t)in.domain * 4);
+        compute_h<C>(a.data(), b.data(), in.log_n, threads, hs.data());
+        std::vector<Fr>().swap(a);
+        std::vector<Fr>().swap(b);
+        lap(STEP_COMPUTE_H);
+        if (!g1_msm(zkey, zs[9], hs.data(), in.domain, threads, sum_h)) return false;
+        std::vector<uint64_t>().swap(hs);
+        lap(STEP_MSM_H);
+        if (!g1_msm(zkey, zs[5], in.w, in.n_vars, threads, sum_a)) return false;
+        lap(STEP_MSM_A);
+        if (!g1_msm(zkey, zs[6], in.w, in.n_vars, threads, sum_b1)) return false;
+        lap(STEP_MSM_B1);
+        if (!g1_msm(zkey, zs[8], in.w + 4 * (in.n_public + 1), in.n_vars - in.n_public - 1,
+                    threads, sum_c))
+            return false;
+        lap(STEP_MSM_C);
+        const G2Affine* b2_bases = g2_bases(zkey, zs[7], in.n_vars);
+        if (!b2_bases) return false;
+        sum_b2 = G2::xyzz_to_affine(PippengerMsm<G2>::run(b2_bases, in.w, in.n_vars, threads));
+        release(zkey, zs[7]);
+        lap(STEP_MSM_B2);
+        return true;
+    }
+
+    static bool g1_msm(const MappedFile& zkey, const FileSection& sec, const uint64_t* scalars,
+                       uint64_t n, int threads, G1Affine& out) {
+        const G1Affine* bases = g1_bases(zkey, sec, n);
+        if (!bases) return false;
+        out = G1::xyzz_to_affine(PippengerMsm<G1>::run(bases, scalars, n, threads));
+        release(zkey, sec);
+        return true;
+    }
+
+    // A section of n G2 bases, or NULL when one is not canonical.
+    static const G2Affine* g2_bases(const MappedFile& zkey, const FileSection& sec, uint64_t n) {
+        const G2Affine* bases = reinterpret_cast<const G2Affine*>(zkey.data() + sec.off);
+        for (uint64_t i = 0; i < n; ++i)
+            if (!canonical_point<G2>(bases[i])) return nullptr;
+        return bases;
+    }
 
     // A section of n G1 bases, or NULL when one is not canonical.
     static const G1Affine* g1_bases(const MappedFile& zkey, const FileSection& sec, uint64_t n) {
