@@ -22,7 +22,8 @@ proof on the native pairing (~30-50 ms on the pure-Python one)."""
 
 MSM_WINDOW = None
 """Pippenger window in bits (env ``CUZK_MSM_WINDOW``, 2..22), read by the native core for tuning
-only; None = chosen from the MSM size."""
+only (one window per work unit then); None = window, point ranges and windows per unit chosen
+from the MSM size and the thread count."""
 
 GPU_BASES_BUDGET_MB = None
 """Device memory for the zkeys a GPU backend keeps loaded (``GpuBackend.load``: a DeviceZkey's

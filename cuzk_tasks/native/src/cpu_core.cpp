@@ -118,11 +118,6 @@ bool canonical(const F& x) {
 }
 
 template <class C>
-bool affine_canonical(const typename C::Affine& a) {
-    return canonical(a.x) && canonical(a.y);
-}
-
-template <class C>
 int msm_impl(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int threads,
              uint64_t* out) {
     if (!out || (n > 0 && (!bases || !scalars))) return CUZK_ERR_NULL;
@@ -131,7 +126,7 @@ int msm_impl(const uint64_t* bases, const uint64_t* scalars, uint64_t n, int thr
         static_assert(sizeof(Affine) == sizeof(uint64_t) * 2 * C::Field::N, "layout");
         const Affine* pts = reinterpret_cast<const Affine*>(bases);
         for (uint64_t i = 0; i < n; ++i)
-            if (!affine_canonical<C>(pts[i])) return CUZK_ERR_NONCANONICAL;
+            if (!C::is_canonical(pts[i])) return CUZK_ERR_NONCANONICAL;
         typename C::XYZZ r = PippengerMsm<C>::run(pts, scalars, n, threads);
         store_jacobian_from_affine<C>(C::xyzz_to_affine(r), out);
         return CUZK_OK;
@@ -199,12 +194,12 @@ int point_op_impl(int op, const uint64_t* p, const uint64_t* q, uint64_t* out) {
     if (!p || !out || ((op == 0 || op == 3) && !q)) return CUZK_ERR_NULL;
     return guarded([&]() -> int {
         typename C::Affine a = load_affine<C>(p);
-        if (!affine_canonical<C>(a)) return CUZK_ERR_NONCANONICAL;
+        if (!C::is_canonical(a)) return CUZK_ERR_NONCANONICAL;
         typename C::Affine r;
         switch (op) {
             case 0: {
                 typename C::Affine b = load_affine<C>(q);
-                if (!affine_canonical<C>(b)) return CUZK_ERR_NONCANONICAL;
+                if (!C::is_canonical(b)) return CUZK_ERR_NONCANONICAL;
                 r = C::to_affine(C::add(C::to_jacobian(a), C::to_jacobian(b)));
                 break;
             }
@@ -225,7 +220,7 @@ int check_points_impl(const uint64_t* pts, uint64_t n, uint64_t* bad_index) {
     for (uint64_t i = 0; i < n; ++i) {
         typename C::Affine a = load_affine<C>(pts + (uint64_t)2 * L * i);
         int st = CUZK_OK;
-        if (!affine_canonical<C>(a)) st = CUZK_ERR_NONCANONICAL;
+        if (!C::is_canonical(a)) st = CUZK_ERR_NONCANONICAL;
         else if (!C::is_on_curve(a)) st = CUZK_ERR_NOT_ON_CURVE;
         if (st != CUZK_OK) {
             if (bad_index) *bad_index = i;
@@ -270,7 +265,7 @@ int fixed_base_impl(const uint64_t* base, const uint64_t* scalars, uint64_t n, i
         typedef typename G::Affine Affine;
         typedef typename G::Scalar S;
         Affine b = load_affine<G>(base);
-        if (!affine_canonical<G>(b)) return CUZK_ERR_NONCANONICAL;
+        if (!G::is_canonical(b)) return CUZK_ERR_NONCANONICAL;
         if (!G::is_on_curve(b)) return CUZK_ERR_NOT_ON_CURVE;
         for (uint64_t i = 0; i < n; ++i)
             if (!S::is_canonical(scalars + S::N * i)) return CUZK_ERR_NONCANONICAL;

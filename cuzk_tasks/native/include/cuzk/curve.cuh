@@ -71,6 +71,11 @@ struct Curve {
 
     CUZK_HD CUZK_INLINE static F b() { return Params::b(); }
 
+    // Both coordinates' limbs below the modulus (the zkey's points as stored, read as is).
+    CUZK_HD CUZK_INLINE static bool is_canonical(const Affine& p) {
+        return F::is_canonical(reinterpret_cast<const uint64_t*>(&p.x)) &&
+               F::is_canonical(reinterpret_cast<const uint64_t*>(&p.y));
+    }
     CUZK_HD static bool is_on_curve(const Affine& p) {
         if (p.is_inf()) return true;
         F y2 = F::sqr(p.y);

@@ -344,13 +344,8 @@ class WholeFileProver {
   private:
     static bool sized(const FileSection& s, uint64_t size) { return s.present && s.size == size; }
 
-    template <class G>
-    static bool canonical_point(const typename G::Affine& p) {
-        return G::Field::is_canonical(reinterpret_cast<const uint64_t*>(&p.x)) &&
-               G::Field::is_canonical(reinterpret_cast<const uint64_t*>(&p.y));
-    }
-    static bool g1_ok(const G1Affine& p) { return canonical_point<G1>(p) && G1::is_on_curve(p); }
-    static bool g2_ok(const G2Affine& p) { return canonical_point<G2>(p) && G2::is_on_curve(p); }
+    static bool g1_ok(const G1Affine& p) { return G1::is_canonical(p) && G1::is_on_curve(p); }
+    static bool g2_ok(const G2Affine& p) { return G2::is_canonical(p) && G2::is_on_curve(p); }
 
     static void release(const MappedFile& f, const FileSection& s) { f.release(s.off, s.size); }
 
@@ -482,7 +477,7 @@ class WholeFileProver {
     static const G2Affine* g2_bases(const MappedFile& zkey, const FileSection& sec, uint64_t n) {
         const G2Affine* bases = reinterpret_cast<const G2Affine*>(zkey.data() + sec.off);
         for (uint64_t i = 0; i < n; ++i)
-            if (!canonical_point<G2>(bases[i])) return nullptr;
+            if (!G2::is_canonical(bases[i])) return nullptr;
         return bases;
     }
 
@@ -490,7 +485,7 @@ class WholeFileProver {
     static const G1Affine* g1_bases(const MappedFile& zkey, const FileSection& sec, uint64_t n) {
         const G1Affine* bases = reinterpret_cast<const G1Affine*>(zkey.data() + sec.off);
         for (uint64_t i = 0; i < n; ++i)
-            if (!canonical_point<G1>(bases[i])) return nullptr;
+            if (!G1::is_canonical(bases[i])) return nullptr;
         return bases;
     }
 
