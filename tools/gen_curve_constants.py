@@ -233,17 +233,6 @@ def _affine_add(F, p1, p2):
     return (x3, F.sub(F.mul(lam, F.sub(p1[0], x3)), p1[1]))
 
 
-def _order_divides(F, pt, k):
-    """k * pt == infinity (double-and-add)."""
-    acc = None
-    while k:
-        if k & 1:
-            acc = _affine_add(F, acc, pt)
-        pt = _affine_add(F, pt, pt)
-        k >>= 1
-    return acc is None
-
-
 def _scalar_mul(F, pt, k):
     """k * pt (double-and-add; None = infinity)."""
     acc = None
@@ -253,6 +242,11 @@ def _scalar_mul(F, pt, k):
         pt = _affine_add(F, pt, pt)
         k >>= 1
     return acc
+
+
+def _order_divides(F, pt, k):
+    """k * pt == infinity."""
+    return _scalar_mul(F, pt, k) is None
 
 
 GLV_BITS = 128  # both curves' half scalars are below 2^GLV_BITS (checked in _glv)
