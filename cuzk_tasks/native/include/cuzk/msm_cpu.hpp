@@ -20,6 +20,9 @@
 //     window sums are combined with c doublings per window at the end.
 // Zero digits and points at infinity (all-zero rows) are skipped; when zero scalars and
 // infinity bases are many, they are dropped before the windows (PippengerMsm::compact).
+// On G1, from 64 to 2^17 points, scalars are split by the curve's endomorphism (GLV,
+// below) into two of 128 bits, so there are half as many windows.  Several MSMs can share
+// one pool of units (PippengerMsm::Batch: the whole-file prover's MSMs).
 #ifndef CUZK_MSM_CPU_HPP
 #define CUZK_MSM_CPU_HPP
 
