@@ -23,7 +23,6 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import base64
-import copy
 import dataclasses
 import json
 import re
@@ -142,11 +141,12 @@ class EnvelopeTemplate:
             body = base64.b64encode(_body_text(args, kwargs).encode("utf-8")).decode("ascii")
         argsrepr = argsrepr if argsrepr is not None else repr(tuple(args))
         kwargsrepr = kwargsrepr if kwargsrepr is not None else repr(dict(kwargs or {}))
-        envelope = copy.deepcopy(self.envelope)
-        envelope["body"] = body
-        envelope["headers"].update(task=task, id=task_id, root_id=task_id, argsrepr=argsrepr,
-                                   kwargsrepr=kwargsrepr)
-        props = envelope["properties"]
+        # copies of the three dicts filled in; everything nested below them is only read
+        # (every caller serializes the envelope at once), so it is shared, not deep-copied
+        envelope = dict(self.envelope, body=body)
+        envelope["headers"] = dict(self.envelope["headers"], task=task, id=task_id,
+                                   root_id=task_id, argsrepr=argsrepr, kwargsrepr=kwargsrepr)
+        props = envelope["properties"] = dict(self.envelope["properties"])
         props.update(correlation_id=task_id, delivery_tag=str(uuid.uuid4()), priority=int(priority))
         props["delivery_info"] = dict(props.get("delivery_info") or {}, routing_key=queue)
         for name, value in (("argsrepr", argsrepr), ("kwargsrepr", kwargsrepr)):

@@ -89,6 +89,23 @@ def test_a_message_field_celery_adds_stops_the_worker_at_start(celery_app):
         check(wire.EnvelopeTemplate(bad), "cuzk.synthesize")
 
 
+def test_filling_a_template_leaves_it_and_earlier_messages_unchanged():
+    """fill copies only the dicts it fills in (headers, properties, the envelope) and shares
+    what lies below them: no message may change the template or another message."""
+    tmpl = template("cuzk.finalize")
+    pristine = json.loads(json.dumps(tmpl.envelope))
+    first = tmpl.fill("cuzk.finalize", ({"job": "a"},), {}, "q.one", 3, None, None)
+    first_text = json.dumps(first)
+    second = tmpl.fill("cuzk.finalize", ({"job": "b"},), {"x": 1}, "q.two", 7, "(b,)", "{x}")
+    assert json.dumps(first) == first_text
+    assert json.loads(json.dumps(tmpl.envelope)) == pristine
+    assert first["headers"]["id"] != second["headers"]["id"]
+    assert (first["properties"]["delivery_info"]["routing_key"],
+            second["properties"]["delivery_info"]["routing_key"]) == ("q.one", "q.two")
+    assert (first["properties"]["priority"], second["properties"]["priority"]) == (3, 7)
+    assert second["headers"]["argsrepr"] == "(b,)" and first["headers"]["argsrepr"] == "({'job': 'a'},)"
+
+
 def test_queue_late_message_fills_to_the_same_message_shape():
     late = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j", 0, 1, "c", "/w"),
                                        {"finalize_queue": "cuzk.cpu", "priority": 7}, priority=7)

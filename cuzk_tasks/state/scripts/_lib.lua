@@ -102,11 +102,16 @@ end
 
 -- base64 (RFC 4648, with padding) of a byte string: the body encoding kombu's Redis
 -- transport uses (Redis's Lua has no base64 of its own)
-local B64 = {}
-for i = 1, 64 do
-  B64[i - 1] = string.sub('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', i, i)
-end
+-- (its table is built on first use: this prelude runs on every script call, and few send
+-- an on_done message)
+local B64
 local function base64(s)
+  if not B64 then
+    B64 = {}
+    for i = 1, 64 do
+      B64[i - 1] = string.sub('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', i, i)
+    end
+  end
   local out = {}
   for i = 1, #s, 3 do
     local a, b, c = string.byte(s, i, i + 2)
