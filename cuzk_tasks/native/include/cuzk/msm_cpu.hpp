@@ -414,6 +414,11 @@ class PippengerMsm {
                 sc = job.glv_scalars.data();
                 n *= 2;
                 bits = glv_bits();
+                // the split copies replace the compacted and reduced ones: free those now,
+                // not when the whole batch ends
+                std::vector<Affine>().swap(job.live_bases);
+                std::vector<uint64_t>().swap(job.live_scalars);
+                std::vector<uint64_t>().swap(job.reduced);
             }
             MsmPlan plan = msm_plan(n, threads, bits, MsmInversionCost<F>::value);
             if (const char* env = std::getenv("CUZK_MSM_WINDOW")) {  // tuning/debug override
