@@ -453,6 +453,22 @@ def test_compute_h_large_is_consistent_and_keeps_inputs():
     assert np.array_equal(h, h2)
 
 
+@pytest.mark.parametrize("log_n", [12, 13])
+def test_compute_h_is_the_same_on_any_number_of_threads(log_n):
+    """From 2^12 points the transforms split their first (inverse, DIF) or last (forward,
+    DIT) stages between threads, each butterfly on one of them; the sizes below, checked
+    against the reference above, run every stage on one thread.  So the split stages must
+    give one thread's result exactly, for any thread count, and leave the inputs alone."""
+    rng = np.random.default_rng(log_n)
+    a, b = (rng.integers(0, 2**64, size=(1 << log_n, 4), dtype=np.uint64) for _ in range(2))
+    a[:, 3] &= np.uint64((1 << 60) - 1)
+    b[:, 3] &= np.uint64((1 << 60) - 1)
+    one = N.compute_h(a, b, threads=1)
+    assert np.count_nonzero(one) > 0
+    for threads in (2, 3, 4):
+        assert np.array_equal(N.compute_h(a, b, threads=threads), one), threads
+
+
 def _records(entries):
     """entries: (matrix, constraint, signal, coef) -> packed 44-byte zkey records."""
     raw = b"".join(struct.pack("<III", m, c, s) + (coef * MONT_R * MONT_R % FR).to_bytes(32, "little")

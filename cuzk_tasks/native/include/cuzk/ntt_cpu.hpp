@@ -85,56 +85,115 @@ inline void bit_reverse_permute(F* a, uint32_t log_n, int threads) {
     });
 }
 
-// In-place DIT NTT with root `omega` (primitive 2^log_n-th root), no scaling.
-template <class F>
-inline void ntt_core(F* a, uint32_t log_n, const F& omega, int threads) {
-    if (log_n == 0) return;
-    const uint64_t n = (uint64_t)1 << log_n;
+// Threads an NTT of 2^log_n points uses: small transforms run on one.
+inline int ntt_threads(uint32_t log_n, int threads) {
     threads = resolve_threads(threads);
-    if (n < 4096) threads = 1;
-    bit_reverse_permute(a, log_n, threads);
-    std::vector<F> tw((size_t)(n / 2));
-    fr_geometric(tw.data(), n / 2, F::one(), omega, threads);
+    return log_n < 12 ? 1 : threads;
+}
 
-    // number of threads as a power of two
+// Twiddles omega^0 .. omega^(n/2 - 1) of a 2^log_n transform with root `omega`: computed
+// once for every transform of that size and root (compute_h runs three of each).
+template <class F>
+inline std::vector<F> ntt_twiddles(uint32_t log_n, const F& omega, int threads) {
+    std::vector<F> tw(log_n == 0 ? 0 : (size_t)1 << (log_n - 1));
+    fr_geometric(tw.data(), tw.size(), F::one(), omega, ntt_threads(log_n, threads));
+    return tw;
+}
+
+// The stages split between threads: the first (DIT) or last (DIF) log_n - log_t stages
+// work inside blocks of n / T points, one block per thread; the others split each stage's
+// butterflies.  T, a power of two, is at most `threads`.
+inline uint32_t ntt_log_threads(uint32_t log_n, int threads) {
     uint32_t log_t = 0;
     while (((uint64_t)2 << log_t) <= (uint64_t)threads && log_t + 1 < log_n) ++log_t;
-    const uint64_t T = (uint64_t)1 << log_t;
-    const uint32_t local_stages = log_n - log_t;  // stages with len <= n / T
+    return log_t;
+}
 
-    // Phase 1: independent sub-transforms of size n/T.
-    run_threads((int)T, [&](int tid) {
-        const uint64_t base = (uint64_t)tid * (n / T);
-        F* x = a + base;
-        const uint64_t m = n / T;
-        for (uint32_t s = 1; s <= local_stages; ++s) {
-            const uint64_t len = (uint64_t)1 << s, half = len >> 1;
-            const uint64_t stride = n / len;
-            for (uint64_t st = 0; st < m; st += len) {
-                for (uint64_t j = 0; j < half; ++j) {
-                    F u = x[st + j];
-                    F v = F::mul(x[st + j + half], tw[(size_t)(j * stride)]);
-                    x[st + j] = F::add(u, v);
-                    x[st + j + half] = F::sub(u, v);
-                }
+// One radix-2 stage of butterflies over a[0, m) with blocks of `len` points; `dif`
+// picks Gentleman-Sande (twiddle after the difference) over Cooley-Tukey.
+template <class F, bool dif>
+inline void ntt_stage_local(F* x, uint64_t m, uint64_t len, uint64_t stride, const F* tw) {
+    const uint64_t half = len >> 1;
+    for (uint64_t st = 0; st < m; st += len) {
+        for (uint64_t j = 0; j < half; ++j) {
+            const F w = tw[(size_t)(j * stride)];
+            F u = x[st + j], v = x[st + j + half];
+            if constexpr (dif) {
+                x[st + j] = F::add(u, v);
+                x[st + j + half] = F::mul(F::sub(u, v), w);
+            } else {
+                v = F::mul(v, w);
+                x[st + j] = F::add(u, v);
+                x[st + j + half] = F::sub(u, v);
             }
         }
-    });
-    // Phase 2: remaining stages, butterflies split across threads.
-    for (uint32_t s = local_stages + 1; s <= log_n; ++s) {
-        const uint64_t len = (uint64_t)1 << s, half = len >> 1;
-        const uint64_t stride = n / len;
-        parallel_for(n / 2, (int)T, [&](uint64_t b, uint64_t e) {
-            for (uint64_t t = b; t < e; ++t) {
-                uint64_t blk = t >> (s - 1), j = t & (half - 1);
-                uint64_t i0 = blk * len + j;
-                F u = a[i0];
-                F v = F::mul(a[i0 + half], tw[(size_t)(j * stride)]);
+    }
+}
+
+// The same stage over all n points, its butterflies split across T threads.
+template <class F, bool dif>
+inline void ntt_stage_shared(F* a, uint64_t n, uint32_t s, const F* tw, int T) {
+    const uint64_t len = (uint64_t)1 << s, half = len >> 1, stride = n / len;
+    parallel_for(n / 2, T, [&](uint64_t b, uint64_t e) {
+        for (uint64_t t = b; t < e; ++t) {
+            const uint64_t j = t & (half - 1), i0 = (t >> (s - 1)) * len + j;
+            const F w = tw[(size_t)(j * stride)];
+            F u = a[i0], v = a[i0 + half];
+            if constexpr (dif) {
+                a[i0] = F::add(u, v);
+                a[i0 + half] = F::mul(F::sub(u, v), w);
+            } else {
+                v = F::mul(v, w);
                 a[i0] = F::add(u, v);
                 a[i0 + half] = F::sub(u, v);
             }
-        });
-    }
+        }
+    });
+}
+
+// Decimation in time: bit-reversed input -> natural output, no scaling.  `tw`: the
+// transform's ntt_twiddles.
+template <class F>
+inline void ntt_dit_from_bitrev(F* a, uint32_t log_n, const F* tw, int threads) {
+    if (log_n == 0) return;
+    const uint64_t n = (uint64_t)1 << log_n;
+    threads = ntt_threads(log_n, threads);
+    const uint32_t log_t = ntt_log_threads(log_n, threads);
+    const uint64_t T = (uint64_t)1 << log_t, m = n / T;
+    const uint32_t local_stages = log_n - log_t;
+    run_threads((int)T, [&](int tid) {
+        for (uint32_t s = 1; s <= local_stages; ++s)
+            ntt_stage_local<F, false>(a + (uint64_t)tid * m, m, (uint64_t)1 << s, n >> s, tw);
+    });
+    for (uint32_t s = local_stages + 1; s <= log_n; ++s) ntt_stage_shared<F, false>(a, n, s, tw, (int)T);
+}
+
+// Decimation in frequency: natural input -> bit-reversed output, no scaling.  Followed by
+// ntt_dit_from_bitrev, it needs no permutation at all (compute_h).
+template <class F>
+inline void ntt_dif_to_bitrev(F* a, uint32_t log_n, const F* tw, int threads) {
+    if (log_n == 0) return;
+    const uint64_t n = (uint64_t)1 << log_n;
+    threads = ntt_threads(log_n, threads);
+    const uint32_t log_t = ntt_log_threads(log_n, threads);
+    const uint64_t T = (uint64_t)1 << log_t, m = n / T;
+    const uint32_t local_stages = log_n - log_t;
+    for (uint32_t s = log_n; s > local_stages; --s) ntt_stage_shared<F, true>(a, n, s, tw, (int)T);
+    run_threads((int)T, [&](int tid) {
+        for (uint32_t s = local_stages; s >= 1; --s)
+            ntt_stage_local<F, true>(a + (uint64_t)tid * m, m, (uint64_t)1 << s, n >> s, tw);
+    });
+}
+
+// In-place NTT with root `omega` (primitive 2^log_n-th root), natural order in and out,
+// no scaling.
+template <class F>
+inline void ntt_core(F* a, uint32_t log_n, const F& omega, int threads) {
+    if (log_n == 0) return;
+    threads = ntt_threads(log_n, threads);
+    bit_reverse_permute(a, log_n, threads);
+    const std::vector<F> tw = ntt_twiddles(log_n, omega, threads);
+    ntt_dit_from_bitrev(a, log_n, tw.data(), threads);
 }
 
 template <class C>

@@ -86,17 +86,23 @@ inline void compute_h(typename C::Fr* a, typename C::Fr* b, uint32_t log_n, int 
     parallel_for(n, threads, [&](uint64_t lo, uint64_t hi) {
         for (uint64_t i = lo; i < hi; ++i) c[i] = Fr::mul(a[i], b[i]);
     });
-    // coset twiddles with the 1/n of the inverse transform folded in
+    // coset twiddles with the 1/n of the inverse transform folded in, in bit-reversed
+    // order: each inverse transform (DIF) leaves its output bit-reversed, the coset shift
+    // applies there, and the forward transform (DIT) takes it so, back to natural order --
+    // no permutation, and each size's twiddles computed once for the three
     std::vector<Fr> shift((size_t)n);
     fr_geometric(shift.data(), n, fr_inv_2k<C>(log_n), fr_root<C>(log_n + 1), threads);
+    bit_reverse_permute(shift.data(), log_n, ntt_threads(log_n, threads));
+    const std::vector<Fr> tw_inv = ntt_twiddles(log_n, fr_root_inv<C>(log_n), threads);
+    const std::vector<Fr> tw_fwd = ntt_twiddles(log_n, fr_root<C>(log_n), threads);
     Fr* bufs[3] = {a, b, c.data()};
     for (int k = 0; k < 3; ++k) {
         Fr* x = bufs[k];
-        ntt_inverse_noscale<C>(x, log_n, threads);
+        ntt_dif_to_bitrev(x, log_n, tw_inv.data(), threads);
         parallel_for(n, threads, [&](uint64_t lo, uint64_t hi) {
             for (uint64_t i = lo; i < hi; ++i) x[i] = Fr::mul(x[i], shift[i]);
         });
-        ntt_forward<C>(x, log_n, threads);
+        ntt_dit_from_bitrev(x, log_n, tw_fwd.data(), threads);
     }
     parallel_for(n, threads, [&](uint64_t lo, uint64_t hi) {
         for (uint64_t i = lo; i < hi; ++i) {
