@@ -1,5 +1,8 @@
-// Host-only radix-2 NTT over a curve's Fr (Montgomery form), natural order in
-// and out.  C is a curve bundle (BN254, BLS12_381; see curve.cuh).
+// Host-only radix-2 NTT over a curve's Fr (Montgomery form).  C is a curve bundle
+// (BN254, BLS12_381; see curve.cuh).  ntt_forward / ntt_inverse: natural order in and
+// out.  The stages alone, for a caller that chains transforms without permuting
+// (compute_h): ntt_dif_to_bitrev (natural in, bit-reversed out) and ntt_dit_from_bitrev
+// (bit-reversed in, natural out), on twiddles computed once (ntt_twiddles).
 //
 // Roots follow snarkjs/ffjavascript: the size-2^k transform uses ROOTS[k]
 // from the curve's generated constants.  Forward: out[i] = sum_j in[j] * w^(i*j).
