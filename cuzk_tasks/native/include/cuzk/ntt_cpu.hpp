@@ -103,53 +103,66 @@ inline std::vector<F> ntt_twiddles(uint32_t log_n, const F& omega, int threads) 
     return tw;
 }
 
-// The stages split between threads: the first (DIT) or last (DIF) log_n - log_t stages
-// work inside blocks of n / T points, one block per thread; the others split each stage's
-// butterflies.  T, a power of two, is at most `threads`.
-inline uint32_t ntt_log_threads(uint32_t log_n, int threads) {
-    uint32_t log_t = 0;
-    while (((uint64_t)2 << log_t) <= (uint64_t)threads && log_t + 1 < log_n) ++log_t;
-    return log_t;
-}
+// How a 2^log_n transform's stages split between threads: the first (DIT) or last (DIF)
+// `local_stages` work inside blocks of m = n / T points, one block per thread; the other
+// stages split their butterflies across the T threads.  T, a power of two, is at most the
+// thread count.
+struct NttSplit {
+    uint64_t n, T, m;
+    uint32_t local_stages;
 
-// One radix-2 stage of butterflies over a[0, m) with blocks of `len` points; `dif`
-// picks Gentleman-Sande (twiddle after the difference) over Cooley-Tukey.
+    NttSplit(uint32_t log_n, int threads) : n((uint64_t)1 << log_n) {
+        threads = ntt_threads(log_n, threads);
+        uint32_t log_t = 0;
+        while (((uint64_t)2 << log_t) <= (uint64_t)threads && log_t + 1 < log_n) ++log_t;
+        T = (uint64_t)1 << log_t;
+        m = n / T;
+        local_stages = log_n - log_t;
+    }
+};
+
+// One butterfly: Gentleman-Sande (`dif`: the twiddle after the difference) or Cooley-Tukey.
 template <class F, bool dif>
-inline void ntt_stage_local(F* x, uint64_t m, uint64_t len, uint64_t stride, const F* tw) {
-    const uint64_t half = len >> 1;
-    for (uint64_t st = 0; st < m; st += len) {
-        for (uint64_t j = 0; j < half; ++j) {
-            const F w = tw[(size_t)(j * stride)];
-            F u = x[st + j], v = x[st + j + half];
-            if constexpr (dif) {
-                x[st + j] = F::add(u, v);
-                x[st + j + half] = F::mul(F::sub(u, v), w);
-            } else {
-                v = F::mul(v, w);
-                x[st + j] = F::add(u, v);
-                x[st + j + half] = F::sub(u, v);
-            }
-        }
+inline void ntt_butterfly(F& x, F& y, const F& w) {
+    const F u = x;
+    if constexpr (dif) {
+        x = F::add(u, y);
+        y = F::mul(F::sub(u, y), w);
+    } else {
+        const F v = F::mul(y, w);
+        x = F::add(u, v);
+        y = F::sub(u, v);
     }
 }
 
-// The same stage over all n points, its butterflies split across T threads.
+// One radix-2 stage over x[0, m) in blocks of `len` points (twiddle stride n / len).
+template <class F, bool dif>
+inline void ntt_stage_local(F* x, uint64_t m, uint64_t len, uint64_t stride, const F* tw) {
+    const uint64_t half = len >> 1;
+    for (uint64_t st = 0; st < m; st += len)
+        for (uint64_t j = 0; j < half; ++j)
+            ntt_butterfly<F, dif>(x[st + j], x[st + j + half], tw[(size_t)(j * stride)]);
+}
+
+// Stage s over all n points, its butterflies split across T threads.
 template <class F, bool dif>
 inline void ntt_stage_shared(F* a, uint64_t n, uint32_t s, const F* tw, int T) {
     const uint64_t len = (uint64_t)1 << s, half = len >> 1, stride = n / len;
     parallel_for(n / 2, T, [&](uint64_t b, uint64_t e) {
         for (uint64_t t = b; t < e; ++t) {
             const uint64_t j = t & (half - 1), i0 = (t >> (s - 1)) * len + j;
-            const F w = tw[(size_t)(j * stride)];
-            F u = a[i0], v = a[i0 + half];
-            if constexpr (dif) {
-                a[i0] = F::add(u, v);
-                a[i0 + half] = F::mul(F::sub(u, v), w);
-            } else {
-                v = F::mul(v, w);
-                a[i0] = F::add(u, v);
-                a[i0 + half] = F::sub(u, v);
-            }
+            ntt_butterfly<F, dif>(a[i0], a[i0 + half], tw[(size_t)(j * stride)]);
+        }
+    });
+}
+
+// The local stages inside each thread's block: 1 up (DIT) or down to 1 (DIF).
+template <class F, bool dif>
+inline void ntt_local_stages(F* a, const NttSplit& sp, const F* tw) {
+    run_threads((int)sp.T, [&](int tid) {
+        for (uint32_t k = 1; k <= sp.local_stages; ++k) {
+            const uint32_t s = dif ? sp.local_stages + 1 - k : k;
+            ntt_stage_local<F, dif>(a + (uint64_t)tid * sp.m, sp.m, (uint64_t)1 << s, sp.n >> s, tw);
         }
     });
 }
@@ -159,16 +172,10 @@ inline void ntt_stage_shared(F* a, uint64_t n, uint32_t s, const F* tw, int T) {
 template <class F>
 inline void ntt_dit_from_bitrev(F* a, uint32_t log_n, const F* tw, int threads) {
     if (log_n == 0) return;
-    const uint64_t n = (uint64_t)1 << log_n;
-    threads = ntt_threads(log_n, threads);
-    const uint32_t log_t = ntt_log_threads(log_n, threads);
-    const uint64_t T = (uint64_t)1 << log_t, m = n / T;
-    const uint32_t local_stages = log_n - log_t;
-    run_threads((int)T, [&](int tid) {
-        for (uint32_t s = 1; s <= local_stages; ++s)
-            ntt_stage_local<F, false>(a + (uint64_t)tid * m, m, (uint64_t)1 << s, n >> s, tw);
-    });
-    for (uint32_t s = local_stages + 1; s <= log_n; ++s) ntt_stage_shared<F, false>(a, n, s, tw, (int)T);
+    const NttSplit sp(log_n, threads);
+    ntt_local_stages<F, false>(a, sp, tw);
+    for (uint32_t s = sp.local_stages + 1; s <= log_n; ++s)
+        ntt_stage_shared<F, false>(a, sp.n, s, tw, (int)sp.T);
 }
 
 // Decimation in frequency: natural input -> bit-reversed output, no scaling.  Followed by
@@ -176,16 +183,10 @@ inline void ntt_dit_from_bitrev(F* a, uint32_t log_n, const F* tw, int threads) 
 template <class F>
 inline void ntt_dif_to_bitrev(F* a, uint32_t log_n, const F* tw, int threads) {
     if (log_n == 0) return;
-    const uint64_t n = (uint64_t)1 << log_n;
-    threads = ntt_threads(log_n, threads);
-    const uint32_t log_t = ntt_log_threads(log_n, threads);
-    const uint64_t T = (uint64_t)1 << log_t, m = n / T;
-    const uint32_t local_stages = log_n - log_t;
-    for (uint32_t s = log_n; s > local_stages; --s) ntt_stage_shared<F, true>(a, n, s, tw, (int)T);
-    run_threads((int)T, [&](int tid) {
-        for (uint32_t s = local_stages; s >= 1; --s)
-            ntt_stage_local<F, true>(a + (uint64_t)tid * m, m, (uint64_t)1 << s, n >> s, tw);
-    });
+    const NttSplit sp(log_n, threads);
+    for (uint32_t s = log_n; s > sp.local_stages; --s)
+        ntt_stage_shared<F, true>(a, sp.n, s, tw, (int)sp.T);
+    ntt_local_stages<F, true>(a, sp, tw);
 }
 
 // In-place NTT with root `omega` (primitive 2^log_n-th root), natural order in and out,
