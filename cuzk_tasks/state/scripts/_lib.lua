@@ -102,22 +102,16 @@ end
 
 -- base64 (RFC 4648, with padding) of a byte string: the body encoding kombu's Redis
 -- transport uses (Redis's Lua has no base64 of its own)
--- (its table is built on first use: this prelude runs on every script call, and few send
--- an on_done message)
-local B64
+-- (digits looked up in the alphabet string: no table to build on every script call)
+local B64_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+local function b64_digit(v) return string.sub(B64_ALPHABET, v + 1, v + 1) end
 local function base64(s)
-  if not B64 then
-    B64 = {}
-    for i = 1, 64 do
-      B64[i - 1] = string.sub('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', i, i)
-    end
-  end
   local out = {}
   for i = 1, #s, 3 do
     local a, b, c = string.byte(s, i, i + 2)
     local v = a * 65536 + (b or 0) * 256 + (c or 0)
-    out[#out + 1] = B64[math.floor(v / 262144)] .. B64[math.floor(v / 4096) % 64]
-      .. (b and B64[math.floor(v / 64) % 64] or '=') .. (c and B64[v % 64] or '=')
+    out[#out + 1] = b64_digit(math.floor(v / 262144)) .. b64_digit(math.floor(v / 4096) % 64)
+      .. (b and b64_digit(math.floor(v / 64) % 64) or '=') .. (c and b64_digit(v % 64) or '=')
   end
   return table.concat(out)
 end
