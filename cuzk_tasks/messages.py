@@ -45,17 +45,18 @@ class StageMessages:
             (job_id, idx, attempt, circuit, witness_ref),
             {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority)
 
-    def finalize(self, result, queue, priority) -> wire.QueuedMessage:
-        """The finalize task of a prove_start ``result``, for gpu_end to queue when the
-        partition advances (before prove_start's own message is acked, as a chain's next
-        step would be)."""
+    def finalize(self, job_id, idx, attempt, queue, priority) -> wire.LateBodyMessage:
+        """The finalize task of the prove_start of ``(job_id, idx, attempt)``, rendered before
+        the device's work; its one argument, the prove_start result, is written in after it
+        (:func:`cuzk_tasks.wire.fill_args`), for gpu_end to queue when the partition advances
+        (before prove_start's own message is acked, as a chain's next step would be)."""
         # argsrepr: a short log form instead of the whole partial proof
-        return wire.task_message(self.templates(TASK_FINALIZE), TASK_FINALIZE,
-                                 (result,), queue=queue, priority=self._priority(priority),
-                                 argsrepr=f"({{job: {result['job']}, idx: {result['idx']}, "
-                                          f"attempt: {result['attempt']}}},)")
+        return wire.task_message_late_args(self.templates(TASK_FINALIZE), TASK_FINALIZE,
+                                           queue=queue, priority=self._priority(priority),
+                                           argsrepr=f"({{job: {job_id}, idx: {idx}, "
+                                                    f"attempt: {attempt}}},)")
 
-    def on_done(self, job_id, on_done) -> wire.KwargsLateMessage:
+    def on_done(self, job_id, on_done) -> wire.LateBodyMessage:
         """The job's on_done task without its kwargs (the step ending the job writes them):
         priority 0, so it lands on the list named by the queue, which any Redis consumer
         reads."""

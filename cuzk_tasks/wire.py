@@ -41,10 +41,11 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 # Stands for the queue in a message whose queue a Lua script picks (see QueueLateMessage).
 _QUEUE_SLOT = "\x00cuzk-queue-slot\x00"
 
-# Stands for the base64 body in a message whose kwargs a Lua script writes (KwargsLateMessage),
-# and for the kwargs object inside that body.
+# Stand for the base64 body of a message part of whose body is written when it is sent
+# (LateBodyMessage), and for that part inside the body: its kwargs object or its args list.
 _BODY_SLOT = "\x00cuzk-body-slot\x00"
 _KWARGS_SLOT = "\x00cuzk-kwargs-slot\x00"
+_ARGS_SLOT = "\x00cuzk-args-slot\x00"
 
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -210,11 +211,14 @@ def fill_queue(message: QueueLateMessage, queue: str) -> QueuedMessage:
 
 
 @dataclasses.dataclass(frozen=True)
-class KwargsLateMessage:
-    """A message whose kwargs a Lua script writes when it sends it (a job's ``on_done``
-    callback, whose kwargs hold the job's outcome).  The script builds
-    ``body = body_head .. <kwargs as a JSON object> .. body_tail`` and pushes
-    ``head .. '"' .. base64(body) .. '"' .. tail`` onto ``list_key``."""
+class LateBodyMessage:
+    """A message one part of whose body is written when it is sent: its kwargs object (a
+    job's ``on_done`` callback, whose kwargs hold the job's outcome; a Lua script writes
+    them) or its args list (finalize, whose one argument is the prove_start result: the rest
+    is rendered before the device's work, so sending it after is one JSON dump, one base64
+    and a join).  The sender builds ``body = body_head .. <the part as JSON> .. body_tail``
+    and pushes ``head .. '"' .. base64(body) .. '"' .. tail`` onto ``list_key``
+    (:func:`fill_body`)."""
 
     list_key: str
     head: str
@@ -227,22 +231,45 @@ class KwargsLateMessage:
         return json.dumps([self.list_key, self.head, self.tail, self.body_head, self.body_tail])
 
 
-def task_message_late_kwargs(template: EnvelopeTemplate, task: str, *, queue: str,
-                             priority: int = 0,
-                             kwargsrepr: str | None = None) -> KwargsLateMessage:
-    """As :func:`task_message` with no args, for kwargs a Lua script fills in later
-    (:func:`fill_kwargs` does the same in Python)."""
+def _late_body(template: EnvelopeTemplate, task: str, body: list, slot: str, *, queue: str,
+               priority: int, argsrepr: str, kwargsrepr: str | None) -> LateBodyMessage:
+    """The message of ``task`` whose Celery protocol 2 body is ``body`` with ``slot`` in
+    the place of the part written later."""
     check_queue_name(queue)
-    # as _body_text((), kwargs) writes it, the kwargs object a slot
-    body_head, body_tail = _split_once(json.dumps([[], _KWARGS_SLOT, _EMBED]), _KWARGS_SLOT)
-    text = json.dumps(template.fill(task, (), {}, queue, priority, "()", kwargsrepr,
+    body_head, body_tail = _split_once(json.dumps(body), slot)
+    text = json.dumps(template.fill(task, (), {}, queue, priority, argsrepr, kwargsrepr,
                                     body=_BODY_SLOT))
     head, tail = _split_once(text, _BODY_SLOT)
-    return KwargsLateMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail)
+    return LateBodyMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail)
 
 
-def fill_kwargs(message: KwargsLateMessage, kwargs_json: str) -> QueuedMessage:
-    """What the Lua side does with a :class:`KwargsLateMessage` (used by tests)."""
-    body = message.body_head + kwargs_json + message.body_tail
+def task_message_late_kwargs(template: EnvelopeTemplate, task: str, *, queue: str,
+                             priority: int = 0,
+                             kwargsrepr: str | None = None) -> LateBodyMessage:
+    """As :func:`task_message` with no args, for kwargs a Lua script fills in later
+    (:func:`fill_body` does the same in Python)."""
+    # as _body_text((), kwargs) writes it, the kwargs object a slot
+    return _late_body(template, task, [[], _KWARGS_SLOT, _EMBED], _KWARGS_SLOT, queue=queue,
+                      priority=priority, argsrepr="()", kwargsrepr=kwargsrepr)
+
+
+def task_message_late_args(template: EnvelopeTemplate, task: str, kwargs=None, *, queue: str,
+                           priority: int, argsrepr: str) -> LateBodyMessage:
+    """As :func:`task_message`, for args known only when it is sent (:func:`fill_args`)."""
+    # as _body_text(args, kwargs) writes it, the args list a slot
+    return _late_body(template, task, [_ARGS_SLOT, dict(kwargs or {}), _EMBED], _ARGS_SLOT,
+                      queue=queue, priority=priority, argsrepr=argsrepr,
+                      kwargsrepr=repr(dict(kwargs or {})))
+
+
+def fill_body(message: LateBodyMessage, part_json: str) -> QueuedMessage:
+    """The message with its late part (JSON text) written in: what the Lua side does with an
+    on_done message, and what :func:`fill_args` does."""
+    body = message.body_head + part_json + message.body_tail
     encoded = base64.b64encode(body.encode("utf-8")).decode("ascii")
     return QueuedMessage(message.list_key, message.head + json.dumps(encoded) + message.tail)
+
+
+def fill_args(message: LateBodyMessage, args) -> QueuedMessage:
+    """The message of :func:`task_message_late_args` with its ``args`` written in."""
+    return fill_body(message, json.dumps(list(args)))

@@ -91,7 +91,7 @@ def test_filled_message_matches_what_celery_send_task_pushes(celery_app):
                          time_limit=None, soft_time_limit=None, priority=0,
                          kwargsrepr="{job j/1}")
     late = wire.task_message_late_kwargs(template("svc.job_done"), "svc.job_done", queue=queue, kwargsrepr="{job j/1}")
-    ours = wire.fill_kwargs(late, json.dumps(kwargs))
+    ours = wire.fill_body(late, json.dumps(kwargs))
     assert ours.list_key == queue and client.llen(queue) == 1
     theirs, mine = json.loads(client.lpop(queue)), json.loads(ours.payload)
     assert set(mine) == set(theirs)

@@ -39,8 +39,11 @@ def celery_app(redis_server_url):
     return create_app(load_settings(env={"CUZK_REDIS_URL": redis_server_url}))
 
 
+@pytest.mark.parametrize("late_args", [False, True], ids=["whole", "args-written-later"])
 @pytest.mark.parametrize("priority", [0, 3, 9])
-def test_message_matches_what_celery_send_task_pushes(celery_app, priority):
+def test_message_matches_what_celery_send_task_pushes(celery_app, priority, late_args):
+    """Also for a message rendered before its args are known (finalize's, whose argument is
+    the prove_start result: task_message_late_args, then fill_args)."""
     import redis
 
     client = redis.Redis.from_url(celery_app.conf.broker_url, decode_responses=True)
@@ -52,8 +55,14 @@ def test_message_matches_what_celery_send_task_pushes(celery_app, priority):
     theirs_key = [k for k in wire.queue_keys(queue) if client.llen(k)]
     from cuzk_tasks.message_templates import render
 
-    ours = wire.task_message(render(celery_app, "cuzk.finalize"), "cuzk.finalize", args, kwargs,
-                             queue=queue, priority=priority, argsrepr="(short,)")
+    if late_args:
+        late = wire.task_message_late_args(render(celery_app, "cuzk.finalize"), "cuzk.finalize",
+                                           kwargs, queue=queue, priority=priority,
+                                           argsrepr="(short,)")
+        ours = wire.fill_args(late, args)
+    else:
+        ours = wire.task_message(render(celery_app, "cuzk.finalize"), "cuzk.finalize", args,
+                                 kwargs, queue=queue, priority=priority, argsrepr="(short,)")
     assert theirs_key == [ours.list_key]
     theirs = json.loads(client.lpop(ours.list_key))
     mine = json.loads(ours.payload)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from .. import wire
 from ..errors import CuzkError, GpuError
 from .context import Context, fail, internal_error, log, ms_since, ref_path
 
@@ -34,6 +35,10 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                  started.reason)
         return None
     token = started.token
+    # all of finalize's message but its argument, before the device's work: after it, only
+    # the result is written in (the device waits for nothing else before its next partition)
+    late = (ctx.messages.finalize(job_id, idx, attempt, finalize_queue, priority)
+            if finalize_queue else None)
     t0 = time.perf_counter()
     result = message = device_fault = None
     try:
@@ -42,8 +47,8 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                   "witness_ref": witness_ref, "worker": wid, "token": token,
                   "backend": ctx.prover.backend_name, "partial": partial,
                   "gpu_ms": ms_since(t0), "priority": priority}
-        if finalize_queue:
-            message = ctx.messages.finalize(result, finalize_queue, priority)
+        if late is not None:
+            message = wire.fill_args(late, (result,))
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc

@@ -123,7 +123,7 @@ class Keys:
 
     def on_done(self, job_id: str) -> str:
         """string: the job's on_done Celery message without its kwargs (JSON array, see
-        ``cuzk_tasks.wire.KwargsLateMessage``), kept from create_job until the job ends and
+        ``cuzk_tasks.wire.LateBodyMessage``), kept from create_job until the job ends and
         deleted in the step that sends it; absent for a job without on_done."""
         return f"{self.prefix}:on_done:{job_id}"
 

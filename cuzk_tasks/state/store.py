@@ -335,7 +335,7 @@ class StateStore:
         ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks),
         pushed in the same step only when the job is created.
         ``on_done``: ``(spec, message)`` -- ``spec`` the dict ``{"task", "queue"}`` recorded on
-        the job, ``message`` a :class:`cuzk_tasks.wire.KwargsLateMessage` that the step ending
+        the job, ``message`` a :class:`cuzk_tasks.wire.LateBodyMessage` that the step ending
         the job (done, failed, cancelled) pushes once, with kwargs ``job_id``, ``state`` and
         ``proofs`` (done: the stored result's list) or ``error``.
         ``deadline_s``: seconds from now (Redis time) after which the job fails "deadline

@@ -149,7 +149,7 @@ end
 
 -- The job's on_done callback, if it has one: create_job kept the message under
 -- K.on_done(job) as the JSON array [list key, head, tail, body head, body tail]
--- (wire.KwargsLateMessage).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
+-- (wire.LateBodyMessage).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
 -- JSON text, when given) or "error"}.  Sent at most once: the kept message is deleted in
 -- the step that pushes it.  Returns 1 when sent.
 local function send_on_done(job, state, err, proofs)

@@ -4,7 +4,7 @@
 -- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref; then the
 -- number of messages and per message 2 args: broker list key, payload (wire.py), pushed
 -- only when the job is created -- the job and its first tasks appear together; then the
--- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.KwargsLateMessage
+-- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.LateBodyMessage
 -- as JSON, kept under K.on_done(job) until the job ends: send_on_done); then the deadline in
 -- seconds from now ('' = none): deadline_s and deadline_at on the job, K.jobs_deadlines().
 -- Partition keys are built from the prefix.  Returns {job_id, created 0|1}.
