@@ -10,9 +10,11 @@ F ms of finalize time.  Two modes run in the same invocation:
 * monolithic: the F ms run inside the device task (the design cuzk moved away from); its
               finalize then has nothing left to do.
 
-A third row is the baseline: ``bench/celery_floor.py`` sends three bare tasks down the
-same path (cpu -> device -> cpu queue, same worker configuration, same T and F busy-waits,
-one LPUSH per hop, no state store): Celery's own floor for a lone partition on this host.
+The baseline rows: ``bench/celery_floor.py`` sends three bare tasks down the same path
+(cpu -> device -> cpu queue, same worker configuration, same T and F busy-waits, one LPUSH
+per hop, no state store): Celery's own floor for a lone partition on this host.  Its
+workers run beside each mode's, and in the sequential phase every lone partition of the
+mode is followed by one of the floor's, so the two are sampled in the same seconds.
 
 Reported per mode:
 * device duty cycle = (partitions proved on the device x T) / (first gpu_start .. last gpu_end);
@@ -129,58 +131,70 @@ def witness_partition():
     return {"witness_ref": str(FIXTURE / "witness.wtns")}
 
 
-def run_floor(workdir, redis_url, args):
-    """The baseline: three bare Celery hops with the same T and F (bench/celery_floor.py)."""
-    import redis
+class CeleryFloor:
+    """The baseline: three bare Celery hops with the same T and F (bench/celery_floor.py).
 
-    import celery_floor
+    Its two workers stay up for the whole run and :meth:`one` sends one lone partition down
+    them, so the floor is sampled between the modes' own partitions, under the same load
+    and in the same seconds (on a noisy host the floor drifts by tens of percent within
+    minutes)."""
 
-    config = workdir / "cuzk.toml"
-    config.write_text(f'redis_url = "{redis_url}"\nprefix = "benchfloor"\ncpu_queue = "floor.cpu"\n'
-                      'device_queue_pattern = "floor.dev.{host}.{device}"\n')
-    env = dict(os.environ, CUZK_CONFIG=str(config),
-               BENCH_FLOOR_WORK_MS=f"{args.gpu_ms},{args.finalize_ms}")
-    for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
-        env.pop(name, None)
-    settings = load_settings(config, env={})
-    client = redis.Redis.from_url(redis_url)
-    procs = ProcessGroup(workdir)
-    script = [sys.executable, str(REPO / "bench" / "celery_floor.py"), "worker"]
-    procs.start("floor-cpu", script + ["cpu"], env)
-    procs.start("floor-dev", script + ["device"], env)
+    def __init__(self, workdir, redis_url, args):
+        import redis
 
-    floor_app = celery_floor.make_app(settings)  # renders the bare tasks' message template
+        import celery_floor
 
-    def one():
-        before = client.llen(celery_floor.DONE_KEY)
-        message = celery_floor.first_message(floor_app, settings, time.time())
-        client.lpush(message.list_key, message.payload)
-        deadline = time.monotonic() + 60
-        while client.llen(celery_floor.DONE_KEY) == before:
-            procs.check_alive()
-            if time.monotonic() > deadline:
-                raise SystemExit(f"celery floor: no answer; logs in {workdir}")
-            time.sleep(0.05)
-        return float(client.lindex(celery_floor.DONE_KEY, 0))  # LPUSHed: newest first
-
-    try:
+        self.floor_mod = celery_floor
+        config = workdir / "cuzk.toml"
+        config.write_text(f'redis_url = "{redis_url}"\nprefix = "benchfloor"\ncpu_queue = "floor.cpu"\n'
+                          'device_queue_pattern = "floor.dev.{host}.{device}"\n')
+        env = dict(os.environ, CUZK_CONFIG=str(config),
+                   BENCH_FLOOR_WORK_MS=f"{args.gpu_ms},{args.finalize_ms}")
+        for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
+            env.pop(name, None)
+        self.settings = load_settings(config, env={})
+        self.client = redis.Redis.from_url(redis_url)
+        self.workdir = workdir
+        self.procs = ProcessGroup(workdir)
+        script = [sys.executable, str(REPO / "bench" / "celery_floor.py"), "worker"]
+        self.procs.start("floor-cpu", script + ["cpu"], env)
+        self.procs.start("floor-dev", script + ["device"], env)
+        self.app = celery_floor.make_app(self.settings)  # renders the bare tasks' message template
         for _ in range(3):  # warm-up: worker start, imports, connections
-            one()
-        return {"overheads": [one() for _ in range(args.sequential)]}
-    finally:
-        procs.stop()
-        client.delete(celery_floor.DONE_KEY)
+            self.one()
+
+    def one(self):
+        """One lone partition down the three bare hops: its overhead in ms."""
+        floor = self.floor_mod
+        before = self.client.llen(floor.DONE_KEY)
+        message = floor.first_message(self.app, self.settings, time.time())
+        self.client.lpush(message.list_key, message.payload)
+        deadline = time.monotonic() + 60
+        while self.client.llen(floor.DONE_KEY) == before:
+            self.procs.check_alive()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"celery floor: no answer; logs in {self.workdir}")
+            time.sleep(0.05)
+        return float(self.client.lindex(floor.DONE_KEY, 0))  # LPUSHed: newest first
+
+    def stop(self):
+        self.procs.stop()
+        self.client.delete(self.floor_mod.DONE_KEY)
 
 
-def run_mode(workdir, redis_url, args, monolithic):
+def run_mode(workdir, redis_url, args, monolithic, floor):
+    """One mode's phases.  In the sequential phase each lone partition of the mode is
+    followed by one of ``floor`` (CeleryFloor), whose overheads are returned beside."""
     procs, client = start_stack(workdir, redis_url, args.devices, args.gpu_ms, args.finalize_ms, monolithic,
                                 args.gpu_wait)
     try:
         # Warm-up: zkey residency, imports, connections.
         wait_jobs(client, [client.submit("mulchain", [witness_partition()] * args.devices)])
         overheads = []
+        floor_overheads = []
         stages = {name: [] for name in STAGES}
         for _ in range(args.sequential):
+            floor_overheads.append(floor.one())
             job_id = client.submit("mulchain", [witness_partition()])
             wait_jobs(client, [job_id])
             part = client.store.get_partition(job_id, 0)
@@ -206,8 +220,8 @@ def run_mode(workdir, redis_url, args, monolithic):
             # the device's gap from one partition's gpu_end to the next one's gpu_start
             handovers += [(float(b["t_gpu_start"]) - float(a["t_gpu_end"])) * 1000.0
                           for a, b in zip(mine, mine[1:])]
-        return {"overheads": overheads, "stages": stages, "duty": duty, "handovers": handovers,
-                "throughput": len(parts) / wall, "n": len(parts)}
+        return {"overheads": overheads, "floor": floor_overheads, "stages": stages, "duty": duty,
+                "handovers": handovers, "throughput": len(parts) / wall, "n": len(parts)}
     finally:
         procs.stop()
 
@@ -216,7 +230,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gpu-ms", type=float, default=200.0)
     parser.add_argument("--finalize-ms", type=float, default=100.0)
-    parser.add_argument("--partitions", type=int, default=40, help="saturated phase size")
+    parser.add_argument("--partitions", type=int, default=100,
+                        help="saturated phase size (100: the hand-over p99 is not just the maximum)")
     parser.add_argument("--sequential", type=int, default=30, help="latency phase size")
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--gpu-wait", choices=("spin", "sleep"), default="spin",
@@ -225,14 +240,18 @@ def main():
     args = parser.parse_args()
     results = {}
     with LocalRedis() as redis:
-        for mode, monolithic in (("split", False), ("monolithic", True)):
-            workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"cuzk-bench-{mode}-"))
-            (workdir / "spool").mkdir()
-            print(f"running {mode} mode (logs in {workdir}) ...", file=sys.stderr, flush=True)
-            results[mode] = run_mode(workdir, redis.url, args, monolithic)
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-bench-floor-"))
-        print(f"running the Celery floor baseline (logs in {workdir}) ...", file=sys.stderr, flush=True)
-        floor = run_floor(workdir, redis.url, args)
+        print(f"starting the Celery floor baseline (logs in {workdir}) ...", file=sys.stderr, flush=True)
+        floor = CeleryFloor(workdir, redis.url, args)
+        try:
+            for mode, monolithic in (("split", False), ("monolithic", True)):
+                workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"cuzk-bench-{mode}-"))
+                (workdir / "spool").mkdir()
+                print(f"running {mode} mode, the floor interleaved (logs in {workdir}) ...",
+                      file=sys.stderr, flush=True)
+                results[mode] = run_mode(workdir, redis.url, args, monolithic, floor)
+        finally:
+            floor.stop()
     print(f"T = {args.gpu_ms:.0f} ms GPU ({args.gpu_wait}), F = {args.finalize_ms:.0f} ms finalize busy-wait, "
           f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
     print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | device hand-over "
@@ -244,9 +263,10 @@ def main():
               f"{percentile(r['overheads'], 0.99):.1f} | {percentile(r['handovers'], 0.5):.1f} / "
               f"{percentile(r['handovers'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
               f"{len(r['overheads'])} |")
-    floor_p50 = percentile(floor["overheads"], 0.5)
-    print(f"| baseline: Celery floor, 3 bare hops | - | {floor_p50:.1f} | "
-          f"{percentile(floor['overheads'], 0.99):.1f} | - | - | - | {len(floor['overheads'])} |")
+    for mode, r in results.items():
+        print(f"| baseline: Celery floor, 3 bare hops, between the {mode} partitions | - | "
+              f"{percentile(r['floor'], 0.5):.1f} | {percentile(r['floor'], 0.99):.1f} | - | - | - | "
+              f"{len(r['floor'])} |")
     print("\nWhere a lone partition's overhead goes (sequential phase, p50 ms):\n")
     print("| stage | " + " | ".join(results) + " | measured as |")
     print("|---|" + "---:|" * len(results) + "---|")
@@ -254,7 +274,9 @@ def main():
         cells = " | ".join(f"{percentile(r['stages'][name], 0.5):.2f}" for r in results.values())
         print(f"| {name} | {cells} | {how} |")
     split, mono = results["split"], results["monolithic"]
-    print(f"\nsplit overhead p50 / Celery floor p50: {percentile(split['overheads'], 0.5):.1f} / "
+    floor_p50 = percentile(split["floor"], 0.5)
+    print(f"\nsplit overhead p50 / Celery floor p50 (sampled between them): "
+          f"{percentile(split['overheads'], 0.5):.1f} / "
           f"{floor_p50:.1f} ms = {percentile(split['overheads'], 0.5) / floor_p50:.2f}x; "
           f"added by the pipeline: {percentile(split['overheads'], 0.5) - floor_p50:.1f} ms")
     print(f"\nsplit / monolithic throughput: {split['throughput'] / mono['throughput']:.2f}x "

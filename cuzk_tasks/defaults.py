@@ -149,6 +149,15 @@ HOST_SLOTS_MAX = 256
 MAX_DELIVERIES = 3
 """Deliveries of one partition's prove_start before it is failed as a poison pill (env ``CUZK_MAX_DELIVERIES``)."""
 
+FINALIZE_RECHECK_AFTER_S = 1.0
+"""Age, seconds, from which a finalize message is checked against its partition before the
+CPU tail runs (a Redis round trip: skipped when the partition was cancelled, re-dispatched
+or its job's deadline passed meanwhile).  A younger message -- the usual case, sent by a
+gpu_end a moment ago -- goes straight to the work, unless its job's deadline is less than
+this far off; finalize_end is the guard in either case, so at worst one CPU tail per
+partition in flight is spent on a job cancelled within this window.  Ages are read on the
+workers' clocks (NTP-synced hosts)."""
+
 RESULT_TTL_S = 86400
 """Seconds a job result is kept in Redis (env ``CUZK_RESULT_TTL_S``)."""
 

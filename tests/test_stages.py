@@ -136,3 +136,62 @@ def test_a_stale_prove_start_does_not_touch_the_device(stack):
     assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
     assert _pop(cpu, settings.cpu_queue) == []
+
+
+def _finalize_message(stack):
+    """A job proved on the device up to its queued finalize: (job id, finalize's args)."""
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    pipeline.synthesize(cpu, *args, **kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    pipeline.prove_start(device, *args, **kwargs)
+    (task, args, _), = _pop(cpu, settings.cpu_queue)
+    assert task == "cuzk.finalize"
+    return job, args
+
+
+def _count_tails(ctx, monkeypatch):
+    ran = []
+    real = ctx.prover.prove_finish
+    monkeypatch.setattr(ctx.prover, "prove_finish", lambda *a: ran.append(1) or real(*a))
+    return ran
+
+
+def test_a_finalize_that_waited_looks_first_and_skips_a_cancelled_partition(stack, monkeypatch):
+    from cuzk_tasks import defaults
+
+    cpu = stack["cpu"]
+    job, (started,) = _finalize_message(stack)
+    assert cpu.store.cancel_job(job)
+    ran = _count_tails(cpu, monkeypatch)
+    started["sent_at"] -= defaults.FINALIZE_RECHECK_AFTER_S + 1  # it waited in the queue
+    assert pipeline.finalize(cpu, started) is None
+    assert ran == []  # no CPU tail for a cancelled partition
+    assert cpu.store.get_partition(job, 0)["state"] == "cancelled"
+
+
+def test_a_fresh_finalize_goes_straight_to_work_and_finalize_end_still_guards(stack, monkeypatch):
+    cpu = stack["cpu"]
+    job, (started,) = _finalize_message(stack)
+    assert cpu.store.cancel_job(job)  # within the recheck window: the tail runs ...
+    ran = _count_tails(cpu, monkeypatch)
+    before = cpu.store.snapshot()["counters"]
+    assert pipeline.finalize(cpu, started) is None
+    assert ran == [1]
+    # ... and finalize_end refuses it: no proof stored, nothing counted
+    assert cpu.store.get_partition(job, 0)["state"] == "cancelled"
+    assert not cpu.store.get_partition(job, 0).get("proof")
+    assert cpu.store.snapshot()["counters"] == before
+
+
+def test_whether_finalize_looks_first():
+    from cuzk_tasks.pipeline.finalize import may_be_stale
+
+    now = 1_000_000.0
+    assert not may_be_stale({"sent_at": now - 0.01, "deadline_at": None}, now, 1.0)
+    assert may_be_stale({"sent_at": now - 1.5, "deadline_at": None}, now, 1.0)  # waited
+    assert may_be_stale({}, now, 1.0)  # an older sender's message: no sent_at
+    assert may_be_stale({"sent_at": now, "deadline_at": now + 0.5}, now, 1.0)  # deadline near
+    assert not may_be_stale({"sent_at": now, "deadline_at": now + 60}, now, 1.0)
+    assert may_be_stale({"sent_at": now, "deadline_at": now - 1}, now, 1.0)  # deadline passed

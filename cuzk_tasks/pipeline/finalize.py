@@ -9,6 +9,7 @@ import json
 import os
 import time
 
+from .. import defaults
 from ..errors import CuzkError, SelfVerificationError
 from ..paths import atomic_output
 from ..state import PartitionState
@@ -21,13 +22,14 @@ def finalize(ctx: Context, started):
         return None
     store = ctx.store
     job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
-    # a cheap look first (finalize_end is the guard): a cancelled or re-dispatched
-    # partition does not get its CPU tail run
-    state, part_attempt = store.partition_fields(job_id, idx, "state", "attempt")
-    if state != PartitionState.FINALIZING.value or part_attempt != attempt:
-        log.info("finalize %s/%s attempt %s: partition is %s (attempt %s), skipping", job_id, idx,
-                 attempt, state, part_attempt)
-        return None
+    # a look first when the message may be stale (finalize_end is the guard): a cancelled,
+    # re-dispatched or past-deadline partition does not get its CPU tail run
+    if may_be_stale(started, time.time()):
+        state, part_attempt = store.partition_fields(job_id, idx, "state", "attempt")
+        if state != PartitionState.FINALIZING.value or part_attempt != attempt:
+            log.info("finalize %s/%s attempt %s: partition is %s (attempt %s), skipping", job_id,
+                     idx, attempt, state, part_attempt)
+            return None
     t0 = time.perf_counter()
     try:
         path = ref_path(ctx, "witness_ref", started["witness_ref"])
@@ -61,6 +63,17 @@ def finalize(ctx: Context, started):
         _remove_spool_dir(ctx, job_id)
         log.info("job %s done", job_id)
     return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
+
+
+def may_be_stale(started, now, recheck_after_s=defaults.FINALIZE_RECHECK_AFTER_S) -> bool:
+    """Whether finalize should look at the partition before the CPU tail: unless the message
+    is younger than ``recheck_after_s`` (``sent_at``, set by prove_start just before its
+    gpu_end pushed it) and its job's deadline, if any, is further off than that.  A message
+    without ``sent_at`` (an older sender's) is always looked at."""
+    sent_at, deadline_at = started.get("sent_at"), started.get("deadline_at")
+    if not isinstance(sent_at, (int, float)) or now - sent_at > recheck_after_s:
+        return True
+    return isinstance(deadline_at, (int, float)) and deadline_at - now < recheck_after_s
 
 
 def _reroute_after_wrong_proof(ctx, exc, started):

@@ -46,7 +46,9 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
         result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
                   "witness_ref": witness_ref, "worker": wid, "token": token,
                   "backend": ctx.prover.backend_name, "partial": partial,
-                  "gpu_ms": ms_since(t0), "priority": priority}
+                  "gpu_ms": ms_since(t0), "priority": priority,
+                  # for finalize's look before its CPU tail (finalize.py, may_be_stale)
+                  "deadline_at": started.deadline_at, "sent_at": time.time()}
         if late is not None:
             message = wire.fill_args(late, (result,))
     except GpuError as exc:  # the device's fault, not the input's: another device retries

@@ -171,12 +171,14 @@ class GpuStart:
     ``reason``: ``ok``, ``redelivered`` (accepted: the same message again after its run
     died), ``stale`` (wrong attempt/worker/state), ``poison`` (partition and job failed),
     ``job_<state>`` (job not running), ``unknown``.  ``deliveries``: the partition's count.
+    ``deadline_at``: the job's deadline (Unix time, Redis clock) when accepted and it has one.
     """
 
     ok: bool
     token: str | None
     reason: str
     deliveries: int = 0
+    deadline_at: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,11 +469,12 @@ class StateStore:
         (partition already in gpu on this worker, same attempt) is ACCEPTED and counted as a
         delivery -- its earlier run died -- and gets a new token; the old token is stale."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
-        ok, token, reason, deliveries = self._run(
+        ok, token, reason, deliveries, deadline_at = self._run(
             "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
                           self.keys.worker(worker_id), self.keys.workers()],
             [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
-        return GpuStart(bool(ok), token or None, reason, int(deliveries))
+        return GpuStart(bool(ok), token or None, reason, int(deliveries),
+                        float(deadline_at) if deadline_at else None)
 
     def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms, message=None) -> GpuEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.

@@ -5,17 +5,17 @@
 -- delivery) or gpu (a redelivery: the previous run of this message died).  Both count a
 -- delivery (deliveries are summed over all attempts); past max deliveries the partition
 -- and its job fail (poison pill).  Rejections change nothing.
--- Returns {ok 0|1, token|'', reason, deliveries}.
+-- Returns {ok 0|1, token|'', reason, deliveries, the job's deadline_at|''}.
 local job, idx, attempt, worker = A(1), A(2), A(3), A(4)
 local js = redis.call('HGET', KEYS[1], 'state')
-if not js then return {0, '', 'unknown', 0} end
+if not js then return {0, '', 'unknown', 0, ''} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'deliveries', 'token')
-if not p[1] then return {0, '', 'unknown', 0} end
-if js ~= 'running' then return {0, '', 'job_' .. js, tonumber(p[4]) or 0} end
-if deadline_passed(job) then return {0, '', 'deadline', tonumber(p[4]) or 0} end
+if not p[1] then return {0, '', 'unknown', 0, ''} end
+if js ~= 'running' then return {0, '', 'job_' .. js, tonumber(p[4]) or 0, ''} end
+if deadline_passed(job) then return {0, '', 'deadline', tonumber(p[4]) or 0, ''} end
 if tonumber(p[2]) ~= tonumber(attempt) or p[3] ~= worker
     or (p[1] ~= 'synth_done' and p[1] ~= 'gpu') then
-  return {0, '', 'stale', tonumber(p[4]) or 0}
+  return {0, '', 'stale', tonumber(p[4]) or 0, ''}
 end
 local deliveries = redis.call('HINCRBY', KEYS[2], 'deliveries', 1)
 if deliveries > tonumber(A(5)) then
@@ -23,15 +23,16 @@ if deliveries > tonumber(A(5)) then
   -- is not in flight here: clearing with it is safe
   fail_core(job, idx, string.format(
     'partition was delivered %d times without finishing (poison pill?)', deliveries), p[5] or '')
-  return {0, '', 'poison', deliveries}
+  return {0, '', 'poison', deliveries, ''}
 end
 local redelivery = p[1] == 'gpu'
 local token = job .. ':' .. idx .. ':' .. attempt .. ':' .. A(6)
-local kind = redis.call('HGET', KEYS[1], 'kind') or ''
+local jf = redis.call('HMGET', KEYS[1], 'kind', 'deadline_at')
+local kind = jf[1] or ''
 redis.call('HSET', KEYS[2], 'state', 'gpu', 'token', token, 't_gpu_start', NOW_S)
 redis.call('SADD', KEYS[4], worker)
 redis.call('HSET', KEYS[3], 'state', 'proving', 'job', job, 'partition', idx, 'kind', kind,
   'token', token, 'since', NOW_S)
 emit('gpu_start', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'deliveries', deliveries, 'redelivery', redelivery and 1 or 0)
-return {1, token, redelivery and 'redelivered' or 'ok', deliveries}
+return {1, token, redelivery and 'redelivered' or 'ok', deliveries, jf[2] or ''}
