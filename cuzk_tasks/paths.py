@@ -27,6 +27,7 @@ import os
 import stat
 from contextlib import contextmanager
 
+from . import defaults
 from .errors import CuzkError
 
 OUTSIDE = "is outside the allowed input roots (allowed_input_roots)"
@@ -37,9 +38,6 @@ NAME_MAX = 255
 
 PATH_MAX = 4096
 """Bytes in a whole path, NUL included (Linux's limit): a longer path is refused by name."""
-
-_OPEN_TRIES = 3
-"""How often :func:`open_input` resolves the name again when a component changed under it."""
 
 
 class InputRefError(CuzkError):
@@ -102,8 +100,13 @@ def confined_path(path, settings, what: str = "") -> str:
         _check_name_length(given, prefix)
     try:
         real = os.path.realpath(given)
-    except (OSError, ValueError):  # a NUL byte, a symlink loop (strict=False tolerates most)
+    except ValueError:  # a NUL byte
         raise OutsideInputRootsError(f"{prefix}{given!r} {OUTSIDE}") from None
+    except OSError as exc:  # a component changed while it was resolved (strict=False
+        # tolerates most else)
+        raise InputRefError(f"{prefix}{_shown(given)}: its path cannot be resolved "
+                            f"({exc.strerror or type(exc).__name__}; did it change meanwhile?)"
+                            ": expected a path inside the allowed input roots") from None
     if any(_inside(real, root) for root in input_roots(settings)):
         return real
     raise OutsideInputRootsError(f"{prefix}{_shown(given)} {OUTSIDE}")
@@ -226,7 +229,7 @@ def open_input(path, settings, what: str = "") -> io.BufferedReader:
     changing while it was opened").  No message quotes a byte of any file."""
     prefix = f"{what} " if what else ""
     given = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
-    for _ in range(_OPEN_TRIES):
+    for _ in range(defaults.OPEN_INPUT_TRIES):
         real = confined_path(path, settings, what)  # resolved again on each try
         roots = input_roots(settings)
         root = max((r for r in roots if _inside(real, r)), key=len)
