@@ -167,7 +167,7 @@ def _open_beneath(root: str, real: str, roots, prefix: str, given: str) -> int:
             try:
                 fd = os.open(name, nofollow | os.O_DIRECTORY, dir_fd=dirfd)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, dirfd):
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _changed(name, dirfd):
                     raise _Changed from None
                 if exc.errno == errno.ENOTDIR:
                     raise InputRefError(f"{prefix}{_shown(given)}: a component of the path is "
@@ -209,11 +209,14 @@ def _open_beneath(root: str, real: str, roots, prefix: str, given: str) -> int:
     return fd
 
 
-def _is_link(name, dirfd) -> bool:
+def _changed(name, dirfd) -> bool:
+    """Whether directory component ``name`` that could not be opened as one is a symlink now,
+    or a directory again, or gone (it is being swapped), rather than a plain file."""
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode)
+        mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
     except OSError:
-        return False
+        return True
+    return stat.S_ISLNK(mode) or stat.S_ISDIR(mode)
 
 
 def open_input(path, settings, what: str = "") -> io.BufferedReader:
