@@ -179,7 +179,14 @@ ALLOWED_INPUT_ROOTS = ()
 (always allowed) (env ``CUZK_ALLOWED_INPUT_ROOTS``: absolute directories separated by os.pathsep
 ``:`` or commas; toml ``allowed_input_roots``: a list, relative entries against the TOML file's
 directory); empty = only the spool dir.  Paths are resolved (symlinks, ``..``) before the check and
-a path outside fails its partition unopened (cuzk_tasks.paths).  Set it alike on every worker."""
+a path outside fails its partition unopened (cuzk_tasks.paths).  Set it alike on every worker.
+A worker opens only regular files there, beneath the root without following a symlink
+(``cuzk_tasks.paths.open_input``): a FIFO, device or directory fails its partition at once."""
+
+OPEN_INPUT_TRIES = 3
+"""How often a worker resolves a submitted path again when a component of it changed while it
+was opened (a directory swapped for a symlink; no setting): after that the partition fails with
+"its path kept changing while it was opened"."""
 
 MAX_INLINE_INPUT_BYTES = 1 << 20
 """Largest input.json passed by value, bytes (env ``CUZK_MAX_INLINE_INPUT_BYTES``); larger ones

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 
 from .errors import ConfigError
+from .paths import open_input
 
 
 class Groth16Prover:
@@ -29,6 +30,11 @@ class Groth16Prover:
         fault, a wrong CPU one a bad witness)."""
         return getattr(self.ctx.backend, "name", self.ctx.backend_name)
 
+    def _open(self, witness_path):
+        """The witness opened the one way a worker opens a submitted file (a confined regular
+        file, no symlink followed: :func:`cuzk_tasks.paths.open_input`)."""
+        return open_input(witness_path, self.ctx.settings, "witness_ref")
+
     def prove_start(self, circuit: str, witness_path: str) -> dict:
         """The partial proof (JSON-able) of the witness at ``witness_path`` (a confined real
         path) for ``circuit``."""
@@ -38,7 +44,7 @@ class Groth16Prover:
         from .groth16.wtns import read_wtns
 
         zkey = self.ctx.resident.get(circuit)
-        witness = read_wtns(witness_path, zkey=zkey)
+        witness = read_wtns(witness_path, zkey=zkey, fileobj=self._open(witness_path))
         try:
             return prove_start(zkey, witness, backend=self.ctx.backend).to_json()
         finally:
@@ -52,7 +58,7 @@ class Groth16Prover:
         from .groth16.wtns import read_wtns
 
         zkey = self.ctx.resident.get(circuit)
-        witness = read_wtns(witness_path, zkey=zkey)
+        witness = read_wtns(witness_path, zkey=zkey, fileobj=self._open(witness_path))
         try:
             return prove_finish(PartialProof.from_json(partial), zkey, witness)
         finally:

@@ -9,6 +9,10 @@ resident in a worker process under an LRU memory budget, like cuzk keeps SRS
 parameters resident: the first partition of a circuit pays the load, the
 next ones do not.  ``names()`` is what the worker publishes as its resident
 set, so routing can prefer a device that already holds the circuit.
+
+A circuit's zkey and wasm are the server's files: a job's error names the circuit, not their
+paths (:meth:`CircuitRegistry.redact`, :func:`circuit_file_error`); the worker's log has the
+paths.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ import os
 import threading
 
 from .config import CircuitSpec, Settings
-from .errors import CuzkError
+from .errors import CuzkError, FormatError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CircuitSpec", "CircuitRegistry", "ResidentZkeys"]
+__all__ = ["CircuitSpec", "CircuitRegistry", "ResidentZkeys", "circuit_file_error"]
 
 
 class CircuitRegistry:
@@ -46,6 +50,40 @@ class CircuitRegistry:
 
     def names(self):
         return sorted(self._circuits)
+
+    def redact(self, message: str) -> str:
+        """``message`` with every configured circuit's zkey and wasm path (as configured and
+        as real path) replaced by ``<circuit 'NAME' zkey>`` / ``<circuit 'NAME' wasm>``: what
+        a job's error may show a submitter (the worker logs the message as it was)."""
+        for path, label in self._server_paths():
+            if path in message:
+                message = message.replace(path, label)
+        return message
+
+    def _server_paths(self):
+        paths = {}
+        for spec in self._circuits.values():
+            for kind, path in (("zkey", spec.zkey), ("wasm", spec.wasm)):
+                if path:
+                    for p in {os.fspath(path), os.path.realpath(path)}:
+                        paths.setdefault(p, f"<circuit {spec.name!r} {kind}>")
+        # longest first: a path that is a prefix of another must not cut it in two
+        return sorted(paths.items(), key=lambda item: -len(item[0]))
+
+
+def circuit_file_error(name, kind, path, exc) -> CuzkError:
+    """The job's error for circuit ``name``'s own ``kind`` file (``zkey`` / ``wasm``) at
+    ``path`` that cannot be used (``exc``): names the circuit, not the server's path, which
+    goes to the worker's log."""
+    log.error("circuit %s: %s %s is unusable: %s", name, kind, path, exc)
+    if isinstance(exc, FormatError):
+        why = f"{exc.field}: {exc.problem}"
+    elif isinstance(exc, OSError):
+        why = f"cannot open it ({exc.strerror or type(exc).__name__})"
+    else:
+        why = str(exc)
+    return CuzkError(f"circuit {name!r}: its {kind} is unusable ({why}); the worker's log names "
+                     "the file")
 
 
 class ResidentZkeys:
@@ -71,9 +109,9 @@ class ResidentZkeys:
                 return hit[0]
             try:
                 size = os.path.getsize(spec.zkey)
-            except OSError as exc:
-                raise CuzkError(f"circuit {name!r}: cannot open zkey {spec.zkey}: {exc}") from None
-            zkey = read_zkey(spec.zkey)
+                zkey = read_zkey(spec.zkey)
+            except (OSError, FormatError) as exc:
+                raise circuit_file_error(name, "zkey", spec.zkey, exc) from None
             self._held[name] = (zkey, size)
             self._evict(keep=name)
             names = list(self._held)

@@ -364,16 +364,20 @@ def test_cli_witness_vkey_prove_and_verify(tmp_path, capsys):
     assert "different curves" in err and "mulchain/witness.wtns" in err and "bls12381/mulchain" in err
 
 
-def test_pipeline_prover_proves_bls12_381_and_refuses_mismatched_witnesses():
+def test_pipeline_prover_proves_bls12_381_and_refuses_mismatched_witnesses(tmp_path):
     """Groth16Prover (what prove_start/finalize tasks call) reads the witness with the
     resident zkey: a mismatched curve names both files; a BLS12-381 job is proved."""
     from types import SimpleNamespace
 
+    from cuzk_tasks.config import load_settings
     from cuzk_tasks.provers import Groth16Prover
 
     zk = read_zkey(fixture_dir(MULCHAIN) / "circuit.zkey")
+    # the prover opens witnesses only inside the input roots (cuzk_tasks.paths.open_input)
+    settings = load_settings(env={"CUZK_SPOOL_DIR": str(tmp_path),
+                                  "CUZK_ALLOWED_INPUT_ROOTS": str(fixture_dir("mulchain").parent)})
     ctx = SimpleNamespace(resident=SimpleNamespace(get=lambda name: zk), backend="cpu",
-                          backend_name="cpu")
+                          backend_name="cpu", settings=settings)
     prover = Groth16Prover(ctx)
     bn_wtns = str(fixture_dir("mulchain") / "witness.wtns")
     with pytest.raises(FormatError, match="different curves") as ei:

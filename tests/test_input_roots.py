@@ -3,16 +3,23 @@ allowed_input_roots, checked before anything opens them (cuzk_tasks.paths).
 
 "Never opened" is shown with FIFOs outside the roots: opening one for reading blocks until a
 writer comes, so a pipeline step that opened it would hang (each step runs in a thread with a
-deadline, and the FIFO is unblocked afterwards so no thread is left behind).  The pipeline
-steps run in this process against a real redis-server (no Celery workers); the process-level
-test is in test_pipeline_e2e.py (test_input_refs_outside_the_roots_fail_the_job_unopened)."""
+deadline, and the FIFO is unblocked afterwards so no thread is left behind).  Inside the roots
+only regular files are opened (cuzk_tasks.paths.open_input): a FIFO there fails at once.  A
+directory swapped for a symlink to elsewhere while jobs read under it is shown with a real
+swapping process.  The pipeline steps run in this process against a real redis-server (no
+Celery workers); the process-level tests are in test_pipeline_e2e.py
+(test_input_refs_outside_the_roots_fail_the_job_unopened,
+test_fifo_and_directory_inputs_inside_the_roots_fail_at_once)."""
 
 from __future__ import annotations
 
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -20,7 +27,8 @@ import pytest
 from cuzk_tasks import pipeline, wire
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
-from cuzk_tasks.paths import OUTSIDE, OutsideInputRootsError, absolute_refs, confined_path
+from cuzk_tasks.paths import (NAME_MAX, OUTSIDE, InputRefError, OutsideInputRootsError,
+                              absolute_refs, confined_path, open_input)
 from cuzk_tasks.celery_app import create_app
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -352,3 +360,219 @@ def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
               "worker": ctx.worker_id, "token": started.token, "partial": None}
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
+
+
+# --- opening: only regular files, never through a symlink swapped in after the check ---
+
+def _open_in_thread(path, settings, what="input_ref", timeout=10.0):
+    """open_input with a deadline: one that opened a FIFO for reading would block on it."""
+    def read():
+        with open_input(path, settings, what) as f:
+            return f.read()
+    return _in_thread(read, timeout=timeout, unblock=pathlib.Path(path).parent)
+
+
+def test_open_input_reads_a_regular_file_inside_the_roots_by_its_real_path(tree):
+    (tree["inputs"] / "alias.json").symlink_to(tree["inputs"] / "input.json")
+    for name in ("input.json", "alias.json"):  # a symlink that stays inside is fine
+        with open_input(tree["inputs"] / name, tree["settings"], "input_ref") as f:
+            assert f.name == str((tree["inputs"] / "input.json").resolve())
+            assert f.read() == (tree["inputs"] / "input.json").read_bytes()
+            assert os.get_blocking(f.fileno())  # O_NONBLOCK was only for the open
+
+
+def test_open_input_refuses_a_fifo_inside_the_roots_at_once(tree):
+    fifo = tree["inputs"] / "fifo-in.json"
+    os.mkfifo(fifo)
+    for what in ("input_ref", "witness_ref"):
+        t0 = time.monotonic()
+        with pytest.raises(InputRefError) as info:
+            _open_in_thread(str(fifo), tree["settings"], what)
+        assert str(info.value) == f"{what} {fifo} is a FIFO: expected a regular file"
+        assert time.monotonic() - t0 < 5.0
+
+
+@pytest.mark.parametrize("name, make, expected", [
+    ("directory", lambda t: t["inputs"], "is a directory: expected a regular file"),
+    ("subdirectory", lambda t: _mkdir(t["inputs"] / "sub"),
+     "is a directory: expected a regular file"),
+    ("spool dir", lambda t: t["spool"], "is a directory: expected a regular file"),
+    ("missing", lambda t: t["inputs"] / "nope.json",
+     ": no such file: expected a regular file inside the allowed input roots"),
+    ("file as directory", lambda t: t["inputs"] / "input.json" / "x",
+     ": a component of the path is not a directory"),
+    ("long component", lambda t: t["inputs"] / ("n" * (NAME_MAX + 1)),
+     f": file name too long (a path component is {NAME_MAX + 1} bytes; the limit is "
+     f"{NAME_MAX})"),
+    ("long path", lambda t: t["inputs"].joinpath(*["d" * 200] * 25),
+     ": file name too long (the path is"),
+])
+def test_open_input_gives_clear_errors_naming_the_field(tree, name, make, expected):
+    path = str(make(tree))
+    with pytest.raises(InputRefError) as info:
+        _open_in_thread(path, tree["settings"], "witness_ref")
+    message = str(info.value)
+    assert message.startswith("witness_ref "), message
+    assert expected in message, message
+    assert len(message) < 500  # a long name is shortened
+
+
+def _mkdir(path):
+    path.mkdir()
+    return path
+
+
+# Renames the directory aside, puts a symlink to the outside directory in its place, then
+# puts the directory back, as fast as it can, until killed.
+SWAPPER = r"""
+import os, sys
+name, aside, outside = sys.argv[1:4]
+while True:
+    os.rename(name, aside)
+    os.symlink(outside, name)
+    os.unlink(name)
+    os.rename(aside, name)
+"""
+
+
+@pytest.fixture
+def swapped(tree):
+    """inputs/d (holding in.json, a good input) swapped without pause for a symlink to
+    outside/d (holding an in.json whose signal value is a secret) by another process."""
+    d, outside_d = tree["inputs"] / "d", tree["outside"] / "d"
+    d.mkdir()
+    outside_d.mkdir()
+    good = json.dumps({"a": "3", "b": "11"})
+    (d / "in.json").write_text(good)
+    (outside_d / "in.json").write_text(json.dumps({"a": "hunter2-db-password", "b": "1"}))
+    proc = subprocess.Popen([sys.executable, "-c", SWAPPER, str(d), str(tree["inputs"] / ".d"),
+                             str(outside_d)])
+    try:
+        yield {"path": str(d / "in.json"), "good": good.encode(), "secret": "hunter2"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_symlink_swap_never_makes_open_input_read_outside(tree, swapped):
+    """Many reads of inputs/d/in.json while another process swaps inputs/d for a symlink to
+    an outside directory: each read returns the inside file or fails with a message about the
+    path; none returns the outside file or quotes it."""
+    outcomes = {"read": 0, "refused": 0}
+    deadline = time.monotonic() + 60
+    n = 0
+    while n < 3000 or (0 in outcomes.values() and time.monotonic() < deadline):
+        n += 1
+        try:
+            with open_input(swapped["path"], tree["settings"], "input_ref") as f:
+                data = f.read()
+        except InputRefError as exc:  # outside, no such file (mid-swap), kept changing
+            assert swapped["secret"] not in str(exc)
+            assert str(exc).startswith(f"input_ref {swapped['path']}"), str(exc)
+            outcomes["refused"] += 1
+            continue
+        assert data == swapped["good"], f"read #{n} returned a file outside the roots"
+        outcomes["read"] += 1
+    assert outcomes["read"] and outcomes["refused"], outcomes  # the swap raced the reads
+
+
+def test_a_symlink_swap_never_leaks_outside_content_into_job_errors(tree, ctx, swapped):
+    """The issue's case through the pipeline's synthesize: jobs naming a file under a
+    directory that another process swaps for a symlink to an outside directory whose file has
+    a secret where an integer belongs ("input signal 'a'[0]: '<secret>' is not an integer")."""
+    jobs = [_job(ctx, [{"input_ref": swapped["path"]}]) for _ in range(300)]
+    for job in jobs:
+        pipeline.synthesize(ctx, job, 0, "mulchain", 5)
+    states = [ctx.store.get_job(job) for job in jobs]
+    errors = [state["error"] for state in states if state["state"] == "failed"]
+    leaked = [error for error in errors if swapped["secret"] in error]
+    assert not leaked, f"{len(leaked)} of {len(jobs)} jobs read the outside file: {leaked[0]}"
+    for error in errors:  # outside, no such file (mid-swap), kept changing: about the path
+        assert error.startswith(f"partition 0: input_ref {swapped['path']}"), error
+    assert all(state["state"] == "running" for state in states if state["state"] != "failed")
+    assert 0 < len(errors) < len(jobs), errors[:3]  # the swap raced the jobs
+
+
+@pytest.mark.parametrize("field", ["input_ref", "witness_ref"])
+def test_synthesize_fails_fifos_directories_and_long_names_inside_the_roots(tree, ctx, field):
+    fifo = tree["inputs"] / f"fifo-{field}"
+    os.mkfifo(fifo)
+    long_name = tree["inputs"] / ("n" * (NAME_MAX + 1))
+    cases = [(fifo, "is a FIFO: expected a regular file"),
+             (tree["inputs"], "is a directory: expected a regular file"),
+             (long_name, "file name too long")]
+    for path, expected in cases:
+        job = _job(ctx, [{field: str(path)}])
+        assert _in_thread(pipeline.synthesize, ctx, job, 0, "mulchain", 5,
+                          unblock=tree["inputs"]) is None
+        error = _error(ctx, job)
+        assert error.startswith(f"partition 0: {field} {str(path)[:100]}"), error
+        assert expected in error and "internal error" not in error, error
+
+
+def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tree, ctx):
+    fifo = tree["spool"] / "fifo.wtns"
+    os.mkfifo(fifo)
+    expected = f"witness_ref {fifo} is a FIFO: expected a regular file"
+    job = _routed_to_me(ctx, str(fifo))
+    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", str(fifo),
+                      unblock=tree["spool"]) is None
+    assert ctx.store.get_partition(job, 0)["error"] == expected
+    assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
+    job = _routed_to_me(ctx, str(fifo))
+    started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
+    result = {"job": job, "idx": 0, "attempt": 0, "circuit": "mulchain", "witness_ref": str(fifo),
+              "worker": ctx.worker_id, "token": started.token, "partial": None}
+    assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
+    assert ctx.store.get_partition(job, 0)["error"] == expected
+
+
+# --- the circuits' own files: a job's error names the circuit, not the server's path ----
+
+@pytest.fixture
+def broken_ctx(tree, redis_server_url):
+    """Circuits whose zkey or wasm (server files, in tmp/server) is broken or missing."""
+    server = tree["inputs"].parent / "server"
+    server.mkdir()
+    (server / "garbage.zkey").write_bytes(b"not a zkey at all")
+    (server / "garbage.wasm").write_bytes(b"\0asm garbage")
+    good = FIX / "mulchain"
+    circuits = {"badzkey": (server / "garbage.zkey", good / "circuit.wasm"),
+                "nozkey": (server / "missing.zkey", good / "circuit.wasm"),
+                "badwasm": (good / "circuit.zkey", server / "garbage.wasm"),
+                "nowasm": (good / "circuit.zkey", server / "missing.wasm"),
+                "blszkey": (FIX / "bls12381" / "mulchain" / "circuit.zkey", good / "circuit.wasm")}
+    toml = tree["inputs"].parent / "broken.toml"
+    toml.write_text("".join(f'[circuits.{name}]\nzkey = "{zkey}"\nwasm = "{wasm}"\n\n'
+                            for name, (zkey, wasm) in circuits.items()))
+    settings = load_settings(toml, env={
+        "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": "ib" + uuid.uuid4().hex[:8],
+        "CUZK_SPOOL_DIR": str(tree["spool"]), "CUZK_ALLOWED_INPUT_ROOTS": str(tree["inputs"]),
+        "CUZK_CPU_QUEUE": "q.ib." + uuid.uuid4().hex[:8]})
+    c = pipeline.Context(app=create_app(settings), settings=settings, worker_id="ibhost:dev0")
+    c.server_dirs = (str(server), str(good), str(FIX / "bls12381"))
+    yield c
+    c.store.redis.delete(*wire.queue_keys(settings.cpu_queue))
+
+
+@pytest.mark.parametrize("circuit, expected", [
+    ("badzkey", "circuit 'badzkey': its zkey is unusable (magic: not a .zkey file"),
+    ("nozkey", "circuit 'nozkey': its zkey is unusable (cannot open it (No such file"),
+    ("badwasm", "circuit 'badwasm': its wasm is unusable (wasm: cannot compile"),
+    ("nowasm", "circuit 'nowasm': its wasm is unusable (file: no such file)"),
+    # the wasm (BN254) and the zkey (BLS12-381) disagree: FormatError names both files
+    ("blszkey", "but zkey <circuit 'blszkey' zkey> is for BLS12-381"),
+])
+def test_errors_about_a_circuits_files_name_the_circuit_not_the_server_path(
+        tree, broken_ctx, circuit, expected):
+    c = broken_ctx
+    job = uuid.uuid4().hex
+    _, created = c.store.create_job(job, circuit, circuit, 5, None, pipeline.normalize_partitions(
+        [{"input_ref": str(tree["inputs"] / "input.json")}]))
+    assert created
+    assert pipeline.synthesize(c, job, 0, circuit, 5) is None
+    error = _error(c, job)
+    assert expected in error, error
+    for server_dir in c.server_dirs:
+        assert server_dir not in error, error

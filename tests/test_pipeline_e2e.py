@@ -278,6 +278,47 @@ def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
             pass
 
 
+def test_fifo_and_directory_inputs_inside_the_roots_fail_at_once(cluster):
+    """Inside the roots only regular files are opened (issue 24): a FIFO as input_ref or
+    witness_ref fails its job at once instead of blocking a worker process until the soft
+    limit, a directory and a too-long name fail with a message naming the field, and the
+    workers go on to prove the next job."""
+    from cuzk_tasks.errors import JobError
+
+    c = cluster
+    spool = c.base / "spool"  # always an input root
+    spool.mkdir(exist_ok=True)
+    fifos = [spool / "fifo-in.json", spool / "fifo-w.wtns"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    long_name = spool / ("n" * 300)
+    cases = [("input_ref", fifos[0], "is a FIFO: expected a regular file"),
+             ("witness_ref", fifos[1], "is a FIFO: expected a regular file"),
+             ("input_ref", spool, "is a directory: expected a regular file"),
+             ("witness_ref", long_name, "file name too long")]
+    try:
+        t0 = time.monotonic()
+        jobs = [(field, path, expected, c.client.submit("mulchain", [{field: str(path)}]))
+                for field, path, expected in cases]
+        for field, path, expected, job in jobs:
+            with pytest.raises(JobError) as info:
+                c.client.wait(job, timeout=30)
+            assert info.value.state == "failed", c.logs()
+            message = str(info.value)
+            assert f"partition 0: {field} {str(path)[:100]}" in message, message
+            assert expected in message and "internal error" not in message, message
+        assert time.monotonic() - t0 < 30
+        good = c.client.submit("mulchain", [{"input_ref": str(FIX / "mulchain" / "input.json")}])
+        _assert_valid(c.client.wait(good, timeout=60), "mulchain", 1)
+        assert all(proc.poll() is None for proc in c.procs.values())
+    finally:
+        for fifo in fifos:  # unblock a reader, had one opened the FIFO
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+
 def test_poison_pill_is_retried_at_most_n_times(cluster):
     from cuzk_tasks.errors import JobError
 

@@ -58,19 +58,27 @@ class BinFile:
         Accepted version numbers.
     repeatable:
         Section types that may occur more than once.
+    fileobj:
+        The file, already open for binary reading (``path`` then only names it in
+        messages); the BinFile owns it from here on and closes it.  A worker passes the
+        file :func:`cuzk_tasks.paths.open_input` opened.
     """
 
     def __init__(self, path, magic: bytes, versions: Iterable[int],
-                 repeatable: Iterable[int] = ()):
+                 repeatable: Iterable[int] = (), fileobj=None):
         self.path = os.fspath(path)
         self._mm: mmap.mmap | None = None
         self._views = 0
-        try:
-            self._f = open(self.path, "rb")
-        except FileNotFoundError:
-            raise FormatError(self.path, "file", "no such file") from None
-        except OSError as exc:
-            raise FormatError(self.path, "file", f"cannot open: {exc}") from None
+        if fileobj is not None:
+            self._f = fileobj
+        else:
+            try:
+                self._f = open(self.path, "rb")
+            except FileNotFoundError:
+                raise FormatError(self.path, "file", "no such file") from None
+            except OSError as exc:  # strerror only: str(exc) repeats the path
+                raise FormatError(self.path, "file",
+                                  f"cannot open: {exc.strerror or type(exc).__name__}") from None
         try:
             self._parse(magic, tuple(versions), frozenset(repeatable))
         except BaseException:

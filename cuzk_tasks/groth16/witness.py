@@ -171,11 +171,16 @@ def _qualify(prefix: str, v, out: Dict[str, list], path: str):
         out[prefix] = [v]
 
 
-def load_input_json(path) -> dict:
+def load_input_json(path, fileobj=None) -> dict:
+    """The input object of the input.json at ``path``; FormatError (naming ``path``, never
+    quoting the file) when it is not a JSON object.  ``fileobj``: the file already open
+    (binary; ``path`` then only names it), read and closed here."""
     path = os.fspath(path)
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
+        if fileobj is None:
+            fileobj = open(path, "rb")
+        with fileobj as f:
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
         raise FormatError(path, "file", "no such file") from None
     except UnicodeDecodeError as exc:  # its message would quote the bad byte

@@ -69,14 +69,16 @@ def check_witness_curve(prime: int, source, zkey) -> None:
 
 
 def read_wtns(path, expected_prime: int | None = None,
-              expected_length: int | None = None, zkey=None) -> Witness:
+              expected_length: int | None = None, zkey=None, fileobj=None) -> Witness:
     """Read and validate a .wtns file over the scalar field of a supported curve
     (BN254 or BLS12-381; ``Witness.curve`` says which).
 
     ``zkey``: the zkey the witness is for; its curve (:func:`check_witness_curve`) and
     ``nVars`` (as ``expected_length``) are checked.  ``expected_prime`` pins the prime.
+    ``fileobj``: the file already open (binary; ``path`` names it in messages), taken over
+    and closed (see :class:`~.binfile.BinFile`).
     """
-    bf = BinFile(path, WTNS_MAGIC, (2,))
+    bf = BinFile(path, WTNS_MAGIC, (2,), fileobj=fileobj)
     try:
         p = bf.path
         s1 = bf.section(1, "header")

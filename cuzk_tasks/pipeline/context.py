@@ -18,7 +18,7 @@ from .. import defaults, redis_url, wire
 from ..config import Settings
 from ..message_templates import Templates
 from ..messages import StageMessages
-from ..paths import confined_path
+from ..paths import confined_path, open_input
 from ..provers import load_prover
 from ..registry import CircuitRegistry, ResidentZkeys
 from ..state import StateStore
@@ -147,8 +147,15 @@ def ms_since(t0):
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
+def public_error(ctx, error) -> str:
+    """The text of ``error`` for the job (which submitters read): the server's paths of the
+    circuits' zkey and wasm files replaced by the circuit's name (CircuitRegistry.redact);
+    the worker logs the error as it was."""
+    return ctx.registry.redact(str(error))
+
+
 def fail(ctx, job_id, idx, attempt, error, token=None):
-    ok = ctx.store.fail_partition(job_id, idx, attempt, str(error), token=token)
+    ok = ctx.store.fail_partition(job_id, idx, attempt, public_error(ctx, error), token=token)
     log.warning("job %s partition %s failed%s: %s", job_id, idx, "" if ok else " (already final)",
                 error)
     return ok
@@ -163,9 +170,16 @@ def ref_path(ctx: Context, field, path) -> str:
     """The real path of a partition's ``field`` (input_ref / witness_ref) when it lies inside
     this process's input roots (spool dir + allowed_input_roots); otherwise the
     OutsideInputRootsError that fails the partition ("input_ref /x is outside the allowed
-    input roots (allowed_input_roots)"; the job's error adds "partition N: ").  Call it
-    before opening ``path``."""
+    input roots (allowed_input_roots)"; the job's error adds "partition N: ").  A check of
+    the name only: open the file with :func:`open_ref`."""
     return confined_path(path, ctx.settings, field)
+
+
+def open_ref(ctx: Context, field, path):
+    """The partition's ``field`` file opened for binary reading, confined to this process's
+    input roots and a regular file (:func:`cuzk_tasks.paths.open_input`: a symlink swapped in
+    after the check is not followed, a FIFO fails at once); ``.name`` is its real path."""
+    return open_input(path, ctx.settings, field)
 
 
 

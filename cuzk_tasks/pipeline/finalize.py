@@ -13,7 +13,8 @@ from .. import defaults
 from ..errors import CuzkError, SelfVerificationError
 from ..paths import atomic_output
 from ..state import PartitionState
-from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
+from .context import (Context, fail, internal_error, log, ms_since, public_error, ref_path,
+                      spooled_witness)
 
 
 
@@ -84,7 +85,8 @@ def _reroute_after_wrong_proof(ctx, exc, started):
     retry = ctx.messages.prove_start(job_id, idx, attempt + 1, started["circuit"],
                                      started["witness_ref"], started.get("priority"))
     fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
-                                str(exc), started["circuit"], ctx.settings.max_deliveries,
+                                public_error(ctx, exc), started["circuit"],
+                                ctx.settings.max_deliveries,
                                 message=ctx.outbox(retry), in_state="finalizing")
     log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
                 " %s%s", job_id, idx, attempt, started["worker"], fault.outcome,

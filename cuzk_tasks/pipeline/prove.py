@@ -8,7 +8,7 @@ import time
 
 from .. import wire
 from ..errors import CuzkError, GpuError
-from .context import Context, fail, internal_error, log, ms_since, ref_path
+from .context import Context, fail, internal_error, log, ms_since, public_error, ref_path
 
 
 
@@ -87,8 +87,8 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
     """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
     live device with its next attempt, or fail it after max faults / with no other device."""
     retry = ctx.messages.prove_start(job_id, idx, attempt + 1, circuit, witness_ref, priority)
-    fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, str(exc), circuit,
-                                ctx.settings.max_deliveries, message=ctx.outbox(retry))
+    fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, public_error(ctx, exc),
+                                circuit, ctx.settings.max_deliveries, message=ctx.outbox(retry))
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
                 ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")

@@ -9,10 +9,12 @@ import os
 import time
 
 from ..errors import CuzkError
+from ..errors import FormatError
 from ..paths import atomic_output
+from ..registry import circuit_file_error
 from ..routing import after_route
 from ..state import JobState
-from .context import Context, fail, internal_error, log, ms_since, ref_path, spooled_witness
+from .context import Context, fail, internal_error, log, ms_since, open_ref, spooled_witness
 
 
 
@@ -35,7 +37,8 @@ def _load_inputs(ctx, part, idx):
                             f"mapping signal names to values, got {type(data).__name__}")
         return data, f"<job input #{idx}>"
     ref = part.get("input_ref")
-    return witness_mod.load_input_json(ref_path(ctx, "input_ref", ref)), ref
+    f = open_ref(ctx, "input_ref", ref)
+    return witness_mod.load_input_json(ref, fileobj=f), ref
 
 
 def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
@@ -68,10 +71,10 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             # lazy: groth16 loads numpy (see _load_inputs)
             from ..groth16.wtns import read_wtns
 
-            ref = ref_path(ctx, "witness_ref", part["witness_ref"])
-            w = read_wtns(ref, zkey=zkey)
+            f = open_ref(ctx, "witness_ref", part["witness_ref"])
+            witness_ref = f.name  # the real path, which prove_start and finalize open again
+            w = read_wtns(part["witness_ref"], zkey=zkey, fileobj=f)
             w.close()
-            witness_ref = ref
         else:
             if not spec.wasm:
                 raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
@@ -81,7 +84,10 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             from ..groth16.wtns import check_witness_curve, wtns_bytes
 
             inputs, where = _load_inputs(ctx, part, idx)
-            calc = get_calculator(spec.wasm)
+            try:
+                calc = get_calculator(spec.wasm)
+            except (FormatError, OSError) as exc:
+                raise circuit_file_error(spec.name, "wasm", spec.wasm, exc) from None
             check_witness_curve(calc.prime, spec.wasm, zkey)
             values = calc.calculate(inputs, where)
             if values.shape[0] != zkey.n_vars:
