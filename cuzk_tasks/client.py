@@ -59,7 +59,9 @@ class Client:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
                                        request_id=request_id, on_done=on_done,
                                        deadline_s=deadline_s)
-        parts = pipeline.normalize_partitions(partitions)
+        # the job size limits, here too: a refused job never travels to a worker
+        parts = pipeline.normalize_partitions(partitions, self.settings.max_partitions_per_job,
+                                              self.settings.max_inline_bytes_per_job)
         kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
                   "request_id": request_id}
         if on_done is not None:

@@ -1,6 +1,7 @@
 -- finalize_end: partition finalizing (or gpu, when its run ended without gpu_end) -> done;
 -- job n_done += 1; the job -> done for exactly one caller ever, in the same step its
--- result is stored (K.result, TTL A(8) s) and its on_done callback pushed.
+-- result is stored (K.result, TTL A(8) s) and its on_done callback pushed; until then its
+-- next held synthesize message, if any, is released (_lib.lua release_held).
 -- Then compare-and-delete on the partition's recorded worker with A(7) (the finished run's
 -- token) or, when A(7) is '', the partition's recorded token -- only if the partition was in
 -- finalizing (in gpu a redelivered run of it may still be in flight on that worker).
@@ -35,5 +36,7 @@ local complete = 0
 if n_done == tonumber(j[3]) then
   finish_job(job, 'done', '', store_result(job, 'done', A(8)))
   complete = 1
+else
+  release_held(job, 1)  -- the job's window moves on by one (JOB_WINDOW)
 end
 return {1, complete, 'ok'}

@@ -1,0 +1,46 @@
+-- reap_jobs: one step of finishing the ended jobs of more than CHUNK partitions, which
+-- finish_job / terminate_partitions only marked (_lib.lua mark_for_reaper): their live
+-- partitions -> the job's reap_state (cancelled) with reap_error, out of routed/unrouted,
+-- and every key given the job retention TTL -- at most CHUNK partitions per step, the
+-- oldest marked job first.  Meanwhile the job's own state (terminal) already stops its
+-- partitions: every transition checks it first.  One event per step ('partitions_ended',
+-- naming the job and the range) instead of one per partition.
+-- KEYS[1] jobs:reaping.  Returns the number of jobs still marked (0: all reaped).
+local budget = CHUNK
+while budget > 0 do
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0)
+  local job = head[1]
+  if not job then break end
+  local jkey = K.job(job)
+  local j = redis.call('HMGET', jkey, 'n_partitions', 'reap_next', 'reap_state', 'reap_error',
+    'reap_except', 'request_id')
+  if not j[1] then
+    redis.call('ZREM', KEYS[1], job)  -- gone (expired): nothing left to do
+  else
+    local n, from = tonumber(j[1]), tonumber(j[2]) or 0
+    local to = math.min(n, from + budget)
+    local ttl = (RETENTION_S and RETENTION_S > 0) and math.floor(RETENTION_S) or nil
+    for i = from, to - 1 do
+      if not blank(j[3]) and tostring(i) ~= tostring(j[5]) then
+        terminate_one(job, i, j[3], j[4], true)
+      end
+      if ttl then redis.call('EXPIRE', K.part(job, i), ttl) end
+    end
+    budget = budget - (to - from)
+    if to > from then
+      emit('partitions_ended', 'job', job, 'from', from, 'to', to, 'state', j[3])
+    end
+    if to >= n then
+      redis.call('HDEL', jkey, 'reap_next', 'reap_state', 'reap_error', 'reap_except')
+      if ttl then
+        redis.call('EXPIRE', jkey, ttl)
+        if not blank(j[6]) then redis.call('EXPIRE', K.request(j[6]), ttl) end
+        redis.call('ZREMRANGEBYSCORE', K.jobs_recent(), '-inf', '(' .. tostring(NOW - RETENTION_S))
+      end
+      redis.call('ZREM', KEYS[1], job)
+    else
+      redis.call('HSET', jkey, 'reap_next', to)
+    end
+  end
+end
+return redis.call('ZCARD', KEYS[1])
