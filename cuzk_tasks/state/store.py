@@ -32,7 +32,7 @@ from .. import defaults, redis_url
 from ..errors import StateError
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
-from .enums import WorkerRole
+from .enums import JobState, WorkerRole
 from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
 
 SCRIPTS = (
@@ -689,24 +689,51 @@ class StateStore:
         return {"job_id": job_id, "circuit": job.get("circuit"), "kind": job.get("kind"),
                 "state": job.get("state"), "proofs": proofs}
 
-    def job_status(self, job_id) -> dict | None:
-        """A job and its partitions' states, without inputs and proofs, JSON-able:
-        the job hash (``on_done`` decoded) plus ``"partitions"`` (reads.PARTITION_FIELDS each);
-        None for an unknown job.  The partitions are read in one transaction with the job."""
+    def job_status(self, job_id, offset: int = 0, limit: int | None = None,
+                   fields=reads.PARTITION_FIELDS) -> dict | None:
+        """A job and one page of its partitions' states, without inputs and proofs, JSON-able:
+        the job hash (``on_done`` decoded) plus ``"partitions"`` (``fields`` of the partitions
+        ``offset`` .. ``offset + limit - 1``; ``limit`` None = ``defaults.JOB_STATUS_PAGE``),
+        ``"page"`` ``{"offset", "limit", "count"}`` and ``"counts"`` (partitions by state, all
+        of them); None for an unknown job or one still being created.  The page is read in
+        one transaction with the job; the counts of a job bigger than the page in steps of
+        :attr:`chunk` partitions after it (so Redis is never held long at any size)."""
+        offset = _check_int("offset", offset)
+        limit = defaults.JOB_STATUS_PAGE if limit is None else _check_int("limit", limit)
+        fields = list(fields)
+        if "state" not in fields:
+            fields.append("state")
         n = self.redis.hget(self.keys.job(job_id), "n_partitions")
         if n is None:
             return None
+        n = int(n or 0)
+        page = range(min(offset, n), min(offset + limit, n))
         pipe = self.redis.pipeline(transaction=True)
         pipe.hgetall(self.keys.job(job_id))
-        for i in range(int(n or 0)):
-            pipe.hmget(self.keys.part(job_id, i), list(reads.PARTITION_FIELDS))
-        fields, *parts = pipe.execute()
-        if not fields:
+        for i in page:
+            pipe.hmget(self.keys.part(job_id, i), fields)
+        got, *parts = pipe.execute()
+        if not got or got.get("state") == JobState.CREATING.value:
             return None
-        job = decode(fields)
+        job = decode(got)
         if job.get("on_done"):
             job["on_done"] = json.loads(job["on_done"])
-        job["partitions"] = [decode(dict(zip(reads.PARTITION_FIELDS, vals))) for vals in parts]
+        job["partitions"] = [decode(dict(zip(fields, vals))) for vals in parts]
+        job["page"] = {"offset": offset, "limit": limit, "count": len(parts)}
+        if len(page) == n:
+            states = [p.get("state") for p in job["partitions"]]
+        else:
+            states = []
+            for first in range(0, n, self.chunk):
+                pipe = self.redis.pipeline(transaction=False)
+                for i in range(first, min(first + self.chunk, n)):
+                    pipe.hget(self.keys.part(job_id, i), "state")
+                states += pipe.execute()
+        counts = {}
+        for state in states:
+            if state:
+                counts[state] = counts.get(state, 0) + 1
+        job["counts"] = counts
         return job
 
     # --- workers ----------------------------------------------------------------------
