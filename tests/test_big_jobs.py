@@ -315,15 +315,40 @@ def test_an_ender_that_died_leaves_the_reaping_to_the_sweeper(store_factory):
     assert store.job_status(job)["counts"] == {"cancelled": 7}
 
 
-def test_a_done_big_job_gets_its_retention_by_the_reaper(store_factory):
+def test_a_done_big_job_gets_its_result_and_retention_by_the_reaper(store_factory):
+    """The last finalize_end of a big job only marks it completing; the reaper steps write
+    the result (the same document as a small job's) and end the job with its on_done
+    (proofs null: they are read from the result)."""
+    import base64
+
     store = store_factory(chunk=3, job_retention_s=3600)
     device(store)
-    job, _, _ = make_job(store, 4, window=4)
-    for i in range(4):
+    spec = {"task": "svc.done", "queue": f"{store.prefix}.cb"}
+    late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"], queue=spec["queue"])
+    job, _, _ = make_job(store, 7, window=7, on_done=(spec, late), deadline_s=600)
+    for i in range(6):
         finish_partition(store, job, i)
-    assert store.get_job(job)["state"] == "done"
-    assert all(0 < store.redis.ttl(store.keys.part(job, i)) <= 3600 for i in range(4))
-    assert len(store.get_result(job)["proofs"]) == 4
+    store.reap_jobs = lambda max_steps=None: 0  # the finalizer dies before reaping
+    end = finish_partition(store, job, 6)
+    assert end.job_complete
+    assert store.get_job(job)["state"] == "running" and store.get_result(job) is None
+    assert store.redis.zscore(store.keys.jobs_deadlines(), job) is None
+    del store.reap_jobs
+    assert type(store).reap_jobs(store, max_steps=2) == 1  # 6 of 7 partitions written
+    assert store.get_job(job)["state"] == "running" and store.get_result(job) is None
+    assert type(store).reap_jobs(store) == 0
+    rec = store.get_job(job)
+    assert rec["state"] == "done" and "completing" not in rec
+    result = store.get_result(job)
+    assert result == store.collect_result(job)  # the same document as a small job's
+    assert [p["idx"] for p in result["proofs"]] == list(range(7))
+    assert result["proofs"][3] == {"idx": 3, "proof": {"pi": 3}, "public": ["3"]}
+    assert 0 < store.redis.ttl(store.keys.result(job)) <= store.result_ttl_s
+    assert all(0 < store.redis.ttl(store.keys.part(job, i)) <= 3600 for i in range(7))
+    (text,) = store.redis.lrange(spec["queue"], 0, -1)
+    _, kwargs, _ = json.loads(base64.b64decode(json.loads(text)["body"]))
+    assert kwargs == {"job_id": job, "state": "done", "proofs": None}
+    assert not store.redis.exists(store.keys.result_building(job))
 
 
 # --- paged status ---------------------------------------------------------------------------
@@ -364,3 +389,125 @@ def test_the_web_job_document_pages(store_factory):
     assert bad.status_code == 400 and "limit" in bad.get_json()["error"]
     page = client.get(f"/jobs/{job}?offset=0&limit=3").get_data(as_text=True)
     assert "showing #0–#2 of 8" in page and "next</a>" in page
+
+
+# --- no long Lua step at 10,000 partitions (real redis-server, SLOWLOG) ----------------------
+
+#: the longest any one command of ours may hold Redis with a 10,000-partition job, in ms:
+#: the issue's 50 ms target with a 2x margin for a loaded test host (measured: see the test's
+#: docstring).  Redis answers BUSY to everyone after 5 s of one script; before these steps
+#: were chunked, creating a 100,000-partition job held it 2-4 s and cancelling it 7 s.
+MAX_COMMAND_MS = 100
+
+
+class Slowlog:
+    """Every command redis-server runs, from SLOWLOG (threshold 0), phase by phase."""
+
+    def __init__(self, redis):
+        self.redis = redis
+        self.old = redis.config_get("slowlog-*")
+        redis.config_set("slowlog-log-slower-than", 0)
+        redis.config_set("slowlog-max-len", 200000)
+        redis.slowlog_reset()
+        self.phases = {}
+
+    def phase(self, name):
+        entries = self.redis.slowlog_get(200000)
+        self.redis.slowlog_reset()
+        ours = [e for e in entries if not str(e["command"]).upper().startswith(("SLOWLOG", "B'SLOWLOG"))]
+        worst = max(ours, key=lambda e: e["duration"])
+        command = worst["command"]
+        command = command.decode() if isinstance(command, bytes) else str(command)
+        self.phases[name] = (worst["duration"] / 1000.0, command[:60], len(entries))
+        return self.phases[name]
+
+    def restore(self):
+        for key, value in self.old.items():
+            self.redis.config_set(key, value)
+
+
+def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
+    """Create, read (a page, the counts, the status read), cancel, expire and complete
+    10,000-partition jobs, and delete a creation cut short, with SLOWLOG recording every
+    command: none may take MAX_COMMAND_MS.  The longest command of each phase is printed
+    (``-s``); measured on 2 cores shared with other test runs: create 14-22 ms (one
+    create_parts step of 500), read 4 ms, cancel 15 ms, deadline 22 ms, complete 14 ms (a
+    reaper step writing 500 proofs into the result), reap_creating 20 ms."""
+    import redis as redis_py
+
+    from cuzk_tasks.state import StateStore
+
+    client = redis_py.Redis.from_url(redis_server_url, decode_responses=True)
+    prefix = "big" + os.urandom(4).hex()
+    store = StateStore(client, prefix=prefix, job_retention_s=3600)
+    n = defaults.MAX_PARTITIONS_PER_JOB
+    inputs = [{"input": json.dumps({"a": str(i), "b": "7" * 80})} for i in range(n)]
+    log = Slowlog(client)
+    try:
+        def create(job_id, **kw):
+            messages = synth_messages(job_id, n, queue=f"{prefix}.q")
+            got, created = store.create_job(job_id, "c", "k", 5, f"req-{job_id}", inputs,
+                                            messages=messages, window=defaults.JOB_WINDOW, **kw)
+            assert created
+            return got
+
+        create("a")
+        log.phase("create")
+        st = store.job_status("a")
+        assert st["counts"] == {"pending": n} and len(st["partitions"]) == defaults.JOB_STATUS_PAGE
+        store.snapshot()
+        log.phase("read")
+        assert store.cancel_job("a")
+        assert store.job_status("a", limit=1)["counts"] == {"cancelled": n}
+        log.phase("cancel")
+
+        create("b", deadline_s=0.5)
+        time.sleep(0.6)
+        client.slowlog_reset()
+        assert store.expire_deadlines() == ["b"]
+        log.phase("deadline")
+
+        # a job completing: every partition finalizing (set up directly), then finalize_end
+        # each -- the last stores the result of 10,000 proofs
+        create("c")
+        client.hset(store.keys.job("c"), "state", "running")
+        for first in range(0, n, 500):
+            pipe = client.pipeline(transaction=False)
+            for i in range(first, min(first + 500, n)):
+                pipe.hset(store.keys.part("c", i), mapping={"state": "finalizing"})
+            pipe.execute()
+        client.slowlog_reset()
+        proof = {"pi_a": ["1" * 77] * 3, "pi_b": [["2" * 77] * 2] * 3, "pi_c": ["3" * 77] * 3,
+                 "protocol": "groth16", "curve": "bn128"}
+        for i in range(n):
+            end = store.finalize_end("c", i, 0, 1.0, proof, ["5" * 77])
+            assert end.ok, end
+        assert end.job_complete
+        log.phase("complete")
+        assert len(store.get_result("c")["proofs"]) == n
+
+        # a creation cut short, deleted by the sweeper's step
+        real_run = store._run
+
+        def dies_before_commit(name, keys, args):
+            if name == "create_commit":
+                raise KeyboardInterrupt("killed")
+            return real_run(name, keys, args)
+
+        store._run = dies_before_commit
+        with pytest.raises(KeyboardInterrupt):
+            create("d")
+        store._run = real_run
+        client.slowlog_reset()
+        assert store.reap_creating(stale_s=0) == 0
+        log.phase("reap_creating")
+    finally:
+        log.restore()
+        for key in client.scan_iter(match=f"{prefix}*", count=5000):
+            client.unlink(key)
+        client.close()
+    report = ", ".join(f"{name} {ms:.1f} ms ({cmd}; {count} commands)"
+                       for name, (ms, cmd, count) in log.phases.items())
+    print("longest command per phase:", report)
+    worst = max(ms for ms, _, _ in log.phases.values())
+    assert worst < MAX_COMMAND_MS, report

@@ -49,7 +49,8 @@ class Keys:
         deadline_at; release_list and n_released (the broker list its held synthesize
         messages go to, and how many of them were released: ``held``); while a big job is
         created: n_written (state ``creating``), discard; while it is reaped: reap_next,
-        reap_state, reap_error, reap_except (``jobs_reaping``)."""
+        reap_state, reap_error, reap_except, and while its result is written: completing,
+        result_next, result_ttl (``jobs_reaping``)."""
         return f"{self.prefix}:job:{job_id}"
 
     def part(self, job_id: str, idx: int) -> str:
@@ -95,6 +96,11 @@ class Keys:
     def result(self, job_id: str) -> str:
         """string: a finished job's JSON result, with a TTL."""
         return f"{self.prefix}:result:{job_id}"
+
+    def result_building(self, job_id: str) -> str:
+        """string: the result of a job of more than ``STATE_CHUNK`` partitions while the reaper
+        writes it (``reap_jobs.lua``), renamed to :meth:`result` in the step that ends the job."""
+        return f"{self.prefix}:result_building:{job_id}"
 
     def workers(self) -> str:
         """set: ids of every worker ever registered."""

@@ -43,6 +43,7 @@ function K.histograms() return P .. ':histograms' end
 function K.held(j) return P .. ':held:' .. j end
 function K.jobs_creating() return P .. ':jobs:creating' end
 function K.jobs_reaping() return P .. ':jobs:reaping' end
+function K.result_building(j) return P .. ':result_building:' .. j end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -167,6 +168,10 @@ local function send_on_done(job, state, err, proofs)
   local kwargs = '{"job_id": ' .. cjson.encode(job) .. ', "state": ' .. cjson.encode(state)
   if proofs then
     kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
+  elseif state == 'done' then
+    -- a job of more than CHUNK partitions: its proofs are read from its result (cuzk.result),
+    -- not carried (base64 of megabytes in one Lua step would hold Redis for seconds)
+    kwargs = kwargs .. ', "proofs": null}'
   else
     kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'
   end
