@@ -275,6 +275,13 @@ many of each job; the job's own counters (n_partitions, n_done, n_failed) cover 
 ``/api/jobs/<id>`` pages through all of them.  Bounds the one status script and its document
 at any job size."""
 
+ON_DONE_PROOFS_MAX_BYTES = 64 << 10
+"""The most bytes of proofs (the result's ``proofs`` list as JSON) a done job's on_done
+callback carries in its kwargs; a job with more gets ``"proofs": null`` and its callback
+reads them with ``cuzk.result``.  The callback's body is base64-encoded in the Lua step that
+ends the job, at about 1-2 MB/s, while Redis runs nothing else: 64 KiB (about 60 BN254
+proofs) keeps that step near 50 ms.  Not an environment setting."""
+
 CREATING_STALE_S = 600.0
 """A job whose chunked creation (over ``STATE_CHUNK`` partitions) started this many seconds ago
 and never finished -- its submitter died -- is deleted by the sweeper, in chunks.  Such a job

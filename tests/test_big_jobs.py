@@ -351,6 +351,38 @@ def test_a_done_big_job_gets_its_result_and_retention_by_the_reaper(store_factor
     assert not store.redis.exists(store.keys.result_building(job))
 
 
+def test_the_on_done_callback_carries_proofs_only_up_to_a_size(store_factory, monkeypatch):
+    import base64
+
+    store = store_factory()
+    device(store)
+    spec = {"task": "svc.done", "queue": f"{store.prefix}.cb"}
+    for n, limit, carried in ((2, 1000, True), (2, 40, False)):
+        monkeypatch.setattr(defaults, "ON_DONE_PROOFS_MAX_BYTES", limit)
+        late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"],
+                                             queue=spec["queue"])
+        job, _, _ = make_job(store, n, job_id=f"j{limit}", window=n, on_done=(spec, late))
+        for i in range(n):
+            finish_partition(store, job, i)
+        text = store.redis.rpop(spec["queue"])
+        _, kwargs, _ = json.loads(base64.b64decode(json.loads(text)["body"]))
+        proofs = store.get_result(job)["proofs"]
+        assert kwargs["proofs"] == (proofs if carried else None), (limit, kwargs)
+
+
+def test_stage_partitions_reads_in_steps(store_factory):
+    store = store_factory(chunk=3)
+    for name in ("x", "y"):
+        make_job(store, 5, job_id=name, window=5)
+    calls = []
+    real_run = store._run
+    store._run = lambda name, keys, args: calls.append(name) or real_run(name, keys, args)
+    rows = store.stage_partitions()
+    assert [(j, i) for j, i, *_ in rows] == [(j, i) for j in "xy" for i in range(5)]
+    assert calls == ["stage_partitions"] * 4
+    assert len(store.stage_partitions(limit=4)) == 4
+
+
 # --- paged status ---------------------------------------------------------------------------
 
 def test_job_status_pages_partitions_and_counts_all_of_them(store_factory):
@@ -432,7 +464,8 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
     command: none may take MAX_COMMAND_MS.  The longest command of each phase is printed
     (``-s``); measured on 2 cores shared with other test runs: create 14-22 ms (one
     create_parts step of 500), read 4 ms, cancel 15 ms, deadline 22 ms, complete 14 ms (a
-    reaper step writing 500 proofs into the result), reap_creating 20 ms."""
+    reaper step writing 500 proofs into the result), on_done 15 ms, stage_partitions 11 ms,
+    reap_creating 14 ms."""
     import redis as redis_py
 
     from cuzk_tasks.state import StateStore
@@ -485,6 +518,33 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
         assert end.job_complete
         log.phase("complete")
         assert len(store.get_result("c")["proofs"]) == n
+
+        # a job of one chunk with an on_done callback: its last finalize_end stores the
+        # result and sends the callback in one step (the proofs left out: over 64 KiB)
+        spec = {"task": "svc.done", "queue": f"{prefix}.cb"}
+        late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"],
+                                             queue=spec["queue"])
+        store.create_job("f", "c", "k", 5, None, inputs[:500], on_done=(spec, late))
+        client.hset(store.keys.job("f"), "state", "running")
+        for i in range(500):
+            client.hset(store.keys.part("f", i), "state", "finalizing")
+        client.slowlog_reset()
+        for i in range(500):
+            end = store.finalize_end("f", i, 0, 1.0, proof, ["5" * 77])
+        assert end.job_complete and client.llen(spec["queue"]) == 1
+        log.phase("on_done")
+
+        # the sweeper's stage check over a running 10,000-partition job
+        client.hset(store.keys.job("e"), mapping={"state": "running", "n_partitions": n})
+        client.zadd(store.keys.jobs_active(), {"e": 1})
+        for first in range(0, n, 500):
+            pipe = client.pipeline(transaction=False)
+            for i in range(first, min(first + 500, n)):
+                pipe.hset(store.keys.part("e", i), mapping={"state": "gpu", "attempt": 0})
+            pipe.execute()
+        client.slowlog_reset()
+        assert len(store.stage_partitions()) == n
+        log.phase("stage_partitions")
 
         # a creation cut short, deleted by the sweeper's step
         real_run = store._run

@@ -130,8 +130,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
 
     ``on_done={"task": NAME, "queue": QUEUE}``: when the job ends, the task NAME is sent once
-    to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` (null for a job of more than
-    ``STATE_CHUNK`` partitions: read them with cuzk.result) or ``error`` (pushed by the
+    to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` (null beyond
+    ``ON_DONE_PROOFS_MAX_BYTES``: read them with cuzk.result) or ``error`` (pushed by the
     transition that ends the job, so it needs the broker to be the state store's Redis).
     ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
     (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""

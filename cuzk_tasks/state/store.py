@@ -475,11 +475,17 @@ class StateStore:
         return [decode_value(f, v) for f, v in zip(fields, values)]
 
     def list_partitions(self, job_id) -> list[dict]:
+        """Every partition hash of the job, decoded (inputs and proofs too): read
+        :attr:`chunk` at a time, each chunk one transaction, so a big job never holds Redis
+        long (its partitions may move between chunks; a finished job's do not)."""
         n = int(self.redis.hget(self.keys.job(job_id), "n_partitions") or 0)
-        pipe = self.redis.pipeline(transaction=True)
-        for i in range(n):
-            pipe.hgetall(self.keys.part(job_id, i))
-        return [decode(f) for f in pipe.execute() if f]
+        out = []
+        for first in range(0, n, self.chunk):
+            pipe = self.redis.pipeline(transaction=True)
+            for i in range(first, min(first + self.chunk, n)):
+                pipe.hgetall(self.keys.part(job_id, i))
+            out += [decode(f) for f in pipe.execute() if f]
+        return out
 
     def cancel_job(self, job_id, reason: str = "cancelled by user") -> bool:
         """A pending/running job -> cancelled with its live partitions; workers untouched."""
@@ -610,7 +616,8 @@ class StateStore:
             public_json = json.dumps(public_json)
         ok, complete, reason = self._run(
             "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s])
+            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s,
+             defaults.ON_DONE_PROOFS_MAX_BYTES])
         if complete:
             self.reap_jobs()  # a big job's keys get their retention TTL, in short steps
         return FinalizeEnd(bool(ok), bool(complete), reason)
@@ -643,10 +650,16 @@ class StateStore:
     def stage_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
         """``(job, idx, state, attempt, worker)`` of the partitions of live jobs whose stage is
         due or running: pending, synthesizing, synth_done and routed, gpu, finalizing (at
-        most ``limit``).  The sweeper checks each has a queued message or a live lease."""
-        rows = json.loads(self._run("stage_partitions", [self.keys.jobs_active()], [int(limit)]))
-        return [(job, int(idx), state, int(attempt), worker)
-                for job, idx, state, attempt, worker in as_list(rows)]
+        most ``limit``).  The sweeper checks each has a queued message or a live lease.
+        Read in steps of :attr:`chunk` partitions (not one consistent read)."""
+        out, rank, idx = [], 0, 0
+        while rank >= 0 and len(out) < limit:  # steps of `chunk` partitions (stage_partitions.lua)
+            step = json.loads(self._run("stage_partitions", [self.keys.jobs_active()],
+                                        [int(limit) - len(out), rank, idx]))
+            out += [(job, int(i), state, int(attempt), worker)
+                    for job, i, state, attempt, worker in as_list(step["rows"])]
+            rank, idx = int(step["rank"]), int(step["idx"])
+        return out
 
     def queue_depth(self, list_keys) -> int:
         """Messages waiting in the broker lists ``list_keys`` (one queue's priority steps)."""

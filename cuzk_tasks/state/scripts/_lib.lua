@@ -169,8 +169,9 @@ local function send_on_done(job, state, err, proofs)
   if proofs then
     kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
   elseif state == 'done' then
-    -- a job of more than CHUNK partitions: its proofs are read from its result (cuzk.result),
-    -- not carried (base64 of megabytes in one Lua step would hold Redis for seconds)
+    -- proofs over ON_DONE_PROOFS_MAX_BYTES (finalize_end), or a job of more than CHUNK
+    -- partitions (the reaper): read from its result (cuzk.result), not carried -- base64 of
+    -- megabytes in one Lua step would hold Redis for seconds
     kwargs = kwargs .. ', "proofs": null}'
   else
     kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'

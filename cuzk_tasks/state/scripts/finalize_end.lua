@@ -9,7 +9,7 @@
 -- finalizing (in gpu a redelivered run of it may still be in flight on that worker).
 -- KEYS[1] job hash, KEYS[2] partition hash.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) finalize_ms, A(5) proof JSON, A(6) public JSON, A(7) token,
--- A(8) result TTL (s).
+-- A(8) result TTL (s), A(9) the most bytes of proofs the on_done callback carries.
 -- Returns {ok 0|1, job_complete 0|1, reason}.
 local job, idx, attempt = A(1), A(2), A(3)
 local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
@@ -43,7 +43,11 @@ if n_done == tonumber(j[3]) and n_done > CHUNK then
   redis.call('ZADD', K.jobs_reaping(), 'NX', NOW_S, job)
   complete = 1
 elseif n_done == tonumber(j[3]) then
-  finish_job(job, 'done', '', store_result(job, 'done', A(8)))
+  local proofs = store_result(job, 'done', A(8))
+  -- the on_done callback carries them only up to A(9) bytes: its base64, in Lua, holds Redis
+  -- about 1 ms per 1-2 KB (beyond, "proofs": null; they are read from the result)
+  if #proofs > tonumber(A(9)) then proofs = nil end
+  finish_job(job, 'done', '', proofs)
   complete = 1
 else
   release_held(job, 1)  -- the job's window moves on by one (JOB_WINDOW)
