@@ -383,6 +383,17 @@ def test_stage_partitions_reads_in_steps(store_factory):
     assert len(store.stage_partitions(limit=4)) == 4
 
 
+def test_a_done_big_job_without_retention_leaves_the_reaper_at_once(store_factory):
+    store = store_factory(chunk=3, job_retention_s=0)
+    device(store)
+    job, _, _ = make_job(store, 7, window=7)
+    for i in range(7):
+        finish_partition(store, job, i)
+    assert store.get_job(job)["state"] == "done" and len(store.get_result(job)["proofs"]) == 7
+    assert not store.redis.zcard(store.keys.jobs_reaping())
+    assert store.redis.ttl(store.keys.part(job, 0)) == -1
+
+
 # --- paged status ---------------------------------------------------------------------------
 
 def test_job_status_pages_partitions_and_counts_all_of_them(store_factory):

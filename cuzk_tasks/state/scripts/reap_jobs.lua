@@ -55,6 +55,10 @@ while budget > 0 do
         finish_job(job, 'done', '', nil)  -- marks it again, for the pass below
       end
     end
+  elseif blank(j[3]) and not (RETENTION_S and RETENTION_S > 0) then
+    -- nothing to end and no retention to set (a done job, job_retention_s 0)
+    redis.call('HDEL', jkey, 'reap_next')
+    redis.call('ZREM', KEYS[1], job)
   else
     local n, from = tonumber(j[1]), tonumber(j[2]) or 0
     local to = math.min(n, from + budget)
