@@ -59,7 +59,9 @@ class Client:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
                                        request_id=request_id, on_done=on_done,
                                        deadline_s=deadline_s)
-        parts = pipeline.normalize_partitions(partitions)
+        # the job size limits, here too: a refused job never travels to a worker
+        parts = pipeline.normalize_partitions(partitions, self.settings.max_partitions_per_job,
+                                              self.settings.max_inline_bytes_per_job)
         kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
                   "request_id": request_id}
         if on_done is not None:
@@ -93,11 +95,14 @@ class Client:
             "the circuit registry (Client() with $CUZK_CONFIG, or "
             "Client(settings=load_settings('cuzk.toml')))")
 
-    def status(self, job_id) -> dict:
-        job = self.store.get_job(job_id)
+    def status(self, job_id, offset=0, limit=None) -> dict:
+        """The job and one page of its partitions' states (no inputs or proofs): partitions
+        ``offset`` .. ``offset + limit - 1`` (``limit`` None: ``JOB_STATUS_PAGE``), with
+        ``page`` and ``counts`` (by state, all partitions); ``StateStore.job_status``."""
+        job = self.store.job_status(job_id, offset=offset, limit=limit)
         if job is None:
             raise CuzkError(f"no such job {job_id!r}")
-        return {**job, "partitions": self.store.list_partitions(job_id)}
+        return job
 
     def result(self, job_id):
         """The stored result, or None while the job runs (or after the result TTL)."""

@@ -80,6 +80,9 @@ class Settings:
     #: directories (besides spool_dir) that submitted input_ref / witness_ref paths may name
     allowed_input_roots: tuple = defaults.ALLOWED_INPUT_ROOTS
     max_inline_input_bytes: int = defaults.MAX_INLINE_INPUT_BYTES
+    max_partitions_per_job: int = defaults.MAX_PARTITIONS_PER_JOB
+    max_inline_bytes_per_job: int = defaults.MAX_INLINE_BYTES_PER_JOB
+    job_window: int = defaults.JOB_WINDOW
     zkey_budget_mb: float = defaults.ZKEY_BUDGET_MB
     cpu_concurrency: int | None = defaults.CPU_CONCURRENCY
     max_memory_per_child_mb: float = defaults.MAX_MEMORY_PER_CHILD_MB
@@ -153,6 +156,7 @@ class Settings:
 
         for name in ("soft_time_limit_s", "time_limit_s", "visibility_timeout_s",
                      "heartbeat_interval_s", "heartbeat_ttl_s", "max_inline_input_bytes",
+                     "max_partitions_per_job", "max_inline_bytes_per_job", "job_window",
                      "zkey_budget_mb", "max_deliveries", "result_ttl_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
@@ -234,6 +238,9 @@ _FIELDS = [
     ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
     ("allowed_input_roots", "CUZK_ALLOWED_INPUT_ROOTS", "allowed_input_roots", tuple),
     ("max_inline_input_bytes", "CUZK_MAX_INLINE_INPUT_BYTES", "max_inline_input_bytes", int),
+    ("max_partitions_per_job", "CUZK_MAX_PARTITIONS_PER_JOB", "max_partitions_per_job", int),
+    ("max_inline_bytes_per_job", "CUZK_MAX_INLINE_BYTES_PER_JOB", "max_inline_bytes_per_job", int),
+    ("job_window", "CUZK_JOB_WINDOW", "job_window", int),
     ("zkey_budget_mb", "CUZK_ZKEY_BUDGET_MB", "zkey_budget_mb", float),
     ("cpu_concurrency", "CUZK_CPU_CONCURRENCY", "cpu_concurrency", int),
     ("max_memory_per_child_mb", "CUZK_MAX_MEMORY_PER_CHILD_MB", "max_memory_per_child_mb", float),

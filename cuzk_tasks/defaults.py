@@ -192,6 +192,31 @@ MAX_INLINE_INPUT_BYTES = 1 << 20
 """Largest input.json passed by value, bytes (env ``CUZK_MAX_INLINE_INPUT_BYTES``); larger ones
 fail the job (pass an input_ref path instead)."""
 
+MAX_PARTITIONS_PER_JOB = 10000
+"""Most partitions one job may have (env ``CUZK_MAX_PARTITIONS_PER_JOB``, toml
+``max_partitions_per_job``); a submit with more is refused before anything is written, with an
+error naming ``partitions``.  Split bigger work into several jobs.  10,000 keeps a job's
+creation, end and status reads a few dozen bounded state-store steps (``STATE_CHUNK``)."""
+
+MAX_INLINE_BYTES_PER_JOB = 16 << 20
+"""Most bytes of input.json passed by value in one job, all partitions together (env
+``CUZK_MAX_INLINE_BYTES_PER_JOB``, toml ``max_inline_bytes_per_job``); a submit over it is
+refused before anything is written, with an error naming ``partitions``.  16 MiB: the inline
+inputs stay in Redis until each partition is synthesized, and a by-name submit carries them
+in one Celery message (base64, 4/3 larger) that a CPU worker parses whole, so this bounds both
+per job (about 16 partitions at ``MAX_INLINE_INPUT_BYTES``, or 10,000 of 1.6 KB); pass bigger
+inputs by reference (input_ref)."""
+
+JOB_WINDOW = 32
+"""Partitions of one job released to the queues at a time (env ``CUZK_JOB_WINDOW``, toml
+``job_window``): a job's first ``JOB_WINDOW`` synthesize messages are queued when it is created,
+the rest are held in the state store and released one per finished partition.  So a big job
+never has more than this many partitions queued or in flight, and a job submitted after it at
+the same priority waits behind at most that many (fair order).  Keep it above the devices'
+total pipeline depth (about 2-3 per device) so a lone big job still keeps every device busy.
+Only where the broker is the state store's Redis (otherwise every message is queued at
+submit)."""
+
 ZKEY_BUDGET_MB = 32768
 """Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least
 recently used zkeys are dropped beyond it."""
@@ -237,6 +262,37 @@ COMPLETIONS_KEPT_S = 3600
 
 THROUGHPUT_WINDOWS_S = (60, 300, 900)
 """Throughput windows reported by ``snapshot()``, in seconds."""
+
+STATE_CHUNK = 500
+"""Partitions one Lua step of the state store handles at most, for steps whose work grows
+with a job's size: creating a job (its partitions are written in steps of this many, the job
+made visible at the end), ending one (its live partitions cancelled and its keys given their
+retention TTL afterwards, the reaper) and reading one (``StateStore.job_status`` pages).  Redis
+runs nothing else while a script runs: at 500 a step takes a few milliseconds.  Not an
+environment setting."""
+
+JOB_STATUS_PAGE = 1000
+"""Partitions ``StateStore.job_status`` (``cuzk.status``, ``Client.status``,
+``/api/jobs/<id>``) returns per page unless asked otherwise (``offset``/``limit``); a job's
+counts by state always cover all of them."""
+
+STATUS_PARTITIONS_PER_JOB = 200
+"""Partitions per job the status read (``snapshot``, ``/api/status``) carries: the first this
+many of each job; the job's own counters (n_partitions, n_done, n_failed) cover the rest and
+``/api/jobs/<id>`` pages through all of them.  Bounds the one status script and its document
+at any job size."""
+
+ON_DONE_PROOFS_MAX_BYTES = 64 << 10
+"""The most bytes of proofs (the result's ``proofs`` list as JSON) a done job's on_done
+callback carries in its kwargs; a job with more gets ``"proofs": null`` and its callback
+reads them with ``cuzk.result``.  The callback's body is base64-encoded in the Lua step that
+ends the job, at about 1-2 MB/s, while Redis runs nothing else: 64 KiB (about 60 BN254
+proofs) keeps that step near 50 ms.  Not an environment setting."""
+
+CREATING_STALE_S = 600.0
+"""A job whose chunked creation (over ``STATE_CHUNK`` partitions) started this many seconds ago
+and never finished -- its submitter died -- is deleted by the sweeper, in chunks.  Such a job
+is invisible meanwhile (no request id maps to it, no index lists it)."""
 
 # --- web status page (webapp/, ``cuzk-tasks web``) ---------------------------
 # Environment only.  Redis URL and prefix are the service's (CUZK_STATE_URL / CUZK_REDIS_URL,

@@ -76,6 +76,10 @@ class Sweeper(PeriodicThread):
         expired = store.expire_deadlines()
         for job_id in expired:
             log.warning("job %s failed: its deadline passed", job_id)
+        # big jobs: the ends whose caller died before reaping them, and creations cut short
+        # (each in short steps: Redis is never held long)
+        store.reap_jobs()
+        store.reap_creating()
         # one read of every worker per sweep (an O(workers) script): each step below uses it
         workers = store.all_workers()
         for dead in store.dead_workers_with_routed(workers):

@@ -5,7 +5,7 @@ Names are stable (services without this package call them by name):
 * ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id,
                         on_done ({"task", "queue"}: sent once when the job ends), deadline_s
                         (seconds from submit; default the circuit's) -> job id
-* ``cuzk.status``       (cpu queue) kwargs job_id -> the job and its partitions' states (JSON)
+* ``cuzk.status``       (cpu queue) kwargs job_id, offset, limit -> the job and a page of its partitions' states (JSON)
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job
                         read; attempt: 0, or the attempt a recovery queued it for]
@@ -36,8 +36,8 @@ def submit(self, circuit, partitions, priority=None, request_id=None, on_done=No
 
 
 @shared_task(name=TASK_STATUS, bind=True, ignore_result=False)
-def status(self, job_id):
-    return pipeline.job_status(pipeline.context(self.app), job_id)
+def status(self, job_id, offset=0, limit=None):
+    return pipeline.job_status(pipeline.context(self.app), job_id, offset=offset, limit=limit)
 
 
 @shared_task(name=TASK_RESULT, bind=True, ignore_result=False)

@@ -130,14 +130,16 @@ def test_lua_key_functions_match_keys_py(store):
 return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request('R'),
         K.result('J'), K.workers(), K.worker('W'), K.hb('W'), K.routed('W'), K.unrouted(),
         K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4),
-        K.histograms()}
+        K.histograms(), K.held('J'), K.jobs_creating(), K.jobs_reaping(),
+        K.result_building('J')}
 """
     got = store.redis.eval(body, 0, *store.common_args)
     assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
                    keys.request("R"), keys.result("J"), keys.workers(), keys.worker("W"),
                    keys.hb("W"), keys.routed("W"), keys.unrouted(), keys.counters(),
                    keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4),
-                   keys.phase_histograms()]
+                   keys.phase_histograms(), keys.held("J"), keys.jobs_creating(),
+                   keys.jobs_reaping(), keys.result_building("J")]
 
 
 def test_phase_histogram_buckets_are_one_list_in_lua_and_python(store):

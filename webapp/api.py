@@ -8,6 +8,7 @@ import time
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
+from cuzk_tasks.defaults import JOB_STATUS_PAGE
 from cuzk_tasks.state.reads import JOB_PARTITION_FIELDS
 
 from .outage import redis_errors
@@ -21,20 +22,42 @@ JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "request_id
               "deadline_s", "deadline_at")
 
 
-def job_document(job_id) -> dict | None:
-    """The /api/jobs/<id> document (also what /jobs/<id> renders), None for an unknown job."""
+def page_args() -> tuple[int, int | None]:
+    """``?offset=`` and ``?limit=`` of a job request (a page of its partitions; limit at most
+    ``JOB_STATUS_PAGE``), or ValueError naming the bad one."""
+    values = []
+    for name, default in (("offset", 0), ("limit", None)):
+        text = request.args.get(name)
+        if text is None:
+            values.append(default)
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0 or (name == "limit" and not 0 < value <= JOB_STATUS_PAGE):
+            raise ValueError(f"{name}: expected an integer >= 0"
+                             + (f" (limit 1..{JOB_STATUS_PAGE})" if name == "limit" else ""))
+        values.append(value)
+    return values[0], values[1]
+
+
+def job_document(job_id, offset=0, limit=None) -> dict | None:
+    """The /api/jobs/<id> document (also what /jobs/<id> renders): the job, one page of its
+    partitions (``offset``, ``limit``: ``StateStore.job_status``), the page and the counts
+    by state; None for an unknown job."""
     store = get_store()
-    job = store.get_job(job_id)
-    if job is None:
+    status = store.job_status(job_id, offset=offset, limit=limit, fields=JOB_PARTITION_FIELDS)
+    if status is None:
         return None
     parts = []
-    for p in store.list_partitions(job_id):
+    for p in status["partitions"]:
         d = {k: p.get(k) for k in JOB_PARTITION_FIELDS}
-        d["has_proof"] = bool(p.get("proof"))
+        d["has_proof"] = p.get("state") == "done"  # finalize_end stores the proof with it
         parts.append(d)
-    done = job.get("state") == "done"
-    return {"version": SCHEMA_VERSION, "job": {k: job.get(k) for k in JOB_FIELDS},
-            "partitions": parts,
+    done = status.get("state") == "done"
+    return {"version": SCHEMA_VERSION, "job": {k: status.get(k) for k in JOB_FIELDS},
+            "partitions": parts, "page": status["page"], "counts": status["counts"],
             "result_url": url_for("api.job_result", job_id=job_id) if done else None}
 
 
@@ -84,7 +107,11 @@ def events():
 
 @bp.get("/api/jobs/<job_id>")
 def job(job_id):
-    doc = job_document(job_id)
+    try:
+        offset, limit = page_args()
+    except ValueError as exc:
+        return jsonify({"error": str(exc), "job": job_id}), 400
+    doc = job_document(job_id, offset, limit)
     if doc is None:
         return jsonify({"error": "no such job", "job": job_id}), 404
     return jsonify(doc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, render_template
 
-from .api import job_document
+from .api import job_document, page_args
 from .services import get_services
 
 bp = Blueprint("pages", __name__)
@@ -23,7 +23,11 @@ def index():
 
 @bp.get("/jobs/<job_id>")
 def job(job_id):
-    doc = job_document(job_id)
+    try:
+        offset, limit = page_args()
+    except ValueError:
+        abort(400)
+    doc = job_document(job_id, offset, limit)
     if doc is None:
         abort(404)
     return render_template("job.html", d=doc)

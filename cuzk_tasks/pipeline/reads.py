@@ -6,10 +6,12 @@ from .context import Context
 
 
 
-def job_status(ctx: Context, job_id) -> dict:
-    """The job and its partitions' states (no inputs or proofs); for an unknown job
-    ``{"job_id", "state": "unknown", "error"}``."""
-    status = ctx.store.job_status(job_id)
+def job_status(ctx: Context, job_id, offset=0, limit=None) -> dict:
+    """The job and one page of its partitions' states (no inputs or proofs; ``offset``,
+    ``limit`` as ``StateStore.job_status``: a page of ``JOB_STATUS_PAGE`` by default, plus
+    ``page`` and ``counts`` by state); for an unknown job ``{"job_id", "state": "unknown",
+    "error"}``."""
+    status = ctx.store.job_status(job_id, offset=offset, limit=limit)
     if status is None:
         return {"job_id": job_id, "state": "unknown", "error": f"no such job {job_id!r}"}
     return {"job_id": job_id, **status}

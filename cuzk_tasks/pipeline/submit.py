@@ -12,15 +12,39 @@ from .context import Context, fail, log, ref_path
 
 
 
-def normalize_partitions(partitions):
+# --- job size limits (issue 24): refused before anything is written ---------------------
+
+def check_partition_count(partitions, max_partitions):
+    """CuzkError naming ``partitions`` when there are more than ``max_partitions`` (the
+    ``max_partitions_per_job`` setting): checked first, before any partition is looked at."""
+    if isinstance(partitions, (list, tuple)) and len(partitions) > max_partitions:
+        raise CuzkError(f"partitions: {len(partitions)} partitions, over the limit of "
+                        f"{max_partitions} per job (max_partitions_per_job); split the work "
+                        "into several jobs")
+
+
+def _inline_total_error(total, max_bytes, idx):
+    return CuzkError(f"partitions: the inputs given by value reach {total} bytes at partition "
+                     f"{idx}, over the limit of {max_bytes} bytes per job "
+                     "(max_inline_bytes_per_job); pass them by reference (input_ref) or split "
+                     "the job")
+
+
+def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None):
     """Accept ``[{"input": dict|str} | {"input_ref": path} | {"witness_ref": path}, ...]``.
 
     A bare dict (an input object) or a string path ending in .wtns / .json is
     also accepted per partition.  Inputs by value are stored as JSON text; paths as
     given (:func:`submit_job` and every worker check them with :func:`ref_path`).
+    ``max_partitions`` / ``max_inline_bytes`` (None = no limit): the job's partition count
+    and the inline inputs' total UTF-8 size, refused (CuzkError naming ``partitions``) as
+    soon as they are exceeded -- the count before anything else.
     """
     if isinstance(partitions, (dict, str)) or partitions is None:
         raise CuzkError("partitions must be a non-empty list")
+    if max_partitions is not None:
+        check_partition_count(partitions, max_partitions)
+    inline_total = 0
     out = []
     for i, p in enumerate(partitions):
         if isinstance(p, str):
@@ -40,6 +64,14 @@ def normalize_partitions(partitions):
         if "input" in given:
             value = p["input"]
             entry["input"] = value if isinstance(value, str) else json.dumps(value)
+            if max_inline_bytes is not None:
+                # len() of the text first: its UTF-8 size is at least that (cheap early out)
+                inline_total += len(entry["input"])
+                if inline_total > max_inline_bytes:
+                    raise _inline_total_error(inline_total, max_inline_bytes, i)
+                inline_total += len(entry["input"].encode("utf-8")) - len(entry["input"])
+                if inline_total > max_inline_bytes:
+                    raise _inline_total_error(inline_total, max_inline_bytes, i)
         else:
             try:
                 entry[given[0]] = os.fspath(p[given[0]])
@@ -98,7 +130,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
 
     ``on_done={"task": NAME, "queue": QUEUE}``: when the job ends, the task NAME is sent once
-    to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` or ``error`` (pushed by the
+    to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` (null beyond
+    ``ON_DONE_PROOFS_MAX_BYTES``: read them with cuzk.result) or ``error`` (pushed by the
     transition that ends the job, so it needs the broker to be the state store's Redis).
     ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
     (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""
@@ -108,7 +141,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         raise CuzkError("on_done needs the broker and the state store in the same Redis database "
                         "(the step that ends a job pushes the callback): broker_url is "
                         "not state_url")
-    parts = normalize_partitions(partitions)
+    parts = normalize_partitions(partitions, ctx.settings.max_partitions_per_job,
+                                 ctx.settings.max_inline_bytes_per_job)
     spec = ctx.settings.circuits.get(circuit)
     if priority is None:
         priority = spec.priority if spec else ctx.settings.default_priority
@@ -131,9 +165,13 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         messages = [ctx.messages.synthesize(job_id, i, circuit, priority)
                     for i in range(len(parts))]
     late = (on_done, ctx.messages.on_done(job_id, on_done)) if on_done else None
+    # job_window: the store queues that many synthesize messages now and holds the rest,
+    # released one per finished partition, so a big job does not starve the jobs after it
+    # (with the broker elsewhere every message is published below: no window)
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
                                            messages=ctx.outbox(messages) or (), on_done=late,
-                                           deadline_s=deadline_s)
+                                           deadline_s=deadline_s,
+                                           window=ctx.settings.job_window)
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id

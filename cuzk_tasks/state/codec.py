@@ -15,7 +15,8 @@ from .enums import WorkerState
 
 INT_FIELDS = frozenset({"n_partitions", "n_done", "n_failed", "priority", "idx", "attempt",
                         "deliveries", "redispatches", "lost_messages", "partition", "hb_ttl_ms",
-                        "pid", "device_faults", "verify_faults", "device"})
+                        "pid", "device_faults", "verify_faults", "device", "n_released",
+                        "n_written", "reap_next"})
 FLOAT_FIELDS = frozenset({"since", "last_hb", "deadline_s"})
 JSON_LIST_FIELDS = frozenset({"resident", "holding", "holding_requests"})
 

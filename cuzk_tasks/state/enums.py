@@ -9,6 +9,9 @@ import enum
 
 
 class JobState(str, enum.Enum):
+    CREATING = "creating"
+    """A job of more than ``STATE_CHUNK`` partitions while its partitions are written (in
+    steps): no read API returns it and no index lists it (docs/architecture.md)."""
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"

@@ -46,7 +46,11 @@ class Keys:
         """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
         submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
         {"task", "queue"}) and, once sent, on_done_sent_at; with a deadline: deadline_s,
-        deadline_at."""
+        deadline_at; release_list and n_released (the broker list its held synthesize
+        messages go to, and how many of them were released: ``held``); while a big job is
+        created: n_written (state ``creating``), discard; while it is reaped: reap_next,
+        reap_state, reap_error, reap_except, and while its result is written: completing,
+        result_next, result_ttl (``jobs_reaping``)."""
         return f"{self.prefix}:job:{job_id}"
 
     def part(self, job_id: str, idx: int) -> str:
@@ -69,6 +73,22 @@ class Keys:
         """zset: ids of unfinished jobs with a deadline, scored by it (deadline_at)."""
         return f"{self.prefix}:jobs:deadlines"
 
+    def jobs_creating(self) -> str:
+        """zset: ids of the big jobs being created in steps (state ``creating``), scored by
+        when their creation began (0: discarded); the sweeper deletes stale ones."""
+        return f"{self.prefix}:jobs:creating"
+
+    def jobs_reaping(self) -> str:
+        """zset: ids of the ended big jobs whose partitions the reaper has yet to end and
+        expire (``reap_jobs.lua``), scored by when they ended."""
+        return f"{self.prefix}:jobs:reaping"
+
+    def held(self, job_id: str) -> str:
+        """list: the job's synthesize messages not yet released (``JOB_WINDOW``), in
+        partition order; one is moved onto the job's release_list per finished partition;
+        deleted when the job ends."""
+        return f"{self.prefix}:held:{job_id}"
+
     def request(self, request_id: str) -> str:
         """string: the job id created for a client request id (idempotency)."""
         return f"{self.prefix}:request:{request_id}"
@@ -76,6 +96,11 @@ class Keys:
     def result(self, job_id: str) -> str:
         """string: a finished job's JSON result, with a TTL."""
         return f"{self.prefix}:result:{job_id}"
+
+    def result_building(self, job_id: str) -> str:
+        """string: the result of a job of more than ``STATE_CHUNK`` partitions while the reaper
+        writes it (``reap_jobs.lua``), renamed to :meth:`result` in the step that ends the job."""
+        return f"{self.prefix}:result_building:{job_id}"
 
     def workers(self) -> str:
         """set: ids of every worker ever registered."""

@@ -58,14 +58,16 @@ def phase_histograms(store) -> dict:
 def status_delta(store, cursor: str | None, queues: dict, part_fields, recent_jobs: int = 20,
                  failures: int = 100, windows_s=(60, 300, 900), bucket_s: int = 10,
                  buckets: int = 90, lookback_s: float = 900, lookback_events: int = 20000,
-                 max_delta_events: int = 5000) -> dict:
+                 max_delta_events: int = 5000,
+                 parts_per_job: int = defaults.STATUS_PARTITIONS_PER_JOB) -> dict:
     """The status, incrementally (``scripts/status_delta.lua``, one consistent run).
 
     ``cursor``: the event id the caller's copy of the jobs is current at (None = full read).
     ``queues``: queue name -> Redis list keys whose lengths are summed (a bare string: one).
     Returns ``{"now", "last_id", "full", "workers" (as StateStore.all_workers), "active",
     "recent" (job ids), "jobs" {id: {"fields": dict, "parts": [list of values in
-    part_fields order]}} (all on a full read, else only the jobs changed since cursor),
+    part_fields order]}} (all on a full read, else only the jobs changed since cursor; the
+    first ``parts_per_job`` partitions of each job, so the read stays short at any job size),
     "queues" {name: depth}, "counters" {name: int}, "throughput" [(window_s, n)],
     "failures" [dict], "series" [n per bucket, oldest first], "acts" [[type, at, worker,
     token, job, idx]] (device activity since cursor, or over ``lookback_s`` on a full read)}``.
@@ -74,7 +76,8 @@ def status_delta(store, cursor: str | None, queues: dict, part_fields, recent_jo
     raw = json.loads(store.script("status_delta")(keys=[], args=store.common_args + [
         cursor or "", str(int(max_delta_events)), str(int(recent_jobs)), str(int(failures)),
         json.dumps([int(w) for w in windows_s]), json.dumps(qspec), json.dumps(list(part_fields)),
-        str(int(bucket_s)), str(int(buckets)), str(float(lookback_s)), str(int(lookback_events))]))
+        str(int(bucket_s)), str(int(buckets)), str(float(lookback_s)), str(int(lookback_events)),
+        str(int(parts_per_job))]))
     now = float(raw["now"])
     jobs = {}
     for rec in as_list(raw["jobs"]):
@@ -102,7 +105,7 @@ def snapshot(store, queues: dict | None = None, recent_jobs: int = defaults.SNAP
     """Everything a status panel shows, in one consistent read (a full :func:`status_delta`).
 
     Returns ``{"now", "workers", "jobs" (active, by submit time, each with "partitions",
-    :data:`PARTITION_FIELDS`), "recent_jobs" (finished, newest first), "queues" {name:
+    :data:`PARTITION_FIELDS`, the first ``STATUS_PARTITIONS_PER_JOB``), "recent_jobs" (finished, newest first), "queues" {name:
     depth}, "counters" {name: int}, "throughput" [{"window_s", "completed", "per_min"}],
     "failures" [dict, newest first]}``."""
     d = status_delta(store, None, queues or {}, PARTITION_FIELDS, recent_jobs=recent_jobs,

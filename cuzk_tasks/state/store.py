@@ -32,7 +32,7 @@ from .. import defaults, redis_url
 from ..errors import StateError
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
-from .enums import WorkerRole
+from .enums import JobState, WorkerRole
 from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
 
 SCRIPTS = (
@@ -41,6 +41,7 @@ SCRIPTS = (
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines",
+    "create_parts", "create_commit", "reap_jobs", "reap_creating",
 )
 
 
@@ -240,6 +241,21 @@ def _check_worker_id(worker_id) -> str:
     return worker_id
 
 
+def _partition_args(partitions, first):
+    """create_job's / create_parts' 3 arguments per partition (input, input_ref,
+    witness_ref); ``first``: the index of the first, for the error."""
+    args = []
+    for i, part in enumerate(partitions, first):
+        if not isinstance(part, dict) or set(part) - {"input", "input_ref", "witness_ref"}:
+            raise StateError(f"partition {i}: expected a dict with input/input_ref/witness_ref, "
+                             f"got {part!r:.200}")
+        value = part.get("input")
+        if value is not None and not isinstance(value, str):
+            value = json.dumps(value)
+        args += [_arg(value), _arg(part.get("input_ref")), _arg(part.get("witness_ref"))]
+    return args
+
+
 def _check_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
@@ -257,7 +273,8 @@ class StateStore:
                  failures_kept: int = defaults.FAILURES_KEPT,
                  recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
                  completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
-                 outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S):
+                 outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S,
+                 chunk: int = defaults.STATE_CHUNK):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -268,9 +285,13 @@ class StateStore:
         self.prefix = prefix
         self.result_ttl_s = int(result_ttl_s)
         self.job_retention_s = int(job_retention_s)
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise StateError(f"chunk must be a positive int (partitions per step), got {chunk!r}")
+        #: partitions one step handles at most where a job's size sets the work (STATE_CHUNK)
+        self.chunk = chunk
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
                         str(int(failures_kept)), str(int(completions_kept_s)),
-                        str(self.job_retention_s)]
+                        str(self.job_retention_s), str(chunk)]
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
@@ -328,14 +349,17 @@ class StateStore:
     # --- jobs ----------------------------------------------------------------------
 
     def create_job(self, job_id, circuit, kind, priority, request_id, partitions,
-                   messages=(), on_done=None, deadline_s=None) -> tuple[str, bool]:
+                   messages=(), on_done=None, deadline_s=None, window=None) -> tuple[str, bool]:
         """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
 
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
         text), ``input_ref``, ``witness_ref``.  When ``request_id`` already maps to a job,
         or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
-        ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks),
-        pushed in the same step only when the job is created.
+        ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks,
+        one per partition in order, all for one broker list), pushed only when the job is
+        created.  ``window``: how many of them are queued at once (None or 0 = all); the
+        rest are held in the store and released one per finished partition (``finalize_end``),
+        so a big job never has more than ``window`` partitions queued or in flight.
         ``on_done``: ``(spec, message)`` -- ``spec`` the dict ``{"task", "queue"}`` recorded on
         the job, ``message`` a :class:`cuzk_tasks.wire.LateBodyMessage` that the step ending
         the job (done, failed, cancelled) pushes once, with kwargs ``job_id``, ``state`` and
@@ -343,6 +367,12 @@ class StateStore:
         ``deadline_s``: seconds from now (Redis time) after which the job fails "deadline
         exceeded (...)" (``deadline_at`` on the job; every stage's begin and the sweeper's
         :meth:`expire_deadlines` check it); None = none.
+
+        Up to :attr:`chunk` partitions the job is created in one step.  A bigger one is
+        written :attr:`chunk` partitions per step (``create_parts``: invisible meanwhile, no
+        request id maps to it) and made pending and visible by one last step
+        (``create_commit``), so no step holds Redis long; a creation cut short (the caller
+        died) is deleted by :meth:`reap_creating`.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
         if deadline_s is not None and (isinstance(deadline_s, bool)
@@ -353,32 +383,82 @@ class StateStore:
             raise StateError("a job needs at least one partition")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise StateError(f"request id must be a non-empty string or None, got {request_id!r}")
-        args = [job_id, circuit, kind, priority, request_id, len(partitions)]
-        for i, part in enumerate(partitions):
-            if not isinstance(part, dict) or set(part) - {"input", "input_ref", "witness_ref"}:
-                raise StateError(f"partition {i}: expected a dict with input/input_ref/witness_ref, "
-                                 f"got {part!r:.200}")
-            value = part.get("input")
-            if value is not None and not isinstance(value, str):
-                value = json.dumps(value)
-            args += [value, part.get("input_ref"), part.get("witness_ref")]
-        args.append(len(messages))
-        for message in messages:
-            args += [message.list_key, message.payload]
+        n = len(partitions)
+        messages = list(messages)
+        if messages and len(messages) != n:
+            raise StateError(f"expected one message per partition ({n}), got {len(messages)}")
+        list_key = messages[0].list_key if messages else ""
+        if any(m.list_key != list_key for m in messages):
+            raise StateError("a job's synthesize messages must all go to one broker list")
+        window = 0 if window is None else _check_int("window", window)
         if on_done is not None:
             spec, late = on_done
-            args += [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late.to_json()]
+            done_args = [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late.to_json()]
         else:
-            args += ["", ""]
-        args.append("" if deadline_s is None else repr(float(deadline_s)))
+            done_args = ["", ""]
+        deadline_arg = "" if deadline_s is None else repr(float(deadline_s))
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
-        got, created = self._run("create_job", [self.keys.job(job_id), request_key], args)
-        return got, bool(created)
+        keys = [self.keys.job(job_id), request_key]
+        head = [job_id, circuit, kind, priority, request_id]
+        if n <= self.chunk:
+            args = head + [n] + _partition_args(partitions, 0)
+            args += [len(messages), list_key, window] + [m.payload for m in messages]
+            got, created = self._run("create_job", keys, args + done_args + [deadline_arg])
+            return got, bool(created)
+        for first in range(0, n, self.chunk):
+            part = partitions[first:first + self.chunk]
+            held = [m.payload for m in messages[first:first + self.chunk]]
+            got, status = self._run("create_parts", keys, head + [n, first, len(part)]
+                                    + _partition_args(part, first) + [len(held)] + held)
+            if int(status) == 0:
+                return got, False
+            if int(status) < 0:
+                raise StateError(f"job {job_id}: its creation was discarded while it was written "
+                                 f"(partitions from {first}); submit it again")
+        got, created = self._run("create_commit", keys, [job_id, request_id, list_key, window]
+                                 + done_args + [deadline_arg])
+        if int(created) < 0:
+            raise StateError(f"job {job_id}: its creation was discarded before it was "
+                             "complete; submit it again")
+        return got, bool(int(created))
+
+    def reap_creating(self, stale_s: float = defaults.CREATING_STALE_S,
+                      max_steps: int | None = None) -> int:
+        """Delete the big jobs whose chunked creation began more than ``stale_s`` seconds ago
+        and never finished (their submitter died), and creations discarded by a concurrent
+        submit of the same request, :attr:`chunk` partitions per step (the sweeper's).
+        ``max_steps``: at most that many steps (None: until none is left).  Returns how many
+        are left."""
+        left, steps = 0, 0
+        while max_steps is None or steps < max_steps:
+            left = int(self._run("reap_creating", [self.keys.jobs_creating()], [float(stale_s)]))
+            steps += 1
+            if not left:
+                break
+        return left
+
+    def reap_jobs(self, max_steps: int | None = None) -> int:
+        """Finish the ended jobs of more than :attr:`chunk` partitions: their live partitions
+        cancelled and every key given the job retention TTL, :attr:`chunk` partitions per
+        step (a job's end only marks them: one short step however big).  The store runs it
+        after the transitions that end jobs here, and the sweeper every interval (for a
+        caller that died meanwhile).  ``max_steps`` as :meth:`reap_creating`.  Returns how
+        many jobs are left to reap."""
+        left, steps = 0, 0
+        while max_steps is None or steps < max_steps:
+            left = int(self._run("reap_jobs", [self.keys.jobs_reaping()], []))
+            steps += 1
+            if not left:
+                break
+        return left
 
     def expire_deadlines(self) -> list[str]:
         """Fail every live job past its deadline ("deadline exceeded (...)"), its live
         partitions cancelled; returns their ids."""
-        return sorted(as_list(self._run("expire_deadlines", [self.keys.jobs_deadlines()], [])))
+        expired = sorted(as_list(self._run("expire_deadlines", [self.keys.jobs_deadlines()], [])))
+        if expired:
+            self.reap_jobs()
+        return expired
 
     def get_job(self, job_id) -> dict | None:
         fields = self.redis.hgetall(self.keys.job(job_id))
@@ -395,15 +475,23 @@ class StateStore:
         return [decode_value(f, v) for f, v in zip(fields, values)]
 
     def list_partitions(self, job_id) -> list[dict]:
+        """Every partition hash of the job, decoded (inputs and proofs too): read
+        :attr:`chunk` at a time, each chunk one transaction, so a big job never holds Redis
+        long (its partitions may move between chunks; a finished job's do not)."""
         n = int(self.redis.hget(self.keys.job(job_id), "n_partitions") or 0)
-        pipe = self.redis.pipeline(transaction=True)
-        for i in range(n):
-            pipe.hgetall(self.keys.part(job_id, i))
-        return [decode(f) for f in pipe.execute() if f]
+        out = []
+        for first in range(0, n, self.chunk):
+            pipe = self.redis.pipeline(transaction=True)
+            for i in range(first, min(first + self.chunk, n)):
+                pipe.hgetall(self.keys.part(job_id, i))
+            out += [decode(f) for f in pipe.execute() if f]
+        return out
 
     def cancel_job(self, job_id, reason: str = "cancelled by user") -> bool:
         """A pending/running job -> cancelled with its live partitions; workers untouched."""
         ok, _ = self._run("cancel_job", [self.keys.job(job_id)], [job_id, reason])
+        if ok:
+            self.reap_jobs()  # a big job's partitions: in short steps, before returning
         return bool(ok)
 
     # --- partition transitions ------------------------------------------------------
@@ -528,7 +616,10 @@ class StateStore:
             public_json = json.dumps(public_json)
         ok, complete, reason = self._run(
             "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s])
+            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s,
+             defaults.ON_DONE_PROOFS_MAX_BYTES])
+        if complete:
+            self.reap_jobs()  # a big job's keys get their retention TTL, in short steps
         return FinalizeEnd(bool(ok), bool(complete), reason)
 
     def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
@@ -541,6 +632,8 @@ class StateStore:
         _check_int("idx", idx), _check_int("attempt", attempt, allow_none=True)
         ok, _ = self._run("fail_partition", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt, str(error), token])
+        if ok:
+            self.reap_jobs()  # the job's other partitions, if it is big (one short step if not)
         return bool(ok)
 
     def redispatch(self, job_id, idx, attempt, worker_id: str | None = None) -> bool:
@@ -557,10 +650,16 @@ class StateStore:
     def stage_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
         """``(job, idx, state, attempt, worker)`` of the partitions of live jobs whose stage is
         due or running: pending, synthesizing, synth_done and routed, gpu, finalizing (at
-        most ``limit``).  The sweeper checks each has a queued message or a live lease."""
-        rows = json.loads(self._run("stage_partitions", [self.keys.jobs_active()], [int(limit)]))
-        return [(job, int(idx), state, int(attempt), worker)
-                for job, idx, state, attempt, worker in as_list(rows)]
+        most ``limit``).  The sweeper checks each has a queued message or a live lease.
+        Read in steps of :attr:`chunk` partitions (not one consistent read)."""
+        out, rank, idx = [], 0, 0
+        while rank >= 0 and len(out) < limit:  # steps of `chunk` partitions (stage_partitions.lua)
+            step = json.loads(self._run("stage_partitions", [self.keys.jobs_active()],
+                                        [int(limit) - len(out), rank, idx]))
+            out += [(job, int(i), state, int(attempt), worker)
+                    for job, i, state, attempt, worker in as_list(step["rows"])]
+            rank, idx = int(step["rank"]), int(step["idx"])
+        return out
 
     def queue_depth(self, list_keys) -> int:
         """Messages waiting in the broker lists ``list_keys`` (one queue's priority steps)."""
@@ -603,24 +702,51 @@ class StateStore:
         return {"job_id": job_id, "circuit": job.get("circuit"), "kind": job.get("kind"),
                 "state": job.get("state"), "proofs": proofs}
 
-    def job_status(self, job_id) -> dict | None:
-        """A job and its partitions' states, without inputs and proofs, JSON-able:
-        the job hash (``on_done`` decoded) plus ``"partitions"`` (reads.PARTITION_FIELDS each);
-        None for an unknown job.  The partitions are read in one transaction with the job."""
+    def job_status(self, job_id, offset: int = 0, limit: int | None = None,
+                   fields=reads.PARTITION_FIELDS) -> dict | None:
+        """A job and one page of its partitions' states, without inputs and proofs, JSON-able:
+        the job hash (``on_done`` decoded) plus ``"partitions"`` (``fields`` of the partitions
+        ``offset`` .. ``offset + limit - 1``; ``limit`` None = ``defaults.JOB_STATUS_PAGE``),
+        ``"page"`` ``{"offset", "limit", "count"}`` and ``"counts"`` (partitions by state, all
+        of them); None for an unknown job or one still being created.  The page is read in
+        one transaction with the job; the counts of a job bigger than the page in steps of
+        :attr:`chunk` partitions after it (so Redis is never held long at any size)."""
+        offset = _check_int("offset", offset)
+        limit = defaults.JOB_STATUS_PAGE if limit is None else _check_int("limit", limit)
+        fields = list(fields)
+        if "state" not in fields:
+            fields.append("state")
         n = self.redis.hget(self.keys.job(job_id), "n_partitions")
         if n is None:
             return None
+        n = int(n or 0)
+        page = range(min(offset, n), min(offset + limit, n))
         pipe = self.redis.pipeline(transaction=True)
         pipe.hgetall(self.keys.job(job_id))
-        for i in range(int(n or 0)):
-            pipe.hmget(self.keys.part(job_id, i), list(reads.PARTITION_FIELDS))
-        fields, *parts = pipe.execute()
-        if not fields:
+        for i in page:
+            pipe.hmget(self.keys.part(job_id, i), fields)
+        got, *parts = pipe.execute()
+        if not got or got.get("state") == JobState.CREATING.value:
             return None
-        job = decode(fields)
+        job = decode(got)
         if job.get("on_done"):
             job["on_done"] = json.loads(job["on_done"])
-        job["partitions"] = [decode(dict(zip(reads.PARTITION_FIELDS, vals))) for vals in parts]
+        job["partitions"] = [decode(dict(zip(fields, vals))) for vals in parts]
+        job["page"] = {"offset": offset, "limit": limit, "count": len(parts)}
+        if len(page) == n:
+            states = [p.get("state") for p in job["partitions"]]
+        else:
+            states = []
+            for first in range(0, n, self.chunk):
+                pipe = self.redis.pipeline(transaction=False)
+                for i in range(first, min(first + self.chunk, n)):
+                    pipe.hget(self.keys.part(job_id, i), "state")
+                states += pipe.execute()
+        counts = {}
+        for state in states:
+            if state:
+                counts[state] = counts.get(state, 0) + 1
+        job["counts"] = counts
         return job
 
     # --- workers ----------------------------------------------------------------------

@@ -5,7 +5,9 @@
 --   ARGV[2] events maxlen     (XADD MAXLEN ~)
 --   ARGV[3] recent jobs kept  ARGV[4] failures kept  ARGV[5] completions kept (s)
 --   ARGV[6] job retention (s; 0 = for ever): a finished job's keys expire this long after
---   ARGV[7...] the script's own arguments: A(1), A(2), ...
+--   ARGV[7] chunk: the most partitions a step whose work grows with a job's size handles
+--           (defaults.STATE_CHUNK): a bigger job is created, ended and reaped in steps
+--   ARGV[8...] the script's own arguments: A(1), A(2), ...
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -15,7 +17,8 @@ local RECENT_KEPT = tonumber(ARGV[3])
 local FAILURES_KEPT = tonumber(ARGV[4])
 local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
 local RETENTION_S = tonumber(ARGV[6])
-local function A(n) return ARGV[6 + n] end
+local CHUNK = tonumber(ARGV[7])
+local function A(n) return ARGV[7 + n] end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
@@ -37,6 +40,10 @@ function K.failures() return P .. ':failures' end
 function K.events() return P .. ':events' end
 function K.on_done(j) return P .. ':on_done:' .. j end
 function K.histograms() return P .. ':histograms' end
+function K.held(j) return P .. ':held:' .. j end
+function K.jobs_creating() return P .. ':jobs:creating' end
+function K.jobs_reaping() return P .. ':jobs:reaping' end
+function K.result_building(j) return P .. ':result_building:' .. j end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -161,6 +168,11 @@ local function send_on_done(job, state, err, proofs)
   local kwargs = '{"job_id": ' .. cjson.encode(job) .. ', "state": ' .. cjson.encode(state)
   if proofs then
     kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
+  elseif state == 'done' then
+    -- proofs over ON_DONE_PROOFS_MAX_BYTES (finalize_end), or a job of more than CHUNK
+    -- partitions (the reaper): read from its result (cuzk.result), not carried -- base64 of
+    -- megabytes in one Lua step would hold Redis for seconds
+    kwargs = kwargs .. ', "proofs": null}'
   else
     kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'
   end
@@ -173,8 +185,20 @@ end
 -- a finished job's keys expire RETENTION_S from now (EXPIRE survives the HSETs that follow
 -- in the same step, e.g. the cancelled siblings); finished jobs older than that leave the
 -- recent index.  The result key has its own, shorter TTL (store_result).
+-- A job of more than CHUNK partitions is only marked for the reaper (reap_jobs.lua), which
+-- does this (and terminate_partitions' work) CHUNK partitions per step.
+local function mark_for_reaper(job)
+  redis.call('HSETNX', K.job(job), 'reap_next', 0)
+  redis.call('ZADD', K.jobs_reaping(), 'NX', NOW_S, job)
+end
+
+local function job_is_big(job)
+  return tonumber(redis.call('HGET', K.job(job), 'n_partitions') or '0') > CHUNK
+end
+
 local function expire_job(job)
   if not RETENTION_S or RETENTION_S <= 0 then return end
+  if job_is_big(job) then return mark_for_reaper(job) end
   local ttl = math.floor(RETENTION_S)
   local jkey = K.job(job)
   local j = redis.call('HMGET', jkey, 'n_partitions', 'request_id')
@@ -198,6 +222,8 @@ local function finish_job(job, state, err, proofs)
     redis.call('ZREMRANGEBYRANK', K.jobs_recent(), 0, -(RECENT_KEPT + 1))
   end
   local kind = redis.call('HGET', jkey, 'kind') or ''
+  -- its partitions not yet released (JOB_WINDOW) will never run
+  redis.call('DEL', K.held(job))
   redis.call('HINCRBY', K.counters(), 'jobs_' .. state .. ':' .. kind, 1)
   emit('job_' .. state, 'job', job, 'error', err)
   send_on_done(job, state, err, proofs)
@@ -206,18 +232,27 @@ end
 
 -- every live partition of a job except `except_idx` -> `state` (workers untouched:
 -- a run in flight ends itself with gpu_end and its own token)
+-- (a job of more than CHUNK partitions: the reaper does it, CHUNK partitions per step; the
+-- job's state, which every transition checks first, already stops its partitions)
+local function terminate_one(job, i, state, err, quiet)
+  local pkey = K.part(job, i)
+  local p = redis.call('HMGET', pkey, 'state', 'worker')
+  if p[1] and PART_LIVE[p[1]] then
+    redis.call('HSET', pkey, 'state', state, 'error', err, 't_end', NOW_S)
+    unindex(job, i, p[2])
+    if not quiet then emit('partition_' .. state, 'job', job, 'idx', i) end
+  end
+end
+
 local function terminate_partitions(job, except_idx, state, err)
+  if job_is_big(job) then
+    redis.call('HSET', K.job(job), 'reap_state', state, 'reap_error', err,
+      'reap_except', except_idx)
+    return mark_for_reaper(job)
+  end
   local n = tonumber(redis.call('HGET', K.job(job), 'n_partitions') or '0')
   for i = 0, n - 1 do
-    if tostring(i) ~= tostring(except_idx) then
-      local pkey = K.part(job, i)
-      local p = redis.call('HMGET', pkey, 'state', 'worker')
-      if p[1] and PART_LIVE[p[1]] then
-        redis.call('HSET', pkey, 'state', state, 'error', err, 't_end', NOW_S)
-        unindex(job, i, p[2])
-        emit('partition_' .. state, 'job', job, 'idx', i)
-      end
-    end
+    if tostring(i) ~= tostring(except_idx) then terminate_one(job, i, state, err, false) end
   end
 end
 
@@ -376,4 +411,88 @@ local function observe_phases(partkey)
       redis.call('HINCRBY', K.histograms(), phase .. ':count', 1)
     end
   end
+end
+
+-- ---- job creation and release (create_job, create_parts, create_commit, finalize_end) ----
+
+-- HSET `count` pending partitions of `job` from index `first`, their inputs from the
+-- script's arguments: 3 per partition (input, input_ref, witness_ref) from A(base + 1).
+local function write_partitions(job, first, count, base)
+  for k = 0, count - 1 do
+    local a = base + 3 * k
+    redis.call('HSET', K.part(job, first + k), 'job', job, 'idx', first + k, 'state', 'pending',
+      'attempt', 0, 'deliveries', 0, 'redispatches', 0, 'worker', '', 'token', '',
+      'input', A(a + 1), 'input_ref', A(a + 2), 'witness_ref', A(a + 3),
+      't_created', NOW_S, 'error', '')
+  end
+end
+
+-- RPUSH the synthesize messages A(base + 1) .. A(base + count) (payloads, in partition
+-- order) onto the job's held list: released onto the job's release_list by release_held.
+local function hold_messages(job, base, count)
+  if count <= 0 then return end
+  local args = {'RPUSH', K.held(job)}
+  for k = 1, count do args[#args + 1] = A(base + k) end
+  redis.call(unpack(args))
+end
+
+-- move up to `count` held messages of a live job onto its release_list (n_released counts
+-- them; partitions are released in index order, so exactly those below n_released have had
+-- their synthesize queued).  A held list lost short of n_partitions releases the rest
+-- without messages: the sweeper's stage check then finds them pending, unqueued, and
+-- re-drives them.  Returns how many were released.
+local function release_held(job, count)
+  local jkey = K.job(job)
+  local j = redis.call('HMGET', jkey, 'release_list', 'n_released', 'n_partitions')
+  local released, n = tonumber(j[2]) or 0, tonumber(j[3]) or 0
+  if blank(j[1]) or released >= n then return 0 end
+  local done = 0
+  while done < count and released < n do
+    local msg = redis.call('LPOP', K.held(job))
+    if not msg then released = n; break end
+    redis.call('LPUSH', j[1], msg)
+    released = released + 1
+    done = done + 1
+  end
+  redis.call('HSET', jkey, 'n_released', released)
+  return done
+end
+
+-- a job whose partitions (and held messages) are written becomes pending and visible: its
+-- request id maps to it, it joins jobs:active (and jobs:deadlines), its on_done is kept, and
+-- its first `window` messages are released onto `release_list` ('' = no messages: the
+-- caller publishes them itself, or the job fails at once).  `window` 0 = all of them.
+local function activate_job(job, req, release_list, window, ondone_spec, ondone_msg, deadline_text)
+  local jkey = K.job(job)
+  local j = redis.call('HMGET', jkey, 'circuit', 'kind', 'n_partitions')
+  local n = tonumber(j[3])
+  redis.call('HSET', jkey, 'state', 'pending', 'release_list', release_list,
+    'n_released', blank(release_list) and n or 0)
+  redis.call('HDEL', jkey, 'n_written')
+  redis.call('ZREM', K.jobs_creating(), job)
+  if req ~= '' then redis.call('SET', K.request(req), job) end
+  if not blank(ondone_spec) then
+    redis.call('HSET', jkey, 'on_done', ondone_spec)
+    redis.call('SET', K.on_done(job), ondone_msg)
+  end
+  local deadline_s = tonumber(deadline_text or '')
+  if deadline_s and deadline_s > 0 then
+    local at = NOW + deadline_s
+    redis.call('HSET', jkey, 'deadline_s', deadline_text, 'deadline_at', string.format('%.6f', at))
+    redis.call('ZADD', K.jobs_deadlines(), string.format('%.6f', at), job)
+  end
+  redis.call('ZADD', K.jobs_active(), NOW_S, job)
+  if not blank(release_list) then
+    local w = tonumber(window) or 0
+    release_held(job, w > 0 and w or n)
+  end
+  emit('job_created', 'job', job, 'circuit', j[1], 'kind', j[2], 'n_partitions', n)
+end
+
+-- the job hash of a job being created (state 'creating': no read API returns it, no index
+-- lists it but jobs:creating, whose score is when its creation began)
+local function begin_job(job, circuit, kind, prio, req, n, state)
+  redis.call('HSET', K.job(job), 'id', job, 'circuit', circuit, 'kind', kind, 'priority', prio,
+    'request_id', req, 'state', state, 'n_partitions', n, 'n_done', 0, 'n_failed', 0,
+    'submitted_at', NOW_S, 'error', '')
 end

@@ -3,22 +3,41 @@
 --   pending      synthesize waits on the cpu queue     synthesizing  synthesize runs
 --   synth_done   (routed) prove_start waits on the     gpu           prove_start runs
 --                device's queue                        finalizing    finalize waits or runs
--- as JSON [[job, idx, state, attempt, worker], ...], at most A(1).  The sweeper re-drives the
--- ones no live worker holds (Sweeper.recover_stages).
--- KEYS[1] jobs:active.
+-- The sweeper re-drives the ones no live worker holds (Sweeper.recover_stages).  One step
+-- looks at CHUNK partitions at most, from the job of rank A(2) in jobs:active and its
+-- partition A(3) on (StateStore.stage_partitions calls it until the end): a job joining or
+-- leaving jobs:active between two steps may shift the ranks, so one sweep may miss or
+-- repeat a partition, which the next sweep sees (a partition is re-driven only when seen
+-- unheld on two sweeps).
+-- KEYS[1] jobs:active.  A(1) at most this many rows, A(2) job rank, A(3) partition index.
+-- Returns JSON {rows = [[job, idx, state, attempt, worker], ...], rank, idx}: where the next
+-- step starts, rank -1 when every job was looked at.
 local DUE = {pending = true, synthesizing = true, gpu = true, finalizing = true}
 local out = {}
-local limit = tonumber(A(1))
-for _, job in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local j = redis.call('HMGET', K.job(job), 'state', 'n_partitions')
+local limit, rank, first = tonumber(A(1)), tonumber(A(2)), tonumber(A(3))
+local budget = CHUNK
+while true do
+  local head = redis.call('ZRANGE', KEYS[1], rank, rank)
+  local job = head[1]
+  if not job then return cjson.encode({rows = out, rank = -1, idx = 0}) end
+  local j = redis.call('HMGET', K.job(job), 'state', 'n_partitions', 'n_released')
+  local n = 0
   if JOB_LIVE[j[1]] then
-    for i = 0, tonumber(j[2] or '0') - 1 do
-      local p = redis.call('HMGET', K.part(job, i), 'state', 'attempt', 'worker')
-      if DUE[p[1]] or (p[1] == 'synth_done' and not blank(p[3])) then
-        out[#out + 1] = {job, i, p[1], tonumber(p[2]) or 0, p[3] or ''}
-        if #out >= limit then return cjson.encode(out) end
-      end
-    end
+    -- partitions past n_released are held (JOB_WINDOW): their message is not due yet
+    n = tonumber(j[2] or '0')
+    if not blank(j[3]) then n = math.min(n, tonumber(j[3])) end
   end
+  local i = first
+  while i < n do
+    if budget <= 0 or #out >= limit then
+      return cjson.encode({rows = out, rank = #out >= limit and -1 or rank, idx = i})
+    end
+    local p = redis.call('HMGET', K.part(job, i), 'state', 'attempt', 'worker')
+    if DUE[p[1]] or (p[1] == 'synth_done' and not blank(p[3])) then
+      out[#out + 1] = {job, i, p[1], tonumber(p[2]) or 0, p[3] or ''}
+    end
+    budget = budget - 1
+    i = i + 1
+  end
+  rank, first = rank + 1, 0
 end
-return cjson.encode(out)

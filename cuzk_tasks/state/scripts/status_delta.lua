@@ -8,6 +8,7 @@
 -- A(5) JSON throughput windows (s)   A(6) JSON [[queue, [list keys]], ...]
 -- A(7) JSON partition fields   A(8) series bucket (s)   A(9) series buckets
 -- A(10) timeline look-back for a full read (s)   A(11) max events for that look-back
+-- A(12) partitions per job (the first that many; the job's counters cover the rest)
 -- Returns JSON {now, last_id, full 0|1, workers, active, recent, jobs = [{id, fields, parts}]
 -- (every active/recent job on a full read, else the jobs named since cursor), queues,
 -- counters, throughput, failures, series, acts = [[type, at, worker, token, job, idx]]}.
@@ -21,6 +22,7 @@ local function id_lt(a, b)
   return am < bm or (am == bm and as < bs)
 end
 local cursor, maxn = A(1), tonumber(A(2))
+local PARTS_PER_JOB = tonumber(A(12) or '') or CHUNK
 local pfields = cjson.decode(A(7))
 local last = redis.call('XREVRANGE', K.events(), '+', '-', 'COUNT', 1)
 local last_id = (last[1] and last[1][1]) or '0-0'
@@ -63,6 +65,7 @@ local function job_record(job)
   local fields = redis.call('HGETALL', K.job(job))
   if #fields == 0 then return nil end
   local n = tonumber(redis.call('HGET', K.job(job), 'n_partitions') or '0')
+  n = math.min(n, PARTS_PER_JOB)  -- bounded at any job size
   local parts = {}
   for i = 0, n - 1 do parts[#parts + 1] = redis.call('HMGET', K.part(job, i), unpack(pfields)) end
   return {id = job, fields = fields, parts = parts}

@@ -1,0 +1,25 @@
+-- create_commit: the last step of creating a job of more than CHUNK partitions (after its
+-- create_parts.lua steps): the job becomes pending and visible at once (_lib.lua
+-- activate_job: request id, jobs:active, deadline, on_done, its first window of synthesize
+-- messages released).  When its request id meanwhile got a job (a concurrent submit of the
+-- same request), that job is returned and this creation is discarded: left to the sweeper
+-- (reap_creating.lua) at once.
+-- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
+-- A(1) job id, A(2) request id ('' = none), A(3) the messages' broker list key ('' = no
+-- messages held), A(4) window (0 = all), A(5) on_done spec, A(6) its message, A(7) deadline
+-- ('' = none), as create_job.lua.
+-- Returns {job_id, created 1|0|-1}: -1 rejected (not a creation whose every step ran).
+local job, req = A(1), A(2)
+local j = redis.call('HMGET', KEYS[1], 'state', 'n_written', 'n_partitions', 'discard')
+if j[1] ~= 'creating' or not blank(j[4]) then return {job, -1} end
+if req ~= '' then
+  local existing = redis.call('GET', KEYS[2])
+  if existing then
+    redis.call('HSET', KEYS[1], 'discard', 1)
+    redis.call('ZADD', K.jobs_creating(), 0, job)
+    return {existing, 0}
+  end
+end
+if tonumber(j[2]) ~= tonumber(j[3]) then return {job, -1} end
+activate_job(job, req, A(3), A(4), A(5), A(6), A(7))
+return {job, 1}
