@@ -306,9 +306,9 @@ The web worker (webapp/worker.py) reads them in its main loop, not in a thread, 
 the connection past this: slow clients (slowloris) hold a socket, never a thread."""
 
 WEB_BUFFERED_BODY_BYTES = 65536
-"""Largest request body (Content-Length) the web worker reads before the request reaches a
-thread, bytes (not configurable); the page accepts bodies only on POST /login (a few hundred
-bytes) and refuses larger ones (413) without reading them."""
+"""Largest request body (Content-Length) the web worker accepts, bytes (not configurable): it
+reads the whole body before the request reaches a thread.  A larger or chunked body closes
+the connection unanswered: the page takes bodies only on POST /login (a few hundred bytes)."""
 
 WEB_LOGIN_MAX_FAILURES = 10
 """Failed sign-ins (wrong token or a stale form) one client address may make per
