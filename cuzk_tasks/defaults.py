@@ -319,11 +319,12 @@ service allows ``WEB_WORKERS`` times this many."""
 WEB_LOGIN_WINDOW_S = 60.0
 """Window of the /login failure limit, seconds (env ``CUZK_WEB_LOGIN_WINDOW_S``)."""
 
-WEB_PUBLISH = "127.0.0.1"
-"""Host address docker compose publishes the status page on (env ``CUZK_WEB_PUBLISH``,
-passed into the web container).  ``cuzk-tasks web`` refuses to start when it is not a
-loopback address and neither ``CUZK_WEB_TOKEN`` nor basic auth is set: the page serves
-proofs and job data to whoever reaches it."""
+WEB_PUBLISH = None
+"""Host address the status page is published on when that is not the host of
+``WEB_BIND`` (env ``CUZK_WEB_PUBLISH``): docker compose sets it (default 127.0.0.1) for the
+address it publishes the container's port on.  ``cuzk-tasks web`` refuses to start when this
+address (else the bind host) is not loopback and neither ``CUZK_WEB_TOKEN`` nor basic auth
+is set: the page serves proofs and job data to whoever reaches it."""
 
 WEB_POLL_INTERVAL_MS = 2000
 """Fallback polling interval of the page when the live stream is unavailable, ms (env ``CUZK_WEB_POLL_INTERVAL_MS``)."""

@@ -422,6 +422,15 @@ def test_web_refuses_to_be_published_without_a_token(tmp_path):
         check_exposure(_web_config(tmp_path / "b", {"CUZK_WEB_PUBLISH": "0.0.0.0"}))
     check_exposure(_web_config(tmp_path / "c", {"CUZK_WEB_PUBLISH": "0.0.0.0",
                                                 "CUZK_WEB_TOKEN": "t0ken"}))
+    # without compose (systemd) the bind address is what other hosts reach
+    from webapp.config import WebConfig
+
+    for bind in ("0.0.0.0:8080", "[::]:8080", "10.1.2.3:80"):
+        with pytest.raises(ConfigError, match="CUZK_WEB_BIND"):
+            check_exposure(WebConfig(bind=bind))
+        check_exposure(WebConfig(bind=bind, token="t"))
+    for bind in ("127.0.0.1:8080", "[::1]:8080", "localhost:8080", "unix:/run/cuzk/web.sock"):
+        check_exposure(WebConfig(bind=bind))
     # the real command, as the container runs it: it exits with the message, before gunicorn
     env = dict(os.environ, CUZK_WEB_PUBLISH="0.0.0.0", CUZK_WEB_TOKEN="", CUZK_WEB_BIND="127.0.0.1:1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))

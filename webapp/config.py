@@ -35,7 +35,7 @@ class WebConfig:
     sse_retry_after_s: int = defaults.WEB_SSE_RETRY_AFTER_S
     login_max_failures: int = defaults.WEB_LOGIN_MAX_FAILURES
     login_window_s: float = defaults.WEB_LOGIN_WINDOW_S
-    publish: str = defaults.WEB_PUBLISH
+    publish: str | None = defaults.WEB_PUBLISH
 
     def __post_init__(self):
         limit = self.threads - defaults.WEB_SPARE_THREADS
@@ -57,8 +57,15 @@ class WebConfig:
 
     @property
     def published_beyond_loopback(self) -> bool:
-        """Whether compose publishes the page on an address other hosts can reach."""
-        host = self.publish.strip().strip("[]").lower()
+        """Whether other hosts can reach the page: the address compose publishes it on
+        (``publish``), else the host of ``bind`` (a unix socket is local)."""
+        if self.publish:
+            host = self.publish
+        elif self.bind.startswith("unix:"):
+            return False
+        else:
+            host = self.bind.rpartition(":")[0] if ":" in self.bind else self.bind
+        host = host.strip().strip("[]").lower()
         return not (host in ("localhost", "::1") or host.startswith("127."))
 
     @property

@@ -36,14 +36,16 @@ def web_env(base=None, bind=None, workers=None, redis_url=None, config=None) -> 
 
 
 def check_exposure(config) -> None:
-    """Refuse to serve the page, which hands out proofs and job data, on an address other
-    hosts reach (``CUZK_WEB_PUBLISH``, what docker compose publishes) without a token or
-    basic auth.  Raises ConfigError naming the variables to set."""
+    """Refuse to serve the page, which hands out proofs and job data, where other hosts
+    reach it without a token or basic auth: ``CUZK_WEB_PUBLISH`` (what docker compose
+    publishes), else the host of ``CUZK_WEB_BIND``.  Raises ConfigError naming what to set."""
     if config.published_beyond_loopback and not config.auth_enabled:
+        what = (f"CUZK_WEB_PUBLISH={config.publish}" if config.publish
+                else f"CUZK_WEB_BIND={config.bind}")
         raise ConfigError(
-            f"CUZK_WEB_PUBLISH={config.publish}: the status page would be reachable from other "
-            "hosts without authentication; set CUZK_WEB_TOKEN (or CUZK_WEB_USER and "
-            "CUZK_WEB_PASSWORD), or publish on 127.0.0.1 (ops/runbook.md, status page)")
+            f"{what}: the status page would be reachable from other hosts without "
+            "authentication; set CUZK_WEB_TOKEN (or CUZK_WEB_USER and CUZK_WEB_PASSWORD), or "
+            "use 127.0.0.1 (ops/runbook.md: Publishing the status page and monitoring)")
 
 
 def exec_gunicorn(**kwargs):
