@@ -302,8 +302,9 @@ WEB_SPARE_THREADS = 16
 WEB_CLIENT_TIMEOUT_S = 10.0
 """Seconds a client has to send a whole request head, and a body of up to
 ``WEB_BUFFERED_BODY_BYTES``, once it started sending it (env ``CUZK_WEB_CLIENT_TIMEOUT_S``).
-The web worker (webapp/worker.py) reads them in its main loop, not in a thread, and closes
-the connection past this: slow clients (slowloris) hold a socket, never a thread."""
+The web worker (webapp/worker.py) reads them without blocking and parks an incomplete
+request on its poller, closing the connection past this: slow clients (slowloris) hold a
+socket, never a thread."""
 
 WEB_BUFFERED_BODY_BYTES = 65536
 """Largest request body (Content-Length) the web worker accepts, bytes (not configurable): it
