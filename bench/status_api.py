@@ -283,7 +283,10 @@ def main():
         store.snapshot()
         print(f"one StateStore.snapshot() (Lua + decode): {(time.perf_counter() - t) * 1000:.1f} ms")
         port = free_port()
-        web = start_web(redis.url, port, args.web_workers)
+        # every benchmark client is 127.0.0.1: the per-client cap on live streams (issue 24)
+        # would refuse all but 8 of them per process
+        web = start_web(redis.url, port, args.web_workers,
+                        {"CUZK_WEB_SSE_MAX_STREAMS_PER_CLIENT": str(max(8, args.sse_clients))})
         # the clients: one process each, forked now (before the churn thread exists)
         clients = Clients(args.clients)
         rows = []

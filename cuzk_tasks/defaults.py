@@ -341,6 +341,55 @@ seconds (env ``CUZK_WEB_SSE_REFRESH_S``)."""
 WEB_SSE_MAX_STREAM_S = 600
 """A live stream is closed after this many seconds; the browser reconnects (env ``CUZK_WEB_SSE_MAX_STREAM_S``)."""
 
+WEB_SSE_MAX_STREAMS = None
+"""Live streams (/api/events) one web process holds at most (env ``CUZK_WEB_SSE_MAX_STREAMS``);
+None = half of ``WEB_THREADS``, 0 = no live streams (every page polls).  Each stream holds a
+gunicorn thread, so a value must leave at least ``WEB_SPARE_THREADS`` threads for /healthz,
+/api/status and the pages (checked at start).  The next stream is answered 429 with
+Retry-After and the page falls back to polling.  Per process: the whole service holds at most
+``WEB_WORKERS`` times this many."""
+
+WEB_SSE_MAX_STREAMS_PER_CLIENT = 8
+"""Live streams one client address holds at most in one web process (env
+``CUZK_WEB_SSE_MAX_STREAMS_PER_CLIENT``); the next is answered 429.  Behind a reverse proxy
+every client has the proxy's address: raise it there, or let the proxy limit."""
+
+WEB_SSE_RETRY_AFTER_S = 30
+"""Retry-After of a live stream refused over a cap, seconds (env ``CUZK_WEB_SSE_RETRY_AFTER_S``);
+the page polls meanwhile."""
+
+WEB_SPARE_THREADS = 16
+"""Threads of a web process that live streams may never take (not configurable): what
+/healthz, /api/status and the pages are served by while every stream slot is in use."""
+
+WEB_CLIENT_TIMEOUT_S = 10.0
+"""Seconds a client has to send a whole request head, and a body of up to
+``WEB_BUFFERED_BODY_BYTES``, once it started sending it (env ``CUZK_WEB_CLIENT_TIMEOUT_S``).
+The web worker (webapp/worker.py) reads them without blocking and parks an incomplete
+request on its poller, closing the connection past this: slow clients (slowloris) hold a
+socket, never a thread."""
+
+WEB_BUFFERED_BODY_BYTES = 65536
+"""Largest request body (Content-Length) the web worker accepts, bytes (not configurable): it
+reads the whole body before the request reaches a thread.  A larger or chunked body closes
+the connection unanswered: the page takes bodies only on POST /login (a few hundred bytes)."""
+
+WEB_LOGIN_MAX_FAILURES = 10
+"""Failed sign-ins (wrong token or a stale form) one client address may make per
+``WEB_LOGIN_WINDOW_S`` before /login answers 429 (env ``CUZK_WEB_LOGIN_MAX_FAILURES``).
+Counted in each web process separately (no Redis write: the page is read-only), so the
+service allows ``WEB_WORKERS`` times this many."""
+
+WEB_LOGIN_WINDOW_S = 60.0
+"""Window of the /login failure limit, seconds (env ``CUZK_WEB_LOGIN_WINDOW_S``)."""
+
+WEB_PUBLISH = None
+"""Host address the status page is published on when that is not the host of
+``WEB_BIND`` (env ``CUZK_WEB_PUBLISH``): docker compose sets it (default 127.0.0.1) for the
+address it publishes the container's port on.  ``cuzk-tasks web`` refuses to start when this
+address (else the bind host) is not loopback and neither ``CUZK_WEB_TOKEN`` nor basic auth
+is set: the page serves proofs and job data to whoever reaches it."""
+
 WEB_POLL_INTERVAL_MS = 2000
 """Fallback polling interval of the page when the live stream is unavailable, ms (env ``CUZK_WEB_POLL_INTERVAL_MS``)."""
 

@@ -384,10 +384,94 @@ def test_ports_match_what_services_listen_on():
     targets = [t for job in prom["scrape_configs"] if job["job_name"] == "cuzk-web"
                for sc in job["static_configs"] for t in sc["targets"]]
     assert targets == [f"web:{bind_port}"]
-    assert services["prometheus"]["ports"] == ["9090:9090"]
-    assert services["grafana"]["ports"] == ["3000:3000"]
+    assert services["prometheus"]["ports"] == ["127.0.0.1:9090:9090"]
+    assert services["grafana"]["ports"] == ["127.0.0.1:3000:3000"]
     ds = yaml.safe_load((OPS / "grafana/provisioning/datasources/prometheus.yml").read_text())
     assert ds["datasources"][0]["url"] == "http://prometheus:9090"
+
+
+def test_nothing_is_published_beyond_loopback_by_default():
+    """Issue 24: the page (it serves proofs), Prometheus (no authentication) and Grafana are
+    published on the host's 127.0.0.1 unless the operator names another address."""
+    for name, svc in compose_services().items():
+        for port in svc.get("ports") or []:
+            assert port.startswith("127.0.0.1:"), (name, port)
+    out = compose_services({"CUZK_WEB_PUBLISH": "0.0.0.0", "PROMETHEUS_PUBLISH": "10.0.0.5",
+                            "GRAFANA_PUBLISH": "0.0.0.0", "CUZK_WEB_PORT": "8443"})
+    assert out["web"]["ports"] == ["0.0.0.0:8443:8080"]
+    assert out["prometheus"]["ports"] == ["10.0.0.5:9090:9090"]
+    assert out["grafana"]["ports"] == ["0.0.0.0:3000:3000"]
+    # the web container knows what it is published on (webapp.serve.check_exposure)
+    assert service_env(out["web"])["CUZK_WEB_PUBLISH"] == "0.0.0.0"
+    assert service_env(compose_services()["web"])["CUZK_WEB_PUBLISH"] == "127.0.0.1"
+
+
+def _web_config(tmp_path, env):
+    from webapp.config import load_web_config
+
+    svc = compose_services(dict(env, REDIS_PASSWORD="pw"))["web"]
+    return load_web_config(env=dict(service_env(svc), CUZK_CONFIG=str(_sample_config(tmp_path))))
+
+
+def test_web_refuses_to_be_published_without_a_token(tmp_path):
+    from cuzk_tasks.errors import ConfigError
+    from webapp.serve import check_exposure
+
+    check_exposure(_web_config(tmp_path / "a", {}))  # loopback: no token needed
+    with pytest.raises(ConfigError, match="CUZK_WEB_TOKEN"):
+        check_exposure(_web_config(tmp_path / "b", {"CUZK_WEB_PUBLISH": "0.0.0.0"}))
+    check_exposure(_web_config(tmp_path / "c", {"CUZK_WEB_PUBLISH": "0.0.0.0",
+                                                "CUZK_WEB_TOKEN": "t0ken"}))
+    # without compose (systemd) the bind address is what other hosts reach
+    from webapp.config import WebConfig
+
+    for bind in ("0.0.0.0:8080", "[::]:8080", "10.1.2.3:80"):
+        with pytest.raises(ConfigError, match="CUZK_WEB_BIND"):
+            check_exposure(WebConfig(bind=bind))
+        check_exposure(WebConfig(bind=bind, token="t"))
+    for bind in ("127.0.0.1:8080", "[::1]:8080", "localhost:8080", "unix:/run/cuzk/web.sock"):
+        check_exposure(WebConfig(bind=bind))
+    # the real command, as the container runs it: it exits with the message, before gunicorn
+    env = dict(os.environ, CUZK_WEB_PUBLISH="0.0.0.0", CUZK_WEB_TOKEN="", CUZK_WEB_BIND="127.0.0.1:1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-m", "cuzk_tasks", "web"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "CUZK_WEB_PUBLISH=0.0.0.0" in proc.stderr, proc.stderr
+    assert "Starting gunicorn" not in proc.stderr
+
+
+def test_prometheus_has_no_lifecycle_api():
+    """--web.enable-lifecycle lets anyone who reaches the port POST /-/quit or /-/reload."""
+    prom = compose_services()["prometheus"]
+    assert not any("lifecycle" in arg for arg in prom["command"])
+
+
+def test_grafana_has_no_default_admin_password(tmp_path):
+    """No admin/admin: GRAFANA_ADMIN_PASSWORD, or one the entrypoint generates at the first
+    start into the data volume (mode 0600) and reuses later.  The script runs here with sh,
+    /run.sh standing for Grafana's start."""
+    grafana = compose_services()["grafana"]
+    assert service_env(grafana)["GF_SECURITY_ADMIN_PASSWORD"] == ""
+    given = compose_services({"GRAFANA_ADMIN_PASSWORD": "s3cret"})["grafana"]
+    assert service_env(given)["GF_SECURITY_ADMIN_PASSWORD"] == "s3cret"
+    assert service_env(grafana)["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    sh, dash_c, script, name = grafana["entrypoint"]
+    assert (sh, dash_c) == ("sh", "-c") and "exec /run.sh" in script
+    script = script.replace("/var/lib/grafana", str(tmp_path)).replace(
+        "exec /run.sh", "exec sh -c 'echo \"PW=$GF_SECURITY_ADMIN_PASSWORD\"'")
+
+    def start(**env):
+        proc = subprocess.run(["sh", "-c", script, name], capture_output=True, text=True,
+                              env={**os.environ, "GF_SECURITY_ADMIN_PASSWORD": "", **env}, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip().splitlines()[-1].removeprefix("PW=")
+
+    first = start()
+    assert len(first) == 24 and first.isalnum() and first != "admin"
+    assert start() == first  # reused, not regenerated
+    stored = tmp_path / "cuzk-admin-password"
+    assert stored.read_text() == first and (stored.stat().st_mode & 0o777) == 0o600
+    assert start(GF_SECURITY_ADMIN_PASSWORD="given") == "given"
 
 
 def test_profiles():

@@ -69,7 +69,7 @@ class Stack:
                     "HOME": os.environ.get("HOME", str(base)),
                     "DOCKER_BUILDKIT": "0",  # classic builder: BuildKit would fetch a frontend
                     "REDIS_PASSWORD": PASSWORD,
-                    "CUZK_WEB_PORT": f"127.0.0.1:{self.port}",
+                    "CUZK_WEB_PORT": str(self.port),  # on 127.0.0.1 (CUZK_WEB_PUBLISH)
                     "CUZK_IMAGE": "cuzk-ci-tasks",
                     "PYTHON_IMAGE": setup["PYTHON_IMAGE"],
                     "REDIS_IMAGE": setup["REDIS_IMAGE"],

@@ -283,8 +283,8 @@ def test_token_auth(store):
     assert c.get("/api/status", headers=ok).status_code == 200
     assert c.get("/", headers=ok).status_code == 200
     assert c.get("/api/status", headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert c.post("/login", data={"token": "nope"}).status_code == 401
-    r = c.post("/login", data={"token": "s3cret-token", "next": "/"})
+    assert c.post("/login", data={"token": "nope", "csrf": login_csrf(c)}).status_code == 401
+    r = c.post("/login", data={"token": "s3cret-token", "next": "/", "csrf": login_csrf(c)})
     assert r.status_code == 302
     cookie = r.headers["Set-Cookie"]
     assert "s3cret-token" not in cookie and "HttpOnly" in cookie
@@ -292,6 +292,93 @@ def test_token_auth(store):
     public = make_app(store, token="t", metrics_public=True).test_client()
     assert public.get("/metrics").status_code == 200
     assert public.get("/api/status").status_code == 401
+
+
+def login_csrf(client, path="/login"):
+    """The CSRF field of the login form (GET /login also sets its cookie in ``client``)."""
+    import re
+
+    page = client.get(path).get_data(as_text=True)
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+
+
+@pytest.mark.parametrize("nxt", ["/\t/evil.example", "//evil.example", "/\\evil.example",
+                                 "https://evil.example", "\t//evil.example", "/\n/evil.example",
+                                 "/\x7f/evil.example", "evil.example", "/\r\n/evil.example"])
+def test_login_never_redirects_off_site(store, nxt):
+    """The exact payload of issue 24 (/login?next=%2F%09%2Fevil.example redirected to
+    //evil.example) and its variants: a tab, a backslash, a scheme all land on "/"."""
+    c = make_app(store, token="tok").test_client()
+    page = c.get("/login?next=%2F%09%2Fevil.example").get_data(as_text=True)
+    assert 'name="next" value="/"' in page
+    for query in (True, False):
+        csrf = login_csrf(c)
+        form = {"token": "tok", "csrf": csrf}
+        if query:
+            from urllib.parse import quote
+
+            r = c.post("/login?next=" + quote(nxt, safe=""), data=form)
+        else:
+            r = c.post("/login", data=dict(form, next=nxt))
+        assert r.status_code == 302 and r.headers["Location"] == "/", (nxt, r.headers["Location"])
+    r = c.post("/login", data={"token": "tok", "csrf": login_csrf(c), "next": "/jobs/a"})
+    assert r.headers["Location"] == "/jobs/a"
+    from webapp.auth import safe_next
+
+    assert safe_next(nxt) == "/" and safe_next("/jobs/abc?x=1") == "/jobs/abc?x=1"
+
+
+def test_login_form_needs_its_csrf_value(store):
+    """A POST without the form's CSRF value, with a wrong one, or with the value of another
+    cookie is refused even with the right token; the form's own value signs in."""
+    c = make_app(store, token="tok").test_client()
+    assert c.post("/login", data={"token": "tok"}).status_code == 400  # no cookie, no field
+    good = login_csrf(c)
+    assert c.post("/login", data={"token": "tok", "csrf": "0" * 64}).status_code == 400
+    other = make_app(store, token="tok").test_client()
+    stale = login_csrf(other)  # valid for other's cookie, not for c's
+    assert c.post("/login", data={"token": "tok", "csrf": stale}).status_code == 400
+    c.delete_cookie("cuzk_web_csrf", path="/login")
+    assert c.post("/login", data={"token": "tok", "csrf": good}).status_code == 400
+    r = c.post("/login", data={"token": "tok", "csrf": login_csrf(c)})
+    assert r.status_code == 302 and "cuzk_web_session=" in r.headers.get("Set-Cookie", "")
+    # a chunked body (no Content-Length) is refused unread: a slow one would hold a thread
+    import io
+
+    r = c.post("/login", input_stream=io.BytesIO(b"token=tok"), headers={"Transfer-Encoding": "chunked"},
+               content_type="application/x-www-form-urlencoded")
+    assert r.status_code == 411
+
+
+def test_login_failures_are_rate_limited_per_client(store):
+    c = make_app(store, token="tok", login_max_failures=3, login_window_s=60).test_client()
+    for _ in range(3):
+        assert c.post("/login", data={"token": "bad", "csrf": login_csrf(c)}).status_code == 401
+    r = c.post("/login", data={"token": "tok", "csrf": login_csrf(c)})  # even the right one
+    assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+    # another address is not affected; stale forms count as failures too
+    other = {"REMOTE_ADDR": "10.0.0.9"}
+    r = c.post("/login", data={"token": "tok", "csrf": "x"}, environ_base=other)
+    assert r.status_code == 400
+    page = c.get("/login", environ_base=other).get_data(as_text=True)
+    import re
+
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page).group(1)
+    r = c.post("/login", data={"token": "tok", "csrf": csrf}, environ_base=other)
+    assert r.status_code == 302
+
+
+def test_login_limiter_window_and_memory_bound():
+    from webapp.auth import LoginLimiter
+
+    lim = LoginLimiter(2, 0.3, max_clients=4)
+    lim.failed("a"), lim.failed("a")
+    assert lim.retry_after("a") >= 1 and lim.retry_after("b") == 0
+    time.sleep(0.35)
+    assert lim.retry_after("a") == 0
+    for i in range(50):
+        lim.failed(f"c{i}")
+    assert len(lim._failures) <= 4
 
 
 def test_basic_auth(store):

@@ -71,8 +71,12 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
     reader = StatusReader(store, config.cpu_queue, config.timeline_window_s,
                           config.cache_max_age_ms, web_started_at=time.time())
     outage_log = outage.OutageLog()
-    live = Broadcaster(store, reader, config.sse_min_interval_ms, config.sse_refresh_s, outage_log)
-    app.extensions[EXTENSION] = Services(config, store, reader, live, outage_log)
+    live = Broadcaster(store, reader, config.sse_min_interval_ms, config.sse_refresh_s, outage_log,
+                       max_streams=config.stream_cap,
+                       max_per_client=config.sse_max_streams_per_client)
+    app.extensions[EXTENSION] = Services(
+        config, store, reader, live, outage_log,
+        login_limiter=auth.LoginLimiter(config.login_max_failures, config.login_window_s))
     for blueprint in (auth.bp, pages.bp, api.bp, metrics.bp):
         app.register_blueprint(blueprint)
     app.after_request(_security_headers)

@@ -83,7 +83,13 @@ def status():
 def events():
     services = get_services()
     live, config, outage = services.live, services.config, services.outage
-    sub = live.subscribe()
+    sub = live.subscribe(request.remote_addr)
+    if sub is None:  # each stream holds a thread: over a cap the page polls /api/status
+        resp = jsonify({"error": "too many live streams; poll /api/status",
+                        "retry_after_s": config.sse_retry_after_s})
+        resp.status_code = 429
+        resp.headers["Retry-After"] = str(config.sse_retry_after_s)
+        return resp
 
     def stream():
         deadline = time.monotonic() + config.sse_max_stream_s
@@ -100,6 +106,8 @@ def events():
             live.unsubscribe(sub)
 
     resp = Response(stream(), mimetype="text/event-stream")
+    # the slot is freed when gunicorn closes the response, even if the stream never started
+    resp.call_on_close(lambda: live.unsubscribe(sub))
     resp.headers["Cache-Control"] = "no-store"
     resp.headers["X-Accel-Buffering"] = "no"
     return resp

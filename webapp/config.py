@@ -29,6 +29,44 @@ class WebConfig:
     cache_max_age_ms: int = defaults.WEB_CACHE_MAX_AGE_MS
     timeline_window_s: int = defaults.WEB_TIMELINE_WINDOW_S
     redis_timeout_s: float = defaults.WEB_REDIS_TIMEOUT_S
+    threads: int = defaults.WEB_THREADS
+    sse_max_streams: int | None = defaults.WEB_SSE_MAX_STREAMS
+    sse_max_streams_per_client: int = defaults.WEB_SSE_MAX_STREAMS_PER_CLIENT
+    sse_retry_after_s: int = defaults.WEB_SSE_RETRY_AFTER_S
+    login_max_failures: int = defaults.WEB_LOGIN_MAX_FAILURES
+    login_window_s: float = defaults.WEB_LOGIN_WINDOW_S
+    publish: str | None = defaults.WEB_PUBLISH
+
+    def __post_init__(self):
+        limit = self.threads - defaults.WEB_SPARE_THREADS
+        if self.sse_max_streams is not None and not 0 <= self.sse_max_streams <= max(limit, 0):
+            raise ConfigError(
+                f"CUZK_WEB_SSE_MAX_STREAMS={self.sse_max_streams}: expected 0..{max(limit, 0)}, "
+                f"each live stream holds one of the CUZK_WEB_THREADS={self.threads} threads and "
+                f"{defaults.WEB_SPARE_THREADS} must stay free for /healthz and /api/status")
+        if self.sse_max_streams_per_client < 1:
+            raise ConfigError("CUZK_WEB_SSE_MAX_STREAMS_PER_CLIENT: expected at least 1, "
+                              f"got {self.sse_max_streams_per_client}")
+
+    @property
+    def stream_cap(self) -> int:
+        """Live streams this process serves at once (``sse_max_streams``, None = half the threads)."""
+        if self.sse_max_streams is not None:
+            return self.sse_max_streams
+        return max(0, min(self.threads // 2, self.threads - defaults.WEB_SPARE_THREADS))
+
+    @property
+    def published_beyond_loopback(self) -> bool:
+        """Whether other hosts can reach the page: the address compose publishes it on
+        (``publish``), else the host of ``bind`` (a unix socket is local)."""
+        if self.publish:
+            host = self.publish
+        elif self.bind.startswith("unix:"):
+            return False
+        else:
+            host = self.bind.rpartition(":")[0] if ":" in self.bind else self.bind
+        host = host.strip().strip("[]").lower()
+        return not (host in ("localhost", "::1") or host.startswith("127."))
 
     @property
     def auth_enabled(self) -> bool:
@@ -51,6 +89,13 @@ _ENV = [  # (field, env var, parse)
     ("cache_max_age_ms", "CUZK_WEB_CACHE_MAX_AGE_MS", int),
     ("timeline_window_s", "CUZK_WEB_TIMELINE_WINDOW_S", int),
     ("redis_timeout_s", "CUZK_WEB_REDIS_TIMEOUT_S", float),
+    ("threads", "CUZK_WEB_THREADS", int),
+    ("sse_max_streams", "CUZK_WEB_SSE_MAX_STREAMS", int),
+    ("sse_max_streams_per_client", "CUZK_WEB_SSE_MAX_STREAMS_PER_CLIENT", int),
+    ("sse_retry_after_s", "CUZK_WEB_SSE_RETRY_AFTER_S", int),
+    ("login_max_failures", "CUZK_WEB_LOGIN_MAX_FAILURES", int),
+    ("login_window_s", "CUZK_WEB_LOGIN_WINDOW_S", float),
+    ("publish", "CUZK_WEB_PUBLISH", str),
 ]
 
 

@@ -2,7 +2,12 @@
 (``cuzk-tasks web`` runs exactly this).  Every knob reads its CUZK_WEB_* variable
 (defaults and units in cuzk_tasks/defaults.py).
 
-Worker class: ``gthread``.  Each open live stream (Server-Sent Events) holds one thread
+Worker class: ``webapp.worker.StatusPageWorker``, gunicorn's ``gthread`` except that a
+request reaches a thread only once it has fully arrived (slow clients hold a socket, never a
+thread; ``CUZK_WEB_CLIENT_TIMEOUT_S``).  Live streams are capped per process below the thread
+count (``CUZK_WEB_SSE_MAX_STREAMS``, webapp/live.py), so threads stay free for /healthz.
+
+Why gthread.  Each open live stream (Server-Sent Events) holds one thread
 that sleeps on a condition variable; the Redis event stream is read by ONE thread per
 process and fanned out, so threads cost almost nothing while idle.  gthread needs no
 monkey-patching (redis-py, prometheus-client and the Lua calls run unmodified), and its
@@ -23,10 +28,11 @@ import threading
 from cuzk_tasks import defaults
 
 bind = [os.environ.get("CUZK_WEB_BIND", "").strip() or defaults.WEB_BIND]
-worker_class = "gthread"
+worker_class = "webapp.worker.StatusPageWorker"
 workers = int(os.environ.get("CUZK_WEB_WORKERS", "") or defaults.WEB_WORKERS)
 threads = int(os.environ.get("CUZK_WEB_THREADS", "") or defaults.WEB_THREADS)
-# gthread: at most this many connections per worker (open streams + keep-alive)
+# at most this many connections per worker (open streams, keep-alive, requests arriving);
+# a connection that holds no thread costs a socket and a few bytes
 worker_connections = max(1000, threads * 4)
 timeout = int(os.environ.get("CUZK_WEB_TIMEOUT_S", "") or defaults.WEB_TIMEOUT_S)
 graceful_timeout = 5          # open streams are cut on restart; browsers reconnect

@@ -5,6 +5,10 @@ forwarded at once to every subscriber (``event: transition``); a full status doc
 (``event: status``) follows, at most every ``sse_min_interval_ms`` and at least every
 ``sse_refresh_s`` (heartbeat ages and expiry, queue depths change without events).  Each
 subscriber keeps only the newest status, so a slow client never makes the others wait.
+
+Each open stream holds a gunicorn thread, so :meth:`Broadcaster.subscribe` caps them: at most
+``max_streams`` per process and ``max_per_client`` per client address (WebConfig.stream_cap,
+``sse_max_streams_per_client``); over a cap it returns None and the view answers 429.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ log = logging.getLogger("webapp.live")
 
 
 class Subscriber:
-    def __init__(self, backlog=256):
+    def __init__(self, client=None, backlog=256):
+        self.client = client
         self.cond = threading.Condition()
         self.transitions = collections.deque(maxlen=backlog)
         self.status = None
@@ -57,8 +62,11 @@ def frame(event: str, data: bytes, event_id: str | None = None) -> bytes:
 
 class Broadcaster:
     def __init__(self, store, reader, min_interval_ms=250, refresh_s=2.0,
-                 outage: OutageLog | None = None):
+                 outage: OutageLog | None = None, max_streams=None, max_per_client=None):
         self.store = store
+        self.max_streams = max_streams  # None: no cap (tests that build one by hand)
+        self.max_per_client = max_per_client
+        self._per_client = collections.Counter()
         self.outage = outage or OutageLog()
         self.reader = reader
         self.min_interval_s = min_interval_ms / 1000.0
@@ -68,9 +76,15 @@ class Broadcaster:
         self._thread = None
         self._stop = threading.Event()
 
-    def subscribe(self) -> Subscriber:
-        sub = Subscriber()
+    def subscribe(self, client=None) -> Subscriber | None:
+        """A new subscriber of ``client`` (its address), or None when a cap is reached."""
+        sub = Subscriber(client)
         with self._lock:
+            if self.max_streams is not None and len(self._subs) >= self.max_streams:
+                return None
+            if self.max_per_client is not None and self._per_client[client] >= self.max_per_client:
+                return None
+            self._per_client[client] += 1
             self._subs.add(sub)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="cuzk-web-sse", daemon=True)
@@ -78,8 +92,13 @@ class Broadcaster:
         return sub
 
     def unsubscribe(self, sub: Subscriber):
+        """Idempotent: the stream's end and the response's close both call it."""
         with self._lock:
-            self._subs.discard(sub)
+            if sub in self._subs:
+                self._subs.discard(sub)
+                self._per_client[sub.client] -= 1
+                if self._per_client[sub.client] <= 0:
+                    del self._per_client[sub.client]
 
     def subscribers(self) -> int:
         with self._lock:

@@ -22,6 +22,7 @@ class Services:
     reader: object  # webapp.status.StatusReader: the cached /api/status document
     live: object  # webapp.live.Broadcaster: the /api/events fan-out
     outage: object  # webapp.outage.OutageLog
+    login_limiter: object = None  # webapp.auth.LoginLimiter: failed sign-ins per client
     metrics_registry: object = None  # prometheus registry, made at the first scrape
 
 

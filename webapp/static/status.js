@@ -214,7 +214,7 @@
   var conn = document.getElementById("conn");
   function setConn(kind, text) { conn.className = "conn conn-" + kind; conn.textContent = text; }
 
-  var pollTimer = null, source = null, lastMessage = 0;
+  var pollTimer = null, source = null, lastMessage = 0, retryMs = 10000;
   function poll() {
     fetch(cfg.status_url, {credentials: "same-origin", cache: "no-cache"})  // revalidated: 304 when unchanged
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
@@ -233,16 +233,19 @@
     source = new EventSource(cfg.events_url);
     source.addEventListener("status", function (ev) {
       lastMessage = Date.now();
+      retryMs = 10000;
       stopPolling();
       setConn("live", "live");
       render(JSON.parse(ev.data));
     });
     source.addEventListener("transition", function () { lastMessage = Date.now(); });
     source.onerror = function () {
-      if (source.readyState === 2) {  // closed for good (HTTP error): poll, retry later
+      if (source.readyState === 2) {  // closed for good (HTTP error, e.g. 429 over the
+        // server's cap on live streams): poll, and retry the stream later, less and less often
         setConn("polling", "polling");
         startPolling();
-        setTimeout(connect, 10000);
+        setTimeout(connect, retryMs);
+        retryMs = Math.min(retryMs * 2, 300000);
       } else {
         setConn("polling", "reconnecting");
       }
