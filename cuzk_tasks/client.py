@@ -65,7 +65,7 @@ class Client:
         kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
                   "request_id": request_id}
         if on_done is not None:
-            kwargs["on_done"] = pipeline.check_on_done(on_done)
+            kwargs["on_done"] = pipeline.check_on_done(on_done, self.settings)
         if deadline_s is not None:
             kwargs["deadline_s"] = pipeline.check_deadline(deadline_s)
         self._require_cpu_worker(circuit)

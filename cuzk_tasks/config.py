@@ -129,11 +129,12 @@ class Settings:
 
     def inline_input_error(self, idx, text) -> str | None:
         """Why partition ``idx``'s inline input.json is refused (over
-        ``max_inline_input_bytes``), or None when it fits."""
+        ``max_inline_input_bytes``), or None when it fits.  The text names no partition: the
+        job's error adds ``partition <idx>:`` to its partition's."""
         size = len(text.encode("utf-8"))
         if size <= self.max_inline_input_bytes:
             return None
-        return (f"partition {idx}: input is {size} bytes, over the inline limit of "
+        return (f"input is {size} bytes, over the inline limit of "
                 f"{self.max_inline_input_bytes} bytes (max_inline_input_bytes); pass it by "
                 "reference (input_ref) instead")
 

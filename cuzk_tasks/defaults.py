@@ -217,6 +217,25 @@ total pipeline depth (about 2-3 per device) so a lone big job still keeps every 
 Only where the broker is the state store's Redis (otherwise every message is queued at
 submit)."""
 
+MAX_INPUT_DEPTH = 32
+"""Deepest nesting of lists and objects in an input passed by value (``{"a": "1"}`` is 1
+deep, ``{"a": [["1"]]}`` 3); a deeper one is refused at submit, naming its partition.  Not
+configurable: circom inputs nest a few levels, and the bound keeps every by-name message
+well inside the recursion limit of the pickling that hands a task to a pool process."""
+
+MAX_REQUEST_BYTES = 64 << 20
+"""Largest message body of a task of ours, bytes: a bigger one is refused in the worker's main
+process (recorded as a rejected request), never handed to its pool.  Room for a job's inline
+inputs (MAX_INLINE_BYTES_PER_JOB) and MAX_PARTITIONS_PER_JOB references; pass large inputs
+by reference."""
+
+MAX_REQUEST_ID_CHARS = 256
+"""Longest ``request_id`` a submit accepts, characters (it names a Redis key)."""
+
+REQUESTS_REJECTED_KEPT = 100
+"""Entries kept in the list of rejected requests ``{p}:rejected`` (by-name messages a worker
+refused before running them: too deep, too big, a field of the wrong type)."""
+
 ZKEY_BUDGET_MB = 32768
 """Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least
 recently used zkeys are dropped beyond it."""

@@ -142,6 +142,12 @@ class Keys:
         """list: recent partition failures as JSON objects, newest first, capped at FAILURES_KEPT."""
         return f"{self.prefix}:failures"
 
+    def rejected(self) -> str:
+        """list: recent requests a worker refused before running them (``reject_request``:
+        task, task id, reason, worker, at), JSON objects newest first, capped at
+        REQUESTS_REJECTED_KEPT."""
+        return f"{self.prefix}:rejected"
+
     def events(self) -> str:
         """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
         return f"{self.prefix}:events"

@@ -37,6 +37,7 @@ function K.unrouted() return P .. ':unrouted' end
 function K.counters() return P .. ':counters' end
 function K.completions() return P .. ':completions' end
 function K.failures() return P .. ':failures' end
+function K.rejected() return P .. ':rejected' end
 function K.events() return P .. ':events' end
 function K.on_done(j) return P .. ':on_done:' .. j end
 function K.histograms() return P .. ':histograms' end
@@ -487,6 +488,27 @@ local function activate_job(job, req, release_list, window, ondone_spec, ondone_
     release_held(job, w > 0 and w or n)
   end
   emit('job_created', 'job', job, 'circuit', j[1], 'kind', j[2], 'n_partitions', n)
+end
+
+-- The job a request id already names, as a create script answers it: {that job, 0}, or
+-- {that job, -2} when the request's digest -- the LAST argument of the create script,
+-- ARGV[#ARGV], '' = none -- differs from the one kept on that job: the id reused for other
+-- content (issue 24).  A job kept without one (created before digests) matches any.
+-- nil when the key names no job.
+local function request_job(request_key)
+  local existing = redis.call('GET', request_key)
+  if not existing then return nil end
+  local digest = ARGV[#ARGV]
+  local had = redis.call('HGET', K.job(existing), 'request_digest')
+  if not blank(digest) and not blank(had) and had ~= digest then return {existing, -2} end
+  return {existing, 0}
+end
+
+-- the request's digest (ARGV[#ARGV], see request_job) on a job being created for request `req`
+local function keep_request_digest(job_key, req)
+  if req ~= '' and not blank(ARGV[#ARGV]) then
+    redis.call('HSET', job_key, 'request_digest', ARGV[#ARGV])
+  end
 end
 
 -- the job hash of a job being created (state 'creating': no read API returns it, no index

@@ -1,0 +1,120 @@
+"""SafeRequest: no message can crash a worker's main process.
+
+A Celery worker's MAIN process decodes each message and pickles its arguments to hand the
+task to a pool process (``Request.execute_using_pool`` -> billiard).  A by-name submit whose
+input nested 500 lists deep made that pickling raise RecursionError there: the main process
+died, its message went back on the queue, and the next worker to take it died the same way.
+
+Every task of ours uses this Request class (``Task.Request``, tasks.py).  Before the hand-off
+it bounds the message (:func:`cuzk_tasks.request_checks.message_problem`: body size,
+nesting depth, the by-name requests' fields), and a message that fails the bounds -- or
+whose hand-off raises anyway -- is refused ONCE (:meth:`SafeRequest.refuse`): acknowledged
+(never requeued, so neither the broker nor the sweeper's request leases bring it back),
+recorded in the state store as a rejected request with its reason, its failure stored for
+the caller (``AsyncResult.get()`` raises with the reason instead of waiting), and logged in
+one line.  Nothing of it reaches a pool process.
+
+Celery builds, per task, a subclass of this class whose ``execute_using_pool`` is its own
+fast copy (``celery.worker.request.create_request_cls``): :meth:`SafeRequest.__init_subclass__`
+wraps that one too.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+
+from celery.exceptions import TaskRevokedError
+from celery.worker.request import Request
+from celery.worker.state import task_ready
+
+from . import request_checks
+from .errors import CuzkError
+
+log = logging.getLogger("cuzk_tasks.safe_request")
+
+#: task name -> the signature its by-name arguments bind to (the task function's, less self)
+_signatures: dict = {}
+
+
+def _signature(task):
+    sig = _signatures.get(task.name)
+    if sig is None:
+        try:
+            sig = inspect.signature(task.run)  # bound: ``self`` is not a parameter
+        except (TypeError, ValueError):
+            return None
+        _signatures[task.name] = sig
+    return sig
+
+
+def _guarded(hand_off):
+    """``execute_using_pool`` that bounds the message first and refuses it instead of
+    handing it over when it is out of bounds or the hand-off raises."""
+
+    @functools.wraps(hand_off)
+    def execute_using_pool(self, pool, **kwargs):
+        try:
+            body = self.body
+            problem = request_checks.message_problem(
+                self.name, self.args, self.kwargs, len(body) if body is not None else 0,
+                _signature(self.task))
+        except Exception as exc:  # a message this check cannot even read is refused too
+            problem = f"{self.name}: unreadable message ({type(exc).__name__}: {exc})"
+        if problem is None:
+            try:
+                return hand_off(self, pool, **kwargs)
+            except TaskRevokedError:
+                raise
+            except Exception as exc:
+                problem = (f"{self.name}: the worker could not hand it to a pool process "
+                           f"({type(exc).__name__}: {str(exc)[:200]})")
+        self.refuse(problem)
+        # the worker releases the slot it took for this message on exactly this exception
+        # (WorkController._process_task); nothing else sees it
+        raise TaskRevokedError(problem)
+
+    return execute_using_pool
+
+
+class SafeRequest(Request):
+    """A Celery Request that bounds its message before the pool gets it (module docstring)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("execute_using_pool")
+        if own is not None and not getattr(own, "_cuzk_guarded", False):
+            cls.execute_using_pool = _guarded(own)
+            cls.execute_using_pool._cuzk_guarded = True
+
+    def refuse(self, reason: str) -> None:
+        """Reject this message once, for ``reason``: out of the worker's registry (its
+        heartbeat no longer reports it held), a rejected request in the state store, a
+        failure result for the caller (by-name requests store results), acknowledged without
+        requeue, one log line.  Each step is attempted even when another fails."""
+        log.error("refused %s[%s], not run: %s", self.name, self.id, reason)
+        task_ready(self)
+        app = self.task.app
+        try:
+            # lazy: the pipeline's context is the worker's; this module is imported with
+            # tasks.py by every process that registers the tasks, worker or not
+            from .pipeline import context
+
+            ctx = context(app)
+            ctx.store.reject_request(self.name, self.id, reason, worker=ctx.worker_id or "")
+        except Exception:
+            log.exception("refused %s[%s]: could not record it in the state store",
+                          self.name, self.id)
+        if self.store_errors:
+            try:
+                # request=None: no chord, no errbacks of a message we refuse to run
+                self.task.backend.mark_as_failure(self.id, CuzkError(reason), request=None)
+            except Exception:
+                log.exception("refused %s[%s]: could not store its failure for the caller",
+                              self.name, self.id)
+        self.reject(requeue=False)
+
+
+SafeRequest.execute_using_pool = _guarded(Request.execute_using_pool)
+SafeRequest.execute_using_pool._cuzk_guarded = True
