@@ -167,6 +167,13 @@ key -- stay in Redis after the job ends (env ``CUZK_JOB_RETENTION_S``; 0 = for e
 shorter than ``RESULT_TTL_S``.  Redis then holds about throughput x retention x the bytes
 of a finished partition (~2 KB): size ``maxmemory`` from it (ops/redis/README.md)."""
 
+ON_DONE_TTL_S = 86400
+"""Seconds an on_done callback waits for a consumer (env ``CUZK_ON_DONE_TTL_S``, toml
+``on_done_ttl_s``; 0 = for ever): the message carries a Celery ``expires`` of its send time
+plus this, so a consumer that comes later discards it, and the sweeper drops expired ones
+from the oldest end of their queue (``StateStore.trim_callbacks``), so callbacks to a queue
+no one reads do not pile up in Redis.  Set alike where jobs are submitted."""
+
 RESULTS_DIR = None
 """Directory where each finished job's result JSON is also written (env ``CUZK_RESULTS_DIR``); None = off."""
 

@@ -161,6 +161,25 @@ def test_on_done_queue_is_none_of_the_service_s_own_queues(ctx):
     assert ctx.store.get_job(job)["on_done"]
 
 
+def test_a_callback_to_a_queue_no_one_reads_expires_and_the_sweeper_drops_it(ctx):
+    import base64
+    import time
+
+    from cuzk_tasks import routing
+
+    short = pipeline.Context(ctx.app, ctx.settings.replace(on_done_ttl_s=1), worker_id="rqhost:cpu:1")
+    queue = f"{ctx.settings.prefix}-unread"
+    job = pipeline.submit_job(short, "mulchain", [{"input": {"a": "1"}}],
+                              on_done={"task": "svc.done", "queue": queue})
+    assert short.store.cancel_job(job, "stop")
+    envelope = json.loads(short.store.redis.lindex(queue, 0))
+    assert envelope["headers"]["expires"].endswith("+00:00")
+    assert json.loads(base64.b64decode(envelope["body"]))[1]["job_id"] == job
+    time.sleep(2.1)
+    routing.Sweeper(short).run_once(leases=False)
+    assert short.store.redis.llen(queue) == 0
+
+
 # --- request ids --------------------------------------------------------------------------
 
 def test_a_request_id_reused_for_other_content_is_an_error(ctx):

@@ -40,7 +40,7 @@ SCRIPTS = (
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
-    "stage_partitions", "recover_stage", "expire_deadlines", "reject_request",
+    "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
 )
 
@@ -512,6 +512,12 @@ class StateStore:
         if ok:
             self.reap_jobs()  # a big job's partitions: in short steps, before returning
         return bool(ok)
+
+    def trim_callbacks(self, limit: int = 10000) -> int:
+        """Drop on_done callbacks whose ``expires`` has passed from the oldest end of the
+        lists they were pushed to, stopping at the first live message of each (a list may be
+        shared with other senders); at most ``limit`` per call.  Returns how many."""
+        return int(self._run("trim_callbacks", [], [int(limit)]))
 
     # --- refused requests -------------------------------------------------------------
 
