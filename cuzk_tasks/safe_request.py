@@ -28,6 +28,8 @@ import logging
 from celery.exceptions import TaskRevokedError
 from celery.worker.request import Request
 from celery.worker.state import task_ready
+from celery.worker.strategy import default as default_strategy
+from kombu.exceptions import DecodeError
 
 from . import request_checks
 from .errors import CuzkError
@@ -90,30 +92,54 @@ class SafeRequest(Request):
 
     def refuse(self, reason: str) -> None:
         """Reject this message once, for ``reason``: out of the worker's registry (its
-        heartbeat no longer reports it held), a rejected request in the state store, a
-        failure result for the caller (by-name requests store results), acknowledged without
-        requeue, one log line.  Each step is attempted even when another fails."""
-        log.error("refused %s[%s], not run: %s", self.name, self.id, reason)
+        heartbeat no longer reports it held), recorded (:func:`_record`), acknowledged
+        without requeue."""
         task_ready(self)
-        app = self.task.app
-        try:
-            # lazy: the pipeline's context is the worker's; this module is imported with
-            # tasks.py by every process that registers the tasks, worker or not
-            from .pipeline import context
-
-            ctx = context(app)
-            ctx.store.reject_request(self.name, self.id, reason, worker=ctx.worker_id or "")
-        except Exception:
-            log.exception("refused %s[%s]: could not record it in the state store",
-                          self.name, self.id)
-        if self.store_errors:
-            try:
-                # request=None: no chord, no errbacks of a message we refuse to run
-                self.task.backend.mark_as_failure(self.id, CuzkError(reason), request=None)
-            except Exception:
-                log.exception("refused %s[%s]: could not store its failure for the caller",
-                              self.name, self.id)
+        _record(self.task, self.name, self.id, reason, store_result=self.store_errors)
         self.reject(requeue=False)
+
+
+def _record(task, name, task_id, reason, store_result=True) -> None:
+    """A refused message of ``task``: one log line, a rejected request in the state store and
+    (``store_result``: by-name requests store results) its failure for the caller.  Each step
+    is attempted even when another fails."""
+    log.error("refused %s[%s], not run: %s", name, task_id, reason)
+    try:
+        # lazy: the pipeline's context is the worker's; this module is loaded only by a
+        # worker's consumer (Celery resolves it by name), which has the pipeline already
+        from .pipeline import context
+
+        ctx = context(task.app)
+        ctx.store.reject_request(name, task_id, reason, worker=ctx.worker_id or "")
+    except Exception:
+        log.exception("refused %s[%s]: could not record it in the state store", name, task_id)
+    if store_result and task_id:
+        try:
+            # request=None: no chord, no errbacks of a message we refuse to run
+            task.backend.mark_as_failure(task_id, CuzkError(reason), request=None)
+        except Exception:
+            log.exception("refused %s[%s]: could not store its failure for the caller",
+                          name, task_id)
+
+
+def safe_strategy(task, app, consumer, **kwargs):
+    """Celery's default strategy (``Task.Strategy``) for ``task``, plus: a message whose body
+    cannot be decoded -- JSON nested deeper than the decoder's recursion limit -- is
+    recorded (:func:`_record`) before Celery drops it (it acks a message it cannot decode),
+    so the caller's ``.get()`` raises with the reason instead of waiting for ever."""
+    handler = default_strategy(task, app, consumer, **kwargs)
+
+    def on_message(message, body, ack, reject, callbacks, **more):
+        try:
+            return handler(message, body, ack, reject, callbacks, **more)
+        except DecodeError as exc:
+            headers = getattr(message, "headers", None) or {}
+            _record(task, task.name, headers.get("id"),
+                    f"{task.name}: the message's body cannot be decoded ({str(exc)[:200]})",
+                    store_result=not task.ignore_result)
+            raise
+
+    return on_message
 
 
 SafeRequest.execute_using_pool = _guarded(Request.execute_using_pool)

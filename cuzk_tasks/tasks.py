@@ -25,11 +25,12 @@ from . import pipeline
 from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
                          TASK_SUBMIT, TASK_SYNTHESIZE)
 
-# by name: Celery imports it in the worker only (a client registering the tasks never needs it)
-SAFE_REQUEST = "cuzk_tasks.safe_request:SafeRequest"
+# by name: Celery imports them in the worker only (a client registering the tasks never needs them)
+SAFE = {"Request": "cuzk_tasks.safe_request:SafeRequest",
+        "Strategy": "cuzk_tasks.safe_request:safe_strategy"}
 
 
-@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, Request=SAFE_REQUEST)
+@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, **SAFE)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
            deadline_s=None):
     """Create a job by name; returns its id.  Idempotent on ``request_id``, which defaults
@@ -42,23 +43,23 @@ def submit(self, circuit, partitions, priority=None, request_id=None, on_done=No
                                deadline_s=deadline_s)
 
 
-@shared_task(name=TASK_STATUS, bind=True, ignore_result=False, Request=SAFE_REQUEST)
+@shared_task(name=TASK_STATUS, bind=True, ignore_result=False, **SAFE)
 def status(self, job_id, offset=0, limit=None):
     return pipeline.job_status(pipeline.context(self.app), job_id, offset=offset, limit=limit)
 
 
-@shared_task(name=TASK_RESULT, bind=True, ignore_result=False, Request=SAFE_REQUEST)
+@shared_task(name=TASK_RESULT, bind=True, ignore_result=False, **SAFE)
 def result(self, job_id):
     return pipeline.job_result(pipeline.context(self.app), job_id)
 
 
-@shared_task(name=TASK_SYNTHESIZE, bind=True, Request=SAFE_REQUEST)
+@shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
 def synthesize(self, job_id, idx, circuit=None, priority=None, attempt=0):
     pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
                         priority=priority, attempt=int(attempt))
 
 
-@shared_task(name=TASK_PROVE_START, bind=True, Request=SAFE_REQUEST)
+@shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
 def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
                 priority=None):
     return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
@@ -66,6 +67,6 @@ def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue
                                 priority=priority)
 
 
-@shared_task(name=TASK_FINALIZE, bind=True, Request=SAFE_REQUEST)
+@shared_task(name=TASK_FINALIZE, bind=True, **SAFE)
 def finalize(self, started):
     return pipeline.finalize(pipeline.context(self.app), started)
