@@ -328,3 +328,13 @@ def test_a_callback_queue_that_is_no_list_ends_the_job_and_sends_nothing(store):
     assert job["state"] == "done" and "is a Redis hash, not a list" in job["on_done_error"]
     assert store.redis.ttl(store.keys.job("j1")) > 0 and store.get_result("j1")
     assert store.redis.hgetall(queue) == {"a": "1"}
+
+
+def test_a_callback_queue_under_the_prefix_gets_nothing(store):
+    """cuzk:failures is a list of ours: a job kept from before submit refused such a queue
+    ends without pushing a callback onto it (the status page once answered 500 for it)."""
+    queue = store.keys.failures()
+    _expiring_job(store, "j1", 600, queue=queue)
+    store.cancel_job("j1", "stop")
+    assert "is a key of the state store" in store.get_job("j1")["on_done_error"]
+    assert store.redis.llen(queue) == 0

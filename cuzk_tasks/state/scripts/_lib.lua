@@ -186,8 +186,9 @@ local EXPIRES_SLOT = '"\\u0000cuzk-expires-slot\\u0000"'
 -- JSON text, when given) or "error"}.  Sent at most once: the kept message is deleted in
 -- the step that pushes it.  With a 6th element (seconds), its `expires` header is written
 -- as now + that, and its list is noted in K.on_done_queues() (scored by when that expires)
--- for the sweeper's trim_callbacks.  A list key holding another type (a key of someone
--- else's) gets nothing: on_done_error on the job, an on_done_failed event.  Returns 1 when sent.
+-- for the sweeper's trim_callbacks.  A list key under the prefix (a job kept from before
+-- submit checked on_done.queue) or holding another type (a key of someone else's) gets
+-- nothing: on_done_error on the job, an on_done_failed event.  Returns 1 when sent.
 local function send_on_done(job, state, err, proofs)
   local key = K.on_done(job)
   local kept = redis.call('GET', key)
@@ -196,8 +197,13 @@ local function send_on_done(job, state, err, proofs)
   local m = cjson.decode(kept)
   local kind = redis.call('TYPE', m[1])
   if type(kind) == 'table' then kind = kind.ok end
-  if kind ~= 'none' and kind ~= 'list' then
-    local why = 'queue ' .. m[1] .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
+  local why
+  if string.sub(m[1], 1, #P + 1) == P .. ':' then
+    why = 'queue ' .. m[1] .. ' is a key of the state store: not sent'
+  elseif kind ~= 'none' and kind ~= 'list' then
+    why = 'queue ' .. m[1] .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
+  end
+  if why then
     redis.call('HSET', K.job(job), 'on_done_error', why)
     emit('on_done_failed', 'job', job, 'state', state, 'list', m[1], 'error', why)
     return 0
