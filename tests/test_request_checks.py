@@ -202,6 +202,20 @@ def test_a_job_created_before_digests_still_answers_its_request_id(ctx):
     assert pipeline.submit_job(ctx, "mulchain", [{"input": {"b": 2}}], request_id="old-1") == job
 
 
+@pytest.mark.parametrize("n", [2, 8])  # one step, and a creation in steps (chunk 3)
+def test_a_request_digest_mismatch_is_refused_in_one_step_and_in_steps(store_factory, n):
+    from cuzk_tasks.errors import StateError
+
+    store = store_factory(chunk=3)
+    parts = [{"input": json.dumps({"a": i})} for i in range(n)]
+    job, created = store.create_job("j1", "c", "k", 5, "r1", parts, request_digest="d1")
+    assert created and store.get_job(job)["request_digest"] == "d1"
+    assert store.create_job("j2", "c", "k", 5, "r1", parts, request_digest="d1") == ("j1", False)
+    with pytest.raises(StateError, match="request_id 'r1' already names job j1 with other content"):
+        store.create_job("j3", "c", "k", 5, "r1", parts, request_digest="d2")
+    assert not store.redis.exists(store.keys.job("j2"), store.keys.job("j3"))
+
+
 # --- SafeRequest, in-process --------------------------------------------------------------
 
 class _Message:
