@@ -14,9 +14,10 @@ Names are stable (services without this package call them by name):
                         returns None; without them it returns the result, e.g. for a ``link``]
 * ``cuzk.finalize``     (cpu queue, published by prove_start) the prove_start result
 
-Every task's messages go through :class:`cuzk_tasks.safe_request.SafeRequest` in the worker's
-main process: one out of bounds (nesting depth, size, a by-name field of the wrong type) is
-refused once with its reason, never handed to the pool (cuzk_tasks/request_checks.py).
+Every task's messages go through :class:`cuzk_tasks.safe_request.SafeRequest` (and
+``safe_strategy``) in the worker's main process: one out of bounds (nesting depth, size, a
+by-name field of the wrong type) or undecodable is refused once with its reason, never
+handed to the pool (cuzk_tasks/request_checks.py).
 """
 
 from celery import shared_task

@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
-
 import re
+import uuid
 
 from .. import request_checks, wire
 from ..errors import CuzkError
