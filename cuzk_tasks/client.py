@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from . import pipeline
+from . import pipeline, request_checks
 from .celery_app import create_app
 from .config import Settings, load_settings
 from .errors import CuzkError, JobError
@@ -59,19 +59,24 @@ class Client:
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
                                        request_id=request_id, on_done=on_done,
                                        deadline_s=deadline_s)
-        # the job size limits, here too: a refused job never travels to a worker
+        # the fields a worker checks and the job size limits, here too: a refused job never
+        # travels to a worker, and a bad field is this call's error at once
+        circuit = request_checks.check_circuit(circuit)
         parts = pipeline.normalize_partitions(partitions, self.settings.max_partitions_per_job,
                                               self.settings.max_inline_bytes_per_job)
-        kwargs = {"circuit": circuit, "partitions": parts, "priority": priority,
-                  "request_id": request_id}
+        kwargs = {"circuit": circuit, "partitions": parts,
+                  "priority": request_checks.check_priority(priority),
+                  "request_id": request_checks.check_request_id(request_id)}
         if on_done is not None:
-            kwargs["on_done"] = pipeline.check_on_done(on_done)
+            kwargs["on_done"] = pipeline.check_on_done(on_done, self.settings)
         if deadline_s is not None:
             kwargs["deadline_s"] = pipeline.check_deadline(deadline_s)
         self._require_cpu_worker(circuit)
         reply = self.app.send_task(TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
         try:
             return reply.get(timeout=SUBMIT_REPLY_TIMEOUT_S)
+        except CuzkError:
+            raise  # the worker's answer (a request id reused for other content, ...)
         except Exception as exc:
             try:
                 reply.forget()  # stop listening for it (the backend would hold it for good)

@@ -75,6 +75,7 @@ class Settings:
     max_deliveries: int = defaults.MAX_DELIVERIES
     result_ttl_s: int = defaults.RESULT_TTL_S
     job_retention_s: int = defaults.JOB_RETENTION_S
+    on_done_ttl_s: float = defaults.ON_DONE_TTL_S
     results_dir: str | None = defaults.RESULTS_DIR
     spool_dir: str = defaults.SPOOL_DIR
     #: directories (besides spool_dir) that submitted input_ref / witness_ref paths may name
@@ -129,11 +130,12 @@ class Settings:
 
     def inline_input_error(self, idx, text) -> str | None:
         """Why partition ``idx``'s inline input.json is refused (over
-        ``max_inline_input_bytes``), or None when it fits."""
+        ``max_inline_input_bytes``), or None when it fits.  The text names no partition: the
+        job's error adds ``partition <idx>:`` to its partition's."""
         size = len(text.encode("utf-8"))
         if size <= self.max_inline_input_bytes:
             return None
-        return (f"partition {idx}: input is {size} bytes, over the inline limit of "
+        return (f"input is {size} bytes, over the inline limit of "
                 f"{self.max_inline_input_bytes} bytes (max_inline_input_bytes); pass it by "
                 "reference (input_ref) instead")
 
@@ -173,6 +175,8 @@ class Settings:
                 f"{self.heartbeat_interval_s} s")
         if isinstance(self.redis_outage_s, bool) or self.redis_outage_s < 0:
             bad("redis_outage_s", f"must be >= 0 seconds (0 = no retry), got {self.redis_outage_s!r}")
+        if isinstance(self.on_done_ttl_s, bool) or self.on_done_ttl_s < 0:
+            bad("on_done_ttl_s", f"must be >= 0 seconds (0 = never), got {self.on_done_ttl_s!r}")
         if isinstance(self.worker_retire_s, bool) or self.worker_retire_s < 0:
             bad("worker_retire_s", f"must be >= 0 seconds (0 = never), got {self.worker_retire_s!r}")
         if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
@@ -234,6 +238,7 @@ _FIELDS = [
     ("max_deliveries", "CUZK_MAX_DELIVERIES", "max_deliveries", int),
     ("result_ttl_s", "CUZK_RESULT_TTL_S", "result_ttl_s", int),
     ("job_retention_s", "CUZK_JOB_RETENTION_S", "job_retention_s", int),
+    ("on_done_ttl_s", "CUZK_ON_DONE_TTL_S", "on_done_ttl_s", float),
     ("results_dir", "CUZK_RESULTS_DIR", "results_dir", str),
     ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
     ("allowed_input_roots", "CUZK_ALLOWED_INPUT_ROOTS", "allowed_input_roots", tuple),

@@ -167,6 +167,13 @@ key -- stay in Redis after the job ends (env ``CUZK_JOB_RETENTION_S``; 0 = for e
 shorter than ``RESULT_TTL_S``.  Redis then holds about throughput x retention x the bytes
 of a finished partition (~2 KB): size ``maxmemory`` from it (ops/redis/README.md)."""
 
+ON_DONE_TTL_S = 86400
+"""Seconds an on_done callback waits for a consumer (env ``CUZK_ON_DONE_TTL_S``, toml
+``on_done_ttl_s``; 0 = for ever): the message carries a Celery ``expires`` of its send time
+plus this, so a consumer that comes later discards it, and the sweeper drops expired ones
+from the oldest end of their queue (``StateStore.trim_callbacks``), so callbacks to a queue
+no one reads do not pile up in Redis.  Set alike where jobs are submitted."""
+
 RESULTS_DIR = None
 """Directory where each finished job's result JSON is also written (env ``CUZK_RESULTS_DIR``); None = off."""
 
@@ -216,6 +223,25 @@ the same priority waits behind at most that many (fair order).  Keep it above th
 total pipeline depth (about 2-3 per device) so a lone big job still keeps every device busy.
 Only where the broker is the state store's Redis (otherwise every message is queued at
 submit)."""
+
+MAX_INPUT_DEPTH = 32
+"""Deepest nesting of lists and objects in an input passed by value (``{"a": "1"}`` is 1
+deep, ``{"a": [["1"]]}`` 3); a deeper one is refused at submit, naming its partition.  Not
+configurable: circom inputs nest a few levels, and the bound keeps every by-name message
+well inside the recursion limit of the pickling that hands a task to a pool process."""
+
+MAX_REQUEST_BYTES = 64 << 20
+"""Largest message body of a task of ours, bytes: a bigger one is refused in the worker's main
+process (recorded as a rejected request), never handed to its pool.  Room for a job's inline
+inputs (MAX_INLINE_BYTES_PER_JOB) and MAX_PARTITIONS_PER_JOB references; pass large inputs
+by reference."""
+
+MAX_REQUEST_ID_CHARS = 256
+"""Longest ``request_id`` a submit accepts, characters (it names a Redis key)."""
+
+REQUESTS_REJECTED_KEPT = 100
+"""Entries kept in the list of rejected requests ``{p}:rejected`` (by-name messages a worker
+refused before running them: too deep, too big, a field of the wrong type)."""
 
 ZKEY_BUDGET_MB = 32768
 """Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least

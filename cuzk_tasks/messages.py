@@ -59,8 +59,9 @@ class StageMessages:
     def on_done(self, job_id, on_done) -> wire.LateBodyMessage:
         """The job's on_done task without its kwargs (the step ending the job writes them):
         priority 0, so it lands on the list named by the queue, which any Redis consumer
-        reads."""
+        reads.  It expires ``on_done_ttl_s`` after it is sent (0: never)."""
         kwargsrepr = f"{{'job_id': {job_id!r}, 'state': ..., 'proofs' | 'error': ...}}"
         return wire.task_message_late_kwargs(self.templates(on_done["task"]), on_done["task"],
                                              queue=on_done["queue"], priority=0,
-                                             kwargsrepr=kwargsrepr)
+                                             kwargsrepr=kwargsrepr,
+                                             expires_s=self.settings.on_done_ttl_s)

@@ -112,6 +112,11 @@ class Sweeper(PeriodicThread):
                                circuit=job["circuit"], witness_ref=part.get("witness_ref"),
                                priority=self._priority(job)):
                 routed += 1
+        # callbacks no consumer took before they expired (a queue no one reads)
+        dropped = store.trim_callbacks() if self.ctx.enqueue_in_store else 0
+        if dropped:
+            log.warning("%d expired on_done callback(s) dropped: no consumer took them within "
+                        "on_done_ttl_s", dropped)
         retired = []
         if self.ctx.settings.worker_retire_s > 0:
             retired = store.retire_workers(self.ctx.settings.worker_retire_s)

@@ -13,6 +13,11 @@ Names are stable (services without this package call them by name):
                         [, finalize_queue, priority: then its gpu_end queues finalize there and it
                         returns None; without them it returns the result, e.g. for a ``link``]
 * ``cuzk.finalize``     (cpu queue, published by prove_start) the prove_start result
+
+Every task's messages go through :class:`cuzk_tasks.safe_request.SafeRequest` (and
+``safe_strategy``) in the worker's main process: one out of bounds (nesting depth, size, a
+by-name field of the wrong type) or undecodable is refused once with its reason, never
+handed to the pool (cuzk_tasks/request_checks.py).
 """
 
 from celery import shared_task
@@ -21,8 +26,12 @@ from . import pipeline
 from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
                          TASK_SUBMIT, TASK_SYNTHESIZE)
 
+# by name: Celery imports them in the worker only (a client registering the tasks never needs them)
+SAFE = {"Request": "cuzk_tasks.safe_request:SafeRequest",
+        "Strategy": "cuzk_tasks.safe_request:safe_strategy"}
 
-@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False)
+
+@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, **SAFE)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
            deadline_s=None):
     """Create a job by name; returns its id.  Idempotent on ``request_id``, which defaults
@@ -35,23 +44,23 @@ def submit(self, circuit, partitions, priority=None, request_id=None, on_done=No
                                deadline_s=deadline_s)
 
 
-@shared_task(name=TASK_STATUS, bind=True, ignore_result=False)
+@shared_task(name=TASK_STATUS, bind=True, ignore_result=False, **SAFE)
 def status(self, job_id, offset=0, limit=None):
     return pipeline.job_status(pipeline.context(self.app), job_id, offset=offset, limit=limit)
 
 
-@shared_task(name=TASK_RESULT, bind=True, ignore_result=False)
+@shared_task(name=TASK_RESULT, bind=True, ignore_result=False, **SAFE)
 def result(self, job_id):
     return pipeline.job_result(pipeline.context(self.app), job_id)
 
 
-@shared_task(name=TASK_SYNTHESIZE, bind=True)
+@shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
 def synthesize(self, job_id, idx, circuit=None, priority=None, attempt=0):
     pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
                         priority=priority, attempt=int(attempt))
 
 
-@shared_task(name=TASK_PROVE_START, bind=True)
+@shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
 def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
                 priority=None):
     return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
@@ -59,6 +68,6 @@ def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue
                                 priority=priority)
 
 
-@shared_task(name=TASK_FINALIZE, bind=True)
+@shared_task(name=TASK_FINALIZE, bind=True, **SAFE)
 def finalize(self, started):
     return pipeline.finalize(pipeline.context(self.app), started)

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import json
 import re
+import time
 import uuid
 
 from .errors import CuzkError
@@ -48,6 +50,11 @@ _KWARGS_SLOT = "\x00cuzk-kwargs-slot\x00"
 _ARGS_SLOT = "\x00cuzk-args-slot\x00"
 
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+#: Stands for a message's ``expires`` header, written when it is sent (an on_done callback's:
+#: the step ending the job writes its send time + the TTL, ``_lib.lua`` ``send_on_done``,
+#: which finds this JSON text in the message's tail).
+EXPIRES_SLOT = "\x00cuzk-expires-slot\x00"
 
 
 def check_queue_name(queue: str) -> str:
@@ -225,32 +232,44 @@ class LateBodyMessage:
     tail: str
     body_head: str
     body_tail: str
+    #: > 0: the ``expires`` header is :data:`EXPIRES_SLOT` in ``tail``, written as the send
+    #: time plus this many seconds (a Celery consumer discards the message after it)
+    expires_s: float = 0
 
     def to_json(self) -> str:
-        """The five parts as a JSON array, as the state store keeps them for its script."""
-        return json.dumps([self.list_key, self.head, self.tail, self.body_head, self.body_tail])
+        """The parts as a JSON array, as the state store keeps them for its script (a sixth,
+        ``expires_s``, only when > 0)."""
+        parts = [self.list_key, self.head, self.tail, self.body_head, self.body_tail]
+        return json.dumps(parts + [self.expires_s] if self.expires_s > 0 else parts)
 
 
 def _late_body(template: EnvelopeTemplate, task: str, body: list, slot: str, *, queue: str,
-               priority: int, argsrepr: str, kwargsrepr: str | None) -> LateBodyMessage:
+               priority: int, argsrepr: str, kwargsrepr: str | None,
+               expires_s: float = 0) -> LateBodyMessage:
     """The message of ``task`` whose Celery protocol 2 body is ``body`` with ``slot`` in
-    the place of the part written later."""
+    the place of the part written later (and, ``expires_s`` > 0, its ``expires`` header)."""
     check_queue_name(queue)
     body_head, body_tail = _split_once(json.dumps(body), slot)
-    text = json.dumps(template.fill(task, (), {}, queue, priority, argsrepr, kwargsrepr,
-                                    body=_BODY_SLOT))
-    head, tail = _split_once(text, _BODY_SLOT)
-    return LateBodyMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail)
+    envelope = template.fill(task, (), {}, queue, priority, argsrepr, kwargsrepr, body=_BODY_SLOT)
+    if expires_s > 0:
+        envelope["headers"]["expires"] = EXPIRES_SLOT
+    head, tail = _split_once(json.dumps(envelope), _BODY_SLOT)
+    if expires_s > 0 and json.dumps(EXPIRES_SLOT) not in tail:
+        raise AssertionError("the expires slot must follow the body in the envelope")
+    return LateBodyMessage(queue_list_key(queue, priority), head, tail, body_head, body_tail,
+                           float(expires_s) if expires_s > 0 else 0)
 
 
 def task_message_late_kwargs(template: EnvelopeTemplate, task: str, *, queue: str,
-                             priority: int = 0,
-                             kwargsrepr: str | None = None) -> LateBodyMessage:
+                             priority: int = 0, kwargsrepr: str | None = None,
+                             expires_s: float = 0) -> LateBodyMessage:
     """As :func:`task_message` with no args, for kwargs a Lua script fills in later
-    (:func:`fill_body` does the same in Python)."""
+    (:func:`fill_body` does the same in Python); ``expires_s`` > 0: the message expires
+    that long after it is sent."""
     # as _body_text((), kwargs) writes it, the kwargs object a slot
     return _late_body(template, task, [[], _KWARGS_SLOT, _EMBED], _KWARGS_SLOT, queue=queue,
-                      priority=priority, argsrepr="()", kwargsrepr=kwargsrepr)
+                      priority=priority, argsrepr="()", kwargsrepr=kwargsrepr,
+                      expires_s=expires_s)
 
 
 def task_message_late_args(template: EnvelopeTemplate, task: str, kwargs=None, *, queue: str,
@@ -262,12 +281,24 @@ def task_message_late_args(template: EnvelopeTemplate, task: str, kwargs=None, *
                       kwargsrepr=repr(dict(kwargs or {})))
 
 
-def fill_body(message: LateBodyMessage, part_json: str) -> QueuedMessage:
-    """The message with its late part (JSON text) written in: what the Lua side does with an
+def expires_text(unix_time: float) -> str:
+    """``expires`` as ``_lib.lua`` ``iso_utc`` writes it: UTC, whole seconds
+    (``2026-12-03T08:15:00+00:00``), which Celery parses and which sorts as text."""
+    return datetime.datetime.fromtimestamp(int(unix_time), datetime.timezone.utc).isoformat()
+
+
+def fill_body(message: LateBodyMessage, part_json: str, now: float | None = None) -> QueuedMessage:
+    """The message with its late part (JSON text) written in -- and its ``expires``, ``now``
+    (Unix time, default the clock) + ``expires_s`` -- : what the Lua side does with an
     on_done message, and what :func:`fill_args` does."""
     body = message.body_head + part_json + message.body_tail
     encoded = base64.b64encode(body.encode("utf-8")).decode("ascii")
-    return QueuedMessage(message.list_key, message.head + json.dumps(encoded) + message.tail)
+    tail = message.tail
+    if message.expires_s > 0:
+        now = time.time() if now is None else now
+        tail = tail.replace(json.dumps(EXPIRES_SLOT),
+                            json.dumps(expires_text(now + message.expires_s)), 1)
+    return QueuedMessage(message.list_key, message.head + json.dumps(encoded) + tail)
 
 
 def fill_args(message: LateBodyMessage, args) -> QueuedMessage:

@@ -241,3 +241,100 @@ def test_on_done_is_refused_when_the_broker_is_another_redis():
     ctx = pipeline.Context(create_app(settings), settings, worker_id="t")
     with pytest.raises(CuzkError, match="same Redis database"):
         pipeline.submit_job(ctx, "c", [{"input": {}}], on_done=ON_DONE)
+
+
+# --- expiry and a queue that is no list (issue 24) -------------------------------------------
+
+def _prelude():
+    return script_text("workers").split("-- ==== workers.lua ====")[0]
+
+
+def test_lua_writes_expires_as_wire_does(store):
+    """iso_utc (Lua has no os.date) against Python's datetime, and the slot it looks for."""
+    for t in (0, 59, 86399, 86400, 951782400, 951868799, 1709164800, 1796290500.9,
+              4107542400, 253402300799):
+        got = store.redis.eval(_prelude() + "return iso_utc(tonumber(ARGV[#ARGV]))", 0,
+                               *store.common_args, repr(t))
+        assert got == wire.expires_text(t), t
+    assert store.redis.eval(_prelude() + "return EXPIRES_SLOT", 0, *store.common_args) == \
+        json.dumps(wire.EXPIRES_SLOT)
+
+
+def _expiring_job(store, job_id, ttl_s, queue=None):
+    spec = {**spec_for(store), **({"queue": queue} if queue else {})}
+    late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"], queue=spec["queue"],
+                                         kwargsrepr="{}", expires_s=ttl_s)
+    got, created = store.create_job(job_id, "c", "k", 5, None, [{"input": "{}"}],
+                                    on_done=(spec, late))
+    assert created
+    return spec
+
+
+def test_a_callback_expires_ttl_after_it_is_sent(store):
+    from celery.utils.iso8601 import parse_iso8601
+
+    _expiring_job(store, "j1", 600)
+    before = store.redis.time()[0]
+    store.cancel_job("j1", "stop")
+    envelope, args, kwargs = callbacks(store)[0]
+    expires = envelope["headers"]["expires"]
+    at = parse_iso8601(expires).timestamp()  # what a Celery worker reads
+    assert before + 600 <= at <= before + 602, expires
+    assert kwargs == {"job_id": "j1", "state": "cancelled", "error": "stop"}
+    assert store.redis.zscore(store.keys.on_done_queues(), spec_for(store)["queue"]) >= before + 600
+
+
+def test_expired_callbacks_no_one_took_are_trimmed_and_live_messages_kept(store):
+    """A queue no one reads: its expired callbacks are dropped from the oldest end; a live
+    message (another sender's, no expires) stops the trim and is never dropped."""
+    import time
+
+    queue = spec_for(store)["queue"]
+    _expiring_job(store, "old1", 1)
+    _expiring_job(store, "old2", 1)
+    _expiring_job(store, "new", 3600)
+    store.cancel_job("old1")
+    store.cancel_job("old2")
+    store.cancel_job("new")
+    assert store.trim_callbacks() == 0  # nothing has expired yet
+    time.sleep(2.1)
+    assert store.trim_callbacks() == 2
+    (envelope, _, kwargs), = callbacks(store)
+    assert kwargs["job_id"] == "new"
+    # another sender's message at the oldest end, then an expired callback: nothing is dropped
+    shared = f"{store.prefix}.shared"
+    store.redis.lpush(shared, json.dumps({"headers": {"task": "other", "expires": None}}))
+    _expiring_job(store, "old3", 1, queue=shared)
+    store.cancel_job("old3")
+    time.sleep(2.1)
+    assert store.trim_callbacks() == 0 and store.redis.llen(shared) == 2
+    # every callback there expired and nothing more to drop: the list is no longer watched,
+    # the other one is (its callback lives on)
+    assert store.redis.zscore(store.keys.on_done_queues(), shared) is None
+    assert store.redis.zscore(store.keys.on_done_queues(), queue) is not None
+    assert store.redis.llen(queue) == 1
+
+
+def test_a_callback_queue_that_is_no_list_ends_the_job_and_sends_nothing(store):
+    """A job kept from before the on_done.queue check (or a key someone else made since):
+    the job still ends -- its keys get their retention, the result is stored -- and the
+    callback is recorded as not sent, not a WRONGTYPE error half-way through the step."""
+    queue = f"{store.prefix}.taken"
+    store.redis.hset(queue, "a", "1")
+    _expiring_job(store, "j1", 600, queue=queue)
+    w = device(store)
+    assert finish_partition(store, "j1", 0, w, {"p": 1}, ["1"]).job_complete
+    job = store.get_job("j1")
+    assert job["state"] == "done" and "is a Redis hash, not a list" in job["on_done_error"]
+    assert store.redis.ttl(store.keys.job("j1")) > 0 and store.get_result("j1")
+    assert store.redis.hgetall(queue) == {"a": "1"}
+
+
+def test_a_callback_queue_under_the_prefix_gets_nothing(store):
+    """cuzk:failures is a list of ours: a job kept from before submit refused such a queue
+    ends without pushing a callback onto it (the status page once answered 500 for it)."""
+    queue = store.keys.failures()
+    _expiring_job(store, "j1", 600, queue=queue)
+    store.cancel_job("j1", "stop")
+    assert "is a key of the state store" in store.get_job("j1")["on_done_error"]
+    assert store.redis.llen(queue) == 0

@@ -9,6 +9,7 @@ test-only circuit ``poison_test`` kill its process (CUZK_TEST_POISON_CIRCUIT).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pathlib
@@ -223,6 +224,69 @@ def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
 
     assert c.store.redis.get(Keys(c.settings.prefix).request("pickled")) is None
     assert c.procs["cpu"].poll() is None
+
+
+def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluster):
+    """Issue 24: a by-name submit whose input nests 500 lists deep once killed the CPU
+    worker's MAIN process (RecursionError pickling it for the pool); its message went back on
+    the queue and killed the next worker too.  Now the main process refuses it before the
+    pool: the caller's ``.get()`` raises with the reason naming the field, the refusal is
+    recorded, the message is on no queue and unacked nowhere -- not even after the
+    sweeper's request leases had time to put it back -- and the next job proves.  A stage
+    task sent by name with a deep argument is refused the same way, and so is a body nested
+    too deep for the JSON decoder (which Celery drops)."""
+    from celery import Celery
+
+    from cuzk_tasks import wire
+    from cuzk_tasks.task_names import TASK_SUBMIT, TASK_SYNTHESIZE
+
+    c = cluster
+    cpu = c.procs["cpu"]
+    app = Celery("caller", broker=c.settings.broker_url, backend=c.settings.result_backend,
+                 set_as_current=False)
+    deep = "1"
+    for _ in range(500):
+        deep = [deep]
+    seen = {r["task_id"] for r in c.store.rejected_requests()}
+    reply = app.send_task(TASK_SUBMIT, queue=c.settings.cpu_queue, kwargs={
+        "circuit": "mulchain", "partitions": [{"input": {"a": deep, "b": "11"}}]})
+    with pytest.raises(Exception) as info:
+        reply.get(timeout=60)
+    assert "cuzk.submit: partition 0: input: nested more than 32 levels deep" in str(info.value), \
+        f"{info.value!r}\n{c.logs()}"
+    stage = app.send_task(TASK_SYNTHESIZE, queue=c.settings.cpu_queue, args=["nojob", 0, deep],
+                          ignore_result=True)  # a stage task stores none: nothing to wait on
+    # too deep even for the JSON decoder (no Celery app can send it: pushed raw)
+    raw_reply = app.send_task(TASK_SUBMIT, queue="e2e-scratch", kwargs={})
+    envelope = json.loads(c.store.redis.rpop("e2e-scratch"))
+    envelope["body"] = base64.b64encode(
+        ('[[], {"circuit": "mulchain", "partitions": ' + "[" * 100_000 + "]" * 100_000
+         + '}, {}]').encode()).decode()
+    c.store.redis.lpush(c.settings.cpu_queue, json.dumps(envelope))
+    with pytest.raises(Exception) as info:
+        raw_reply.get(timeout=60)
+    assert "cuzk.submit: the message's body cannot be decoded" in str(info.value), c.logs()
+    deadline = time.monotonic() + 30
+    while {reply.id, stage.id} - {r["task_id"] for r in c.store.rejected_requests()}:
+        assert time.monotonic() < deadline, "the stage message was not refused\n" + c.logs()
+        time.sleep(0.1)
+    new = [r for r in c.store.rejected_requests() if r["task_id"] not in seen]
+    assert sorted(r["task"] for r in new) == [TASK_SUBMIT, TASK_SUBMIT, TASK_SYNTHESIZE], new
+    assert "argument 2: nested more than" in next(r["reason"] for r in new
+                                                  if r["task"] == TASK_SYNTHESIZE)
+    # longer than two sweeps a heartbeat TTL apart: a message held by no one would be back
+    time.sleep(2 * HB_TTL + 4 * HB_INTERVAL)
+    assert cpu.poll() is None, "the CPU worker died\n" + c.logs()
+    ids = {reply.id, stage.id, raw_reply.id}
+    unacked = [json.loads(raw)[0]["headers"]["id"] for raw in c.store.redis.hvals(wire.UNACKED_KEY)]
+    queued = [json.loads(raw)["headers"]["id"] for key in wire.queue_keys(c.settings.cpu_queue)
+              for raw in c.store.redis.lrange(key, 0, -1)]
+    assert not ids & set(unacked + queued), (unacked, queued)
+    assert [r["task_id"] for r in c.store.rejected_requests()].count(reply.id) == 1  # once
+    log = (c.base / "cpu.log").read_text()
+    assert log.count(f"refused cuzk.submit[{reply.id}]") == 1 and "Unrecoverable" not in log
+    job = c.client.submit("mulchain", [{"input": _input("mulchain")}])
+    _assert_valid(c.client.wait(job, timeout=60), "mulchain", 1)
 
 
 def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):

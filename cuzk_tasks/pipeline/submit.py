@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import uuid
 
-from .. import wire
+from .. import request_checks, wire
 from ..errors import CuzkError
 from .context import Context, fail, log, ref_path
 
@@ -35,13 +37,13 @@ def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None)
 
     A bare dict (an input object) or a string path ending in .wtns / .json is
     also accepted per partition.  Inputs by value are stored as JSON text; paths as
-    given (:func:`submit_job` and every worker check them with :func:`ref_path`).
+    given (:func:`submit_job` and every worker check them with :func:`ref_path`).  An input
+    object nests at most ``defaults.MAX_INPUT_DEPTH`` levels.
     ``max_partitions`` / ``max_inline_bytes`` (None = no limit): the job's partition count
     and the inline inputs' total UTF-8 size, refused (CuzkError naming ``partitions``) as
     soon as they are exceeded -- the count before anything else.
     """
-    if isinstance(partitions, (dict, str)) or partitions is None:
-        raise CuzkError("partitions must be a non-empty list")
+    partitions = request_checks.check_partitions_list(partitions)
     if max_partitions is not None:
         check_partition_count(partitions, max_partitions)
     inline_total = 0
@@ -63,6 +65,7 @@ def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None)
         entry = {}
         if "input" in given:
             value = p["input"]
+            request_checks.check_input_depth(i, value)  # before json.dumps recurses into it
             entry["input"] = value if isinstance(value, str) else json.dumps(value)
             if max_inline_bytes is not None:
                 # len() of the text first: its UTF-8 size is at least that (cheap early out)
@@ -79,8 +82,6 @@ def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None)
                 raise CuzkError(f"partition {i}: {given[0]}: expected a path string, got "
                                 f"{type(p[given[0]]).__name__}") from None
         out.append(entry)
-    if not out:
-        raise CuzkError("a job needs at least one partition")
     return out
 
 
@@ -97,22 +98,49 @@ def _refused_refs(ctx, parts):
     return refused
 
 
-def check_on_done(on_done):
-    """``on_done={"task": NAME, "queue": QUEUE}`` (or None) checked; CuzkError otherwise."""
+# A Celery queue name an on_done callback may go to: kombu's Redis transport pushes it on a
+# list of that name (and ``<name>:<step>`` for priorities), so no ':' -- no key of the state
+# store (``<prefix>:...``) and no priority list of another queue.
+_ON_DONE_QUEUE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+# Redis keys kombu's transport and Celery's result backend keep for themselves.
+_RESERVED_QUEUE_PREFIXES = ("_kombu.", "unacked", "celery-task-meta-", "celery-taskset-meta-",
+                            "chord-unlock")
+
+
+def check_on_done_queue(queue, settings=None) -> str:
+    """``on_done.queue`` checked: a Celery queue name (letters, digits, ``_ . -``, at most 200)
+    that is no Redis key of kombu's or Celery's own, nor one of the state store's (they all
+    hold a ':'), and, with ``settings``, none of this service's queues (its workers run no
+    callback)."""
+    if not isinstance(queue, str) or not _ON_DONE_QUEUE.match(queue):
+        raise CuzkError(f"on_done.queue: expected a Celery queue name (1..200 letters, digits "
+                        f"and _ . - only), got {queue!r:.200}")
+    if queue.startswith(_RESERVED_QUEUE_PREFIXES):
+        raise CuzkError(f"on_done.queue: {queue!r:.200} is a Redis key of the broker's own "
+                        f"(names starting {', '.join(_RESERVED_QUEUE_PREFIXES)} are refused)")
+    if settings is not None:
+        device_head = settings.device_queue_pattern.split("{", 1)[0]
+        if queue == settings.cpu_queue or (device_head and queue.startswith(device_head)):
+            raise CuzkError(f"on_done.queue: {queue!r:.200} is a queue of this service (its "
+                            f"workers run no callback); name your own service's queue")
+    return wire.check_queue_name(queue)
+
+
+def check_on_done(on_done, settings=None):
+    """``on_done={"task": NAME, "queue": QUEUE}`` (or None) checked; CuzkError otherwise.
+    ``settings``: also refuse the service's own queues (:func:`check_on_done_queue`)."""
     if on_done is None:
         return None
     if not isinstance(on_done, dict) or set(on_done) != {"task", "queue"}:
+        shown = sorted(on_done) if isinstance(on_done, dict) else type(on_done).__name__
         raise CuzkError(f"on_done: expected an object with exactly the keys task and queue, got "
-                        f"{on_done!r:.200}")
+                        f"{shown!r:.200}")
     task = on_done["task"]
-    if not isinstance(task, str) or not task.strip() or any(c.isspace() for c in task):
+    if not isinstance(task, str) or not task.strip() or any(c.isspace() for c in task) \
+            or len(task) > 200:
         raise CuzkError(f"on_done.task: expected a task name (a non-empty string without "
                         f"spaces), got {task!r:.200}")
-    try:
-        wire.check_queue_name(on_done["queue"])
-    except CuzkError as exc:
-        raise CuzkError(f"on_done.queue: {exc}") from None
-    return {"task": task, "queue": on_done["queue"]}
+    return {"task": task, "queue": check_on_done_queue(on_done["queue"], settings)}
 
 
 def check_deadline(deadline_s):
@@ -125,6 +153,15 @@ def check_deadline(deadline_s):
     return float(deadline_s)
 
 
+def request_digest(circuit, parts, priority, on_done, deadline_s) -> str:
+    """What a submit asks for, as a digest kept with its request id: the same request id with
+    another digest is refused (``StateStore.create_job``) instead of answering with the job
+    of the first.  Of the fields as the caller gave them (before defaults), so a request
+    delivered again -- a retry, a redelivery after its worker died -- matches itself."""
+    text = json.dumps([circuit, parts, priority, on_done, deadline_s], sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None,
                on_done=None, deadline_s=None):
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
@@ -135,7 +172,11 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     transition that ends the job, so it needs the broker to be the state store's Redis).
     ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
     (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""
-    on_done = check_on_done(on_done)
+    # every field checked, each error naming it, before anything is stored
+    circuit = request_checks.check_circuit(circuit)
+    priority = request_checks.check_priority(priority)
+    request_id = request_checks.check_request_id(request_id)
+    on_done = check_on_done(on_done, ctx.settings)
     deadline_s = check_deadline(deadline_s)
     if on_done is not None and not ctx.enqueue_in_store:
         raise CuzkError("on_done needs the broker and the state store in the same Redis database "
@@ -143,14 +184,12 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
                         "not state_url")
     parts = normalize_partitions(partitions, ctx.settings.max_partitions_per_job,
                                  ctx.settings.max_inline_bytes_per_job)
+    digest = request_digest(circuit, parts, priority, on_done, deadline_s) if request_id else ""
     spec = ctx.settings.circuits.get(circuit)
     if priority is None:
         priority = spec.priority if spec else ctx.settings.default_priority
-    priority = int(priority)
     if deadline_s is None and spec is not None:
         deadline_s = spec.deadline_s
-    if not 0 <= priority <= 9:
-        raise CuzkError(f"priority must be 0..9, got {priority}")
     rejected = {}  # partition -> the message it fails with
     for i, p in enumerate(parts):
         too_big = ctx.settings.inline_input_error(i, p.get("input", ""))
@@ -171,7 +210,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
                                            messages=ctx.outbox(messages) or (), on_done=late,
                                            deadline_s=deadline_s,
-                                           window=ctx.settings.job_window)
+                                           window=ctx.settings.job_window,
+                                           request_digest=digest)
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id

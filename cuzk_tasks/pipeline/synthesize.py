@@ -31,9 +31,9 @@ def _load_inputs(ctx, part, idx):
         try:
             data = json.loads(text, parse_int=witness_mod.js_int)
         except json.JSONDecodeError as exc:
-            raise CuzkError(f"partition {idx}: input.json is malformed: invalid JSON: {exc}") from None
+            raise CuzkError(f"input.json is malformed: invalid JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise CuzkError(f"partition {idx}: input.json is malformed: expected an object "
+            raise CuzkError(f"input.json is malformed: expected an object "
                             f"mapping signal names to values, got {type(data).__name__}")
         return data, f"<job input #{idx}>"
     ref = part.get("input_ref")
@@ -91,7 +91,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             check_witness_curve(calc.prime, spec.wasm, zkey)
             values = calc.calculate(inputs, where)
             if values.shape[0] != zkey.n_vars:
-                raise CuzkError(f"partition {idx}: witness has {values.shape[0]} values, the zkey "
+                raise CuzkError(f"witness has {values.shape[0]} values, the zkey "
                                 f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
             witness_ref = spooled_witness(ctx, job_id, idx)
             os.makedirs(os.path.dirname(witness_ref), exist_ok=True)

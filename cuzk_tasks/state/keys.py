@@ -45,9 +45,10 @@ class Keys:
     def job(self, job_id: str) -> str:
         """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
         submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
-        {"task", "queue"}) and, once sent, on_done_sent_at; with a deadline: deadline_s,
-        deadline_at; release_list and n_released (the broker list its held synthesize
-        messages go to, and how many of them were released: ``held``); while a big job is
+        {"task", "queue"}) and, once sent, on_done_sent_at (or on_done_error: not sent); with a
+        deadline: deadline_s, deadline_at; with a request id: request_digest; release_list and
+        n_released (the broker list its held synthesize messages go to, and how many of them
+        were released: ``held``); while a big job is
         created: n_written (state ``creating``), discard; while it is reaped: reap_next,
         reap_state, reap_error, reap_except, and while its result is written: completing,
         result_next, result_ttl (``jobs_reaping``)."""
@@ -142,6 +143,12 @@ class Keys:
         """list: recent partition failures as JSON objects, newest first, capped at FAILURES_KEPT."""
         return f"{self.prefix}:failures"
 
+    def rejected(self) -> str:
+        """list: recent requests a worker refused before running them (``reject_request``:
+        task, task id, reason, worker, at), JSON objects newest first, capped at
+        REQUESTS_REJECTED_KEPT."""
+        return f"{self.prefix}:rejected"
+
     def events(self) -> str:
         """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
         return f"{self.prefix}:events"
@@ -151,6 +158,12 @@ class Keys:
         ``cuzk_tasks.wire.LateBodyMessage``), kept from create_job until the job ends and
         deleted in the step that sends it; absent for a job without on_done."""
         return f"{self.prefix}:on_done:{job_id}"
+
+    def on_done_queues(self) -> str:
+        """zset: the broker lists on_done callbacks were pushed to, each scored by when the
+        newest of them expires (``ON_DONE_TTL_S`` after it was sent); the sweeper's
+        ``trim_callbacks`` drops expired callbacks no consumer took from their oldest end."""
+        return f"{self.prefix}:on_done_queues"
 
     def phase_histograms(self) -> str:
         """hash: partition phase-duration histograms (``<phase>:<bucket>``, ``<phase>:sum``,

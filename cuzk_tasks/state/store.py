@@ -40,7 +40,7 @@ SCRIPTS = (
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
-    "stage_partitions", "recover_stage", "expire_deadlines",
+    "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
 )
 
@@ -256,6 +256,15 @@ def _partition_args(partitions, first):
     return args
 
 
+def _check_request_conflict(request_id, job_id, status) -> None:
+    """StateError when a create script answered -2: ``request_id`` names ``job_id``, a job of
+    other content (_lib.lua ``request_job``)."""
+    if int(status) == -2:
+        raise StateError(f"request_id {request_id!r} already names job {job_id} with other "
+                         "content (circuit, partitions, priority, on_done or deadline_s "
+                         "differ); use a new request_id for a new job")
+
+
 def _check_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
@@ -349,7 +358,8 @@ class StateStore:
     # --- jobs ----------------------------------------------------------------------
 
     def create_job(self, job_id, circuit, kind, priority, request_id, partitions,
-                   messages=(), on_done=None, deadline_s=None, window=None) -> tuple[str, bool]:
+                   messages=(), on_done=None, deadline_s=None, window=None,
+                   request_digest: str = "") -> tuple[str, bool]:
         """Create a pending job with pending partitions (attempt 0); idempotent on request_id.
 
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
@@ -373,6 +383,9 @@ class StateStore:
         request id maps to it) and made pending and visible by one last step
         (``create_commit``), so no step holds Redis long; a creation cut short (the caller
         died) is deleted by :meth:`reap_creating`.
+        ``request_digest``: a digest of what the request asks for (``""`` = none), kept with
+        the job: the same ``request_id`` again with another digest raises StateError
+        ("request_id X already names job Y with other content") and creates nothing.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
         if deadline_s is not None and (isinstance(deadline_s, bool)
@@ -400,23 +413,29 @@ class StateStore:
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         keys = [self.keys.job(job_id), request_key]
         head = [job_id, circuit, kind, priority, request_id]
+        # last argument of each create script: the request's digest (_lib.lua request_job)
+        digest = [request_digest or ""]
         if n <= self.chunk:
             args = head + [n] + _partition_args(partitions, 0)
             args += [len(messages), list_key, window] + [m.payload for m in messages]
-            got, created = self._run("create_job", keys, args + done_args + [deadline_arg])
+            got, created = self._run("create_job", keys, args + done_args + [deadline_arg]
+                                     + digest)
+            _check_request_conflict(request_id, got, created)
             return got, bool(created)
         for first in range(0, n, self.chunk):
             part = partitions[first:first + self.chunk]
             held = [m.payload for m in messages[first:first + self.chunk]]
             got, status = self._run("create_parts", keys, head + [n, first, len(part)]
-                                    + _partition_args(part, first) + [len(held)] + held)
+                                    + _partition_args(part, first) + [len(held)] + held + digest)
+            _check_request_conflict(request_id, got, status)
             if int(status) == 0:
                 return got, False
             if int(status) < 0:
                 raise StateError(f"job {job_id}: its creation was discarded while it was written "
                                  f"(partitions from {first}); submit it again")
         got, created = self._run("create_commit", keys, [job_id, request_id, list_key, window]
-                                 + done_args + [deadline_arg])
+                                 + done_args + [deadline_arg] + digest)
+        _check_request_conflict(request_id, got, created)
         if int(created) < 0:
             raise StateError(f"job {job_id}: its creation was discarded before it was "
                              "complete; submit it again")
@@ -493,6 +512,26 @@ class StateStore:
         if ok:
             self.reap_jobs()  # a big job's partitions: in short steps, before returning
         return bool(ok)
+
+    def trim_callbacks(self, limit: int = 10000) -> int:
+        """Drop on_done callbacks whose ``expires`` has passed from the oldest end of the
+        lists they were pushed to, stopping at the first live message of each (a list may be
+        shared with other senders); at most ``limit`` per call.  Returns how many."""
+        return int(self._run("trim_callbacks", [], [int(limit)]))
+
+    # --- refused requests -------------------------------------------------------------
+
+    def reject_request(self, task, task_id, reason, worker="",
+                       kept: int = defaults.REQUESTS_REJECTED_KEPT) -> None:
+        """Record a message a worker refused before running it (its task name, Celery task
+        id and why): an entry on ``Keys.rejected`` (newest first, ``kept`` at most), the
+        counter ``requests_rejected:<task>`` and a ``request_rejected`` event."""
+        self._run("reject_request", [], [str(task), str(task_id or ""), str(reason),
+                                         str(worker or ""), int(kept)])
+
+    def rejected_requests(self, count: int = defaults.REQUESTS_REJECTED_KEPT) -> list[dict]:
+        """The latest refused requests (:meth:`reject_request`), newest first."""
+        return [json.loads(raw) for raw in self.redis.lrange(self.keys.rejected(), 0, count - 1)]
 
     # --- partition transitions ------------------------------------------------------
 

@@ -37,8 +37,10 @@ function K.unrouted() return P .. ':unrouted' end
 function K.counters() return P .. ':counters' end
 function K.completions() return P .. ':completions' end
 function K.failures() return P .. ':failures' end
+function K.rejected() return P .. ':rejected' end
 function K.events() return P .. ':events' end
 function K.on_done(j) return P .. ':on_done:' .. j end
+function K.on_done_queues() return P .. ':on_done_queues' end
 function K.histograms() return P .. ':histograms' end
 function K.held(j) return P .. ':held:' .. j end
 function K.jobs_creating() return P .. ':jobs:creating' end
@@ -154,17 +156,58 @@ local function store_result(job, state, ttl_s)
   return proofs
 end
 
+-- Unix time `t` as ISO 8601 in UTC, whole seconds ('2026-12-03T08:15:00+00:00'): a Celery
+-- message's `expires` as wire.expires_text writes it (Redis's Lua has no os.date).  Days to
+-- a civil date: H. Hinnant's days_from_civil, inverted.
+local function iso_utc(t)
+  t = math.floor(t)
+  local days = math.floor(t / 86400)
+  local rem = t - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d+00:00', y, m, d, math.floor(rem / 3600),
+    math.floor(rem % 3600 / 60), rem % 60)
+end
+
+-- wire.EXPIRES_SLOT as JSON text: where a kept message's `expires` header is written
+local EXPIRES_SLOT = '"\\u0000cuzk-expires-slot\\u0000"'
+
 -- The job's on_done callback, if it has one: create_job kept the message under
 -- K.on_done(job) as the JSON array [list key, head, tail, body head, body tail]
 -- (wire.LateBodyMessage).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
 -- JSON text, when given) or "error"}.  Sent at most once: the kept message is deleted in
--- the step that pushes it.  Returns 1 when sent.
+-- the step that pushes it.  With a 6th element (seconds), its `expires` header is written
+-- as now + that, and its list is noted in K.on_done_queues() (scored by when that expires)
+-- for the sweeper's trim_callbacks.  A list key under the prefix (a job kept from before
+-- submit checked on_done.queue) or holding another type (a key of someone else's) gets
+-- nothing: on_done_error on the job, an on_done_failed event.  Returns 1 when sent.
 local function send_on_done(job, state, err, proofs)
   local key = K.on_done(job)
   local kept = redis.call('GET', key)
   if not kept then return 0 end
   redis.call('DEL', key)
   local m = cjson.decode(kept)
+  local kind = redis.call('TYPE', m[1])
+  if type(kind) == 'table' then kind = kind.ok end
+  local why
+  if string.sub(m[1], 1, #P + 1) == P .. ':' then
+    why = 'queue ' .. m[1] .. ' is a key of the state store: not sent'
+  elseif kind ~= 'none' and kind ~= 'list' then
+    why = 'queue ' .. m[1] .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
+  end
+  if why then
+    redis.call('HSET', K.job(job), 'on_done_error', why)
+    emit('on_done_failed', 'job', job, 'state', state, 'list', m[1], 'error', why)
+    return 0
+  end
   local kwargs = '{"job_id": ' .. cjson.encode(job) .. ', "state": ' .. cjson.encode(state)
   if proofs then
     kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
@@ -176,7 +219,16 @@ local function send_on_done(job, state, err, proofs)
   else
     kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'
   end
-  redis.call('LPUSH', m[1], m[2] .. '"' .. base64(m[4] .. kwargs .. m[5]) .. '"' .. m[3])
+  local tail, ttl = m[3], tonumber(m[6])
+  if ttl and ttl > 0 then
+    local s, e = string.find(tail, EXPIRES_SLOT, 1, true)
+    if s then
+      tail = string.sub(tail, 1, s - 1) .. '"' .. iso_utc(NOW + ttl) .. '"' .. string.sub(tail, e + 1)
+    end
+    local was = tonumber(redis.call('ZSCORE', K.on_done_queues(), m[1]) or '0')
+    if NOW + ttl > was then redis.call('ZADD', K.on_done_queues(), NOW + ttl, m[1]) end
+  end
+  redis.call('LPUSH', m[1], m[2] .. '"' .. base64(m[4] .. kwargs .. m[5]) .. '"' .. tail)
   redis.call('HSET', K.job(job), 'on_done_sent_at', NOW_S)
   emit('on_done', 'job', job, 'state', state, 'list', m[1])
   return 1
@@ -487,6 +539,27 @@ local function activate_job(job, req, release_list, window, ondone_spec, ondone_
     release_held(job, w > 0 and w or n)
   end
   emit('job_created', 'job', job, 'circuit', j[1], 'kind', j[2], 'n_partitions', n)
+end
+
+-- The job a request id already names, as a create script answers it: {that job, 0}, or
+-- {that job, -2} when the request's digest -- the LAST argument of the create script,
+-- ARGV[#ARGV], '' = none -- differs from the one kept on that job: the id reused for other
+-- content (issue 24).  A job kept without one (created before digests) matches any.
+-- nil when the key names no job.
+local function request_job(request_key)
+  local existing = redis.call('GET', request_key)
+  if not existing then return nil end
+  local digest = ARGV[#ARGV]
+  local had = redis.call('HGET', K.job(existing), 'request_digest')
+  if not blank(digest) and not blank(had) and had ~= digest then return {existing, -2} end
+  return {existing, 0}
+end
+
+-- the request's digest (ARGV[#ARGV], see request_job) on a job being created for request `req`
+local function keep_request_digest(job_key, req)
+  if req ~= '' and not blank(ARGV[#ARGV]) then
+    redis.call('HSET', job_key, 'request_digest', ARGV[#ARGV])
+  end
 end
 
 -- the job hash of a job being created (state 'creating': no read API returns it, no index

@@ -7,17 +7,18 @@
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
 -- A(1) job id, A(2) request id ('' = none), A(3) the messages' broker list key ('' = no
 -- messages held), A(4) window (0 = all), A(5) on_done spec, A(6) its message, A(7) deadline
--- ('' = none), as create_job.lua.
--- Returns {job_id, created 1|0|-1}: -1 rejected (not a creation whose every step ran).
+-- ('' = none), as create_job.lua; last, the request's digest (as create_job.lua).
+-- Returns {job_id, created 1|0|-1|-2}: -1 rejected (not a creation whose every step ran),
+-- -2 the request id meanwhile names a job of other content (this creation discarded).
 local job, req = A(1), A(2)
 local j = redis.call('HMGET', KEYS[1], 'state', 'n_written', 'n_partitions', 'discard')
 if j[1] ~= 'creating' or not blank(j[4]) then return {job, -1} end
 if req ~= '' then
-  local existing = redis.call('GET', KEYS[2])
+  local existing = request_job(KEYS[2])
   if existing then
     redis.call('HSET', KEYS[1], 'discard', 1)
     redis.call('ZADD', K.jobs_creating(), 0, job)
-    return {existing, 0}
+    return existing
   end
 end
 if tonumber(j[2]) ~= tonumber(j[3]) then return {job, -1} end

@@ -10,14 +10,18 @@
 -- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.LateBodyMessage
 -- as JSON, kept under K.on_done(job) until the job ends: send_on_done); then the deadline in
 -- seconds from now ('' = none): deadline_s and deadline_at on the job, K.jobs_deadlines().
--- Partition keys are built from the prefix.  Returns {job_id, created 0|1}.
+-- The LAST argument, wherever the ones above end: the request's digest ('' = none), kept on
+-- the job as request_digest (_lib.lua request_job).  Partition keys are built from the
+-- prefix.  Returns {job_id, created 0|1}, or {job_id, -2}: the request id names a job of
+-- other content (nothing is created).
 local job, circuit, kind, prio, req, n = A(1), A(2), A(3), A(4), A(5), tonumber(A(6))
 if req ~= '' then
-  local existing = redis.call('GET', KEYS[2])
-  if existing then return {existing, 0} end
+  local existing = request_job(KEYS[2])
+  if existing then return existing end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
 begin_job(job, circuit, kind, prio, req, n, 'creating')
+keep_request_digest(KEYS[1], req)
 write_partitions(job, 0, n, 6)
 local mbase = 6 + 3 * n
 local m = tonumber(A(mbase + 1) or '0')

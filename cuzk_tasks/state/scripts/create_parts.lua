@@ -7,18 +7,20 @@
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
 -- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
 -- A(6) n partitions in all, A(7) first, A(8) count, then per partition 3 args (input,
--- input_ref, witness_ref), then the number of messages (0 or count) and those payloads.
+-- input_ref, witness_ref), then the number of messages (0 or count) and those payloads;
+-- last, the request's digest (as create_job.lua).
 -- Returns {job_id, status}: status 2 written, 0 the request id (or the job id) already has
--- a job (the job id returned; nothing written), -1 rejected (this creation was discarded
--- or a step is missing).
+-- a job (the job id returned; nothing written), -2 that job has other content (the same),
+-- -1 rejected (this creation was discarded or a step is missing).
 local job, req, first, count = A(1), A(5), tonumber(A(7)), tonumber(A(8))
 if first == 0 then
   if req ~= '' then
-    local existing = redis.call('GET', KEYS[2])
-    if existing then return {existing, 0} end
+    local existing = request_job(KEYS[2])
+    if existing then return existing end
   end
   if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
   begin_job(job, A(2), A(3), A(4), req, A(6), 'creating')
+  keep_request_digest(KEYS[1], req)
   redis.call('HSET', KEYS[1], 'n_written', 0)
   redis.call('ZADD', K.jobs_creating(), NOW_S, job)
 end
