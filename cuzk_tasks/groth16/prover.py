@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import defaults
-from ..errors import FormatError, ProofError, SelfVerificationError
+from ..errors import FormatError, NativeCoreError, ProofError, SelfVerificationError
 from . import jsonio, points
 from .backends import get_backend
 from .curves import BN254, curve_by_name
