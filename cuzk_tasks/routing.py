@@ -98,11 +98,11 @@ class Sweeper(PeriodicThread):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
-        recovered = requests = spooled = 0
+        recovered = requests = 0
         if leases:  # before routing: re-driven ones go out now
             recovered = self.recover_stages(workers)
             requests = self.recover_requests(workers)
-            spooled = self.sweep_spool()
+            self.sweep_spool()
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers(workers):
             waiting = []  # no live device: they keep waiting
@@ -127,8 +127,7 @@ class Sweeper(PeriodicThread):
                 log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
-                "recovered": recovered, "expired": len(expired), "requests": requests,
-                "spooled": spooled}
+                "recovered": recovered, "expired": len(expired), "requests": requests}
 
     def sweep_spool(self) -> int:
         """Delete the spool files of ended jobs (:func:`cuzk_tasks.spool.sweep_spool`); a
