@@ -434,3 +434,36 @@ def test_real_circuits_compute_the_same_witness_under_the_time_limit():
     wc = calc("poseidon")
     assert wc.calculate_wtns(load_input_json(d / "input.json"), time_limit_s=30) == \
         (d / "witness.wtns").read_bytes()
+
+
+def _child_calculates(wc, queue):
+    try:
+        wc.calculate({"a": 1}, time_limit_s=0.3)
+        queue.put("returned")
+    except WitnessError as exc:
+        queue.put(type(exc).__name__)
+
+
+def test_a_forked_child_keeps_its_own_time_limits(misbehaving):
+    """A pool process forked while its parent was calculating (the parent's ticker thread
+    does not exist in the child, and its lock may have been held) still stops its wasm."""
+    import multiprocessing
+    import threading
+    import time
+
+    wc = WitnessCalculator(misbehaving["loop"])
+    parent = threading.Thread(target=lambda: pytest.raises(WitnessError, wc.calculate,
+                                                           {"a": 1}, time_limit_s=3))
+    parent.start()
+    time.sleep(0.5)  # the parent's calculation runs, its ticker thread too
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_calculates, args=(wc, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=20) == "WitnessTimeoutError"
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+        parent.join(10)

@@ -261,41 +261,48 @@ class _EpochTicker:
     While at least one calculation runs, a daemon thread advances the engine's epoch every
     :data:`EPOCH_TICK_S`; each store's deadline is its limit in ticks (+1: the first tick may
     come at once), so it traps (``TrapCode.INTERRUPT``) between ``limit`` and ``limit`` + a
-    tick after it began.  The thread stops when the last calculation ends.
-    :meth:`interrupt` advances the epoch past every running deadline at once."""
+    tick after it began, whatever other calculations of the engine do.  The thread stops when
+    the last calculation ends.  :meth:`interrupt` advances the epoch past every running
+    deadline at once."""
 
     def __init__(self, engine):
         self._engine = engine
+        self._pid = None
+        self._reset_after_fork()
+
+    def _reset_after_fork(self):
+        """A forked child starts afresh: the parent's thread is not here, and its lock may
+        have been held at the fork."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
         self._cond = threading.Condition()
         self._epoch = 0  # ticks so far: the engine's epoch, as far as this object moved it
         self._deadlines: Dict[int, int] = {}  # calculation id -> its deadline epoch
         self._interrupted: set = set()  # calculation ids stopped by interrupt()
         self._next_id = 0
-        self._thread_pid = None  # pid whose ticker thread runs (a forked child has none)
+        self._ticking = False  # a ticker thread runs
 
     def begin(self, limit_s: float) -> Tuple[int, int]:
         """Register a calculation of ``limit_s`` seconds: (its id, its deadline in ticks)."""
+        self._reset_after_fork()
         ticks = max(1, math.ceil(limit_s / EPOCH_TICK_S)) + 1
         with self._cond:
             self._next_id += 1
             cid = self._next_id
             self._deadlines[cid] = self._epoch + ticks
-            if self._thread_pid != os.getpid():
-                self._thread_pid = os.getpid()
+            if not self._ticking:
+                self._ticking = True
                 threading.Thread(target=self._run, name="cuzk-wasm-epoch", daemon=True).start()
-            self._cond.notify_all()
         return cid, ticks
 
     def end(self, cid: int) -> bool:
         """Unregister calculation ``cid``; True when :meth:`interrupt` stopped it."""
         with self._cond:
             self._deadlines.pop(cid, None)
-            return self._pop_interrupted(cid)
-
-    def _pop_interrupted(self, cid) -> bool:
-        hit = cid in self._interrupted
-        self._interrupted.discard(cid)
-        return hit
+            interrupted = cid in self._interrupted
+            self._interrupted.discard(cid)
+            return interrupted
 
     def interrupt(self) -> int:
         """Stop every running calculation: their next wasm instruction traps.  Returns how
@@ -306,21 +313,18 @@ class _EpochTicker:
                 return 0
             self._interrupted.update(running)
             target = max(self._deadlines.values())
-            while self._epoch < target:  # ~1.4 us a step: 15 ms for a 1500 s limit
+            while self._epoch < target:  # ~1.4 us a step: 20 ms for a 1500 s limit
                 self._engine.increment_epoch()
                 self._epoch += 1
             return len(running)
 
     def _run(self):
-        me = os.getpid()
         with self._cond:
-            while self._thread_pid == me:
-                if not self._deadlines:
-                    self._thread_pid = None  # the next begin() starts a thread again
-                    return
+            while self._deadlines:
                 self._cond.wait(EPOCH_TICK_S)
                 self._engine.increment_epoch()
                 self._epoch += 1
+            self._ticking = False  # the next begin() starts a thread again
 
 
 class WitnessCalculator:
