@@ -24,6 +24,8 @@ import time
 from .errors import CuzkError
 
 EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
+#: Ctrl-C (SIGINT), as a shell reports a command it stopped: 128 + 2
+EXIT_INTERRUPTED = 130
 
 
 def _cpu_backend_chosen(name):
@@ -99,11 +101,49 @@ def _cmd_verify(args):
 
 
 def _cmd_witness(args):
+    """The wasm runs in a helper thread: a wasm call holds the thread that made it until it
+    returns, so the main thread stays free to take Ctrl-C and stop it (the calculator's
+    interrupt, its epoch deadline), which then returns 130 after one line on stderr."""
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .groth16.witness import generate_witness
+    import threading
 
-    generate_witness(args.wasm, args.input, args.witness)
+    from .groth16 import witness as witness_mod
+
+    outcome = {}
+
+    def run():
+        try:
+            outcome["calc"] = witness_mod.get_calculator(args.wasm)
+            witness_mod.generate_witness(args.wasm, args.input, args.witness)
+        except BaseException as exc:  # re-raised in the main thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="cuzk-witness", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        _stop_witness(worker, outcome)
+        print(f"cuzk-tasks {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if "error" in outcome:
+        raise outcome["error"]
     return EXIT_OK
+
+
+def _stop_witness(worker, outcome, grace_s=2.0):
+    """Interrupt the running wasm and give its thread ``grace_s`` to clean up (its temporary
+    output file); a thread still compiling the module is left behind (a daemon)."""
+    deadline = time.monotonic() + grace_s
+    while worker.is_alive() and time.monotonic() < deadline:
+        try:
+            calc = outcome.get("calc")
+            if calc is not None:
+                calc.interrupt()  # again: a calculation may have begun since
+            worker.join(0.05)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+            return
 
 
 def _cmd_vkey(args):
@@ -507,6 +547,12 @@ def main(argv=None):
     except OSError as exc:
         print(f"cuzk-tasks {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except MemoryError:
+        print(f"cuzk-tasks {args.command}: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"cuzk-tasks {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

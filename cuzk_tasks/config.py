@@ -69,6 +69,7 @@ class Settings:
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
     time_limit_s: float = defaults.TIME_LIMIT_S
+    witness_time_limit_s: float = defaults.WITNESS_TIME_LIMIT_S
     visibility_timeout_s: float = defaults.VISIBILITY_TIMEOUT_S
     heartbeat_interval_s: float = defaults.HEARTBEAT_INTERVAL_S
     heartbeat_ttl_s: float = defaults.HEARTBEAT_TTL_S
@@ -128,6 +129,13 @@ class Settings:
         first served, not "unset")."""
         return self.default_priority if priority is None else int(priority)
 
+    @property
+    def witness_limit_s(self) -> float:
+        """The time limit synthesize gives one witness generation: ``witness_time_limit_s``,
+        at most 90 % of ``soft_time_limit_s`` -- Celery's soft limit cannot interrupt a wasm
+        call, so the witness limit has to fire first (defaults.WITNESS_TIME_LIMIT_S)."""
+        return min(float(self.witness_time_limit_s), 0.9 * float(self.soft_time_limit_s))
+
     def inline_input_error(self, idx, text) -> str | None:
         """Why partition ``idx``'s inline input.json is refused (over
         ``max_inline_input_bytes``), or None when it fits.  The text names no partition: the
@@ -156,7 +164,8 @@ class Settings:
         def bad(field_name, problem):
             raise ConfigError(f"{where}: {field_name}: {problem}")
 
-        for name in ("soft_time_limit_s", "time_limit_s", "visibility_timeout_s",
+        for name in ("soft_time_limit_s", "time_limit_s", "witness_time_limit_s",
+                     "visibility_timeout_s",
                      "heartbeat_interval_s", "heartbeat_ttl_s", "max_inline_input_bytes",
                      "max_partitions_per_job", "max_inline_bytes_per_job", "job_window",
                      "zkey_budget_mb", "max_deliveries", "result_ttl_s"):
@@ -232,6 +241,7 @@ _FIELDS = [
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
     ("time_limit_s", "CUZK_TIME_LIMIT_S", "time_limit_s", float),
+    ("witness_time_limit_s", "CUZK_WITNESS_TIME_LIMIT_S", "witness_time_limit_s", float),
     ("visibility_timeout_s", "CUZK_VISIBILITY_TIMEOUT_S", "visibility_timeout_s", float),
     ("heartbeat_interval_s", "CUZK_HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", float),
     ("heartbeat_ttl_s", "CUZK_HEARTBEAT_TTL_S", "heartbeat_ttl_s", float),

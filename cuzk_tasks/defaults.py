@@ -57,6 +57,21 @@ def env_positive_int(name, default):
     return number
 
 
+def witness_time_limit_s():
+    """``$CUZK_WITNESS_TIME_LIMIT_S`` or WITNESS_TIME_LIMIT_S (the library's and the CLI's)."""
+    value = os.environ.get("CUZK_WITNESS_TIME_LIMIT_S", "").strip()
+    if not value:
+        return float(WITNESS_TIME_LIMIT_S)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise CuzkError("environment variable CUZK_WITNESS_TIME_LIMIT_S must be a positive "
+                        f"number of seconds, got {value!r}")
+    return seconds
+
+
 def backend_name():
     return env_str("CUZK_BACKEND", BACKEND).lower()
 
@@ -103,6 +118,15 @@ SOFT_TIME_LIMIT_S = 1800
 
 TIME_LIMIT_S = 2400
 """Celery hard time limit per task, seconds (env ``CUZK_TIME_LIMIT_S``); must be < VISIBILITY_TIMEOUT_S."""
+
+WITNESS_TIME_LIMIT_S = 1500
+"""Longest one witness generation may run, seconds (env ``CUZK_WITNESS_TIME_LIMIT_S``, toml
+``witness_time_limit_s``; ``cuzk-tasks witness`` reads the env var too).  Celery's time limits
+cannot stop a wasm call -- the soft limit's exception waits for the call to return, the hard
+limit kills the process -- so witness.py stops the wasm itself (wasmtime epoch interruption,
+checked every 0.1 s) and the partition fails "witness generation exceeded N s" with its worker
+alive.  A worker uses at most 90 % of ``soft_time_limit_s`` (``Settings.witness_limit_s``),
+so the soft limit never fires inside a wasm call."""
 
 VISIBILITY_TIMEOUT_S = 3600
 """Redis broker and result-backend visibility timeout, seconds (env ``CUZK_VISIBILITY_TIMEOUT_S``):
@@ -180,6 +204,14 @@ RESULTS_DIR = None
 SPOOL_DIR = "/tmp/cuzk-spool"
 """Directory for witnesses between synthesize and prove (env ``CUZK_SPOOL_DIR``); shared storage
 when workers run on several hosts."""
+
+SPOOL_FULL_WAIT_S = 15.0
+"""Seconds synthesize waits, inside its task, for room when the spool disk is full (ENOSPC or
+EDQUOT writing a witness), retrying the write after 1 s, 2 s, 4 s, ...; then it hands the
+partition back to the queue (``synth_retry``: pending, attempt + 1, queued at the back, so the
+queued finalizes, which free spool space, run first) -- a full disk is an outage, logged
+"spool disk full (<dir>)", never a failed job.  Short, so the CPU worker's processes do not
+all sit waiting while the finalizes that would free the disk wait for one."""
 
 ALLOWED_INPUT_ROOTS = ()
 """Directories a job's ``input_ref`` / ``witness_ref`` paths may point into, besides SPOOL_DIR

@@ -85,3 +85,18 @@ class GpuError(CuzkError):
     another device (``gpu_fault``).  Input problems the GPU backend finds (a witness
     value >= r, a malformed coefficient, a size it cannot take) are :class:`ProofError`.
     """
+
+
+class WitnessTimeoutError(WitnessError):
+    """Witness generation ran past its time limit (``witness_time_limit_s``) and was stopped
+    (wasmtime epoch interruption): a runaway circuit, or a limit too short for it."""
+
+
+class WitnessInterrupted(WitnessError):
+    """Witness generation was stopped on request (``WitnessCalculator.interrupt``: Ctrl-C in
+    the command line)."""
+
+
+class SpoolFullError(CuzkError):
+    """The spool disk is full (ENOSPC writing a witness): an outage, not the input's fault --
+    the pipeline retries the partition later."""

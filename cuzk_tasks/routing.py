@@ -15,6 +15,7 @@ are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
 unrouted partitions are routed when a device is live; partitions whose stage no live worker
 holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven;
 by-name requests no live worker holds go back on their queue (:mod:`.request_leases`);
+the spool files of ended jobs are deleted (:mod:`.spool`);
 workers offline for longer than
 ``worker_retire_s`` (and with nothing routed to them) are retired from the registry; jobs
 past their deadline fail.
@@ -27,6 +28,7 @@ import time
 
 from .periodic import PeriodicThread
 from .request_leases import RequestLeases
+from .spool import sweep_spool
 from .state.enums import PartitionState
 
 log = logging.getLogger("cuzk_tasks.routing")
@@ -100,6 +102,7 @@ class Sweeper(PeriodicThread):
         if leases:  # before routing: re-driven ones go out now
             recovered = self.recover_stages(workers)
             requests = self.recover_requests(workers)
+            self.sweep_spool()
         waiting = store.unrouted_partitions()
         if waiting and not store.live_device_workers(workers):
             waiting = []  # no live device: they keep waiting
@@ -125,6 +128,16 @@ class Sweeper(PeriodicThread):
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
                 "recovered": recovered, "expired": len(expired), "requests": requests}
+
+    def sweep_spool(self) -> int:
+        """Delete the spool files of ended jobs (:func:`cuzk_tasks.spool.sweep_spool`); a
+        filesystem problem is logged, never stops the sweep."""
+        settings = self.ctx.settings
+        try:
+            return sweep_spool(self.ctx.store, settings.spool_dir, settings.job_retention_s)
+        except OSError as exc:
+            log.warning("spool sweep of %s failed: %s", settings.spool_dir, exc)
+            return 0
 
     def _leases_due(self) -> bool:
         """The lease checks read every in-flight partition (their cost grows with the

@@ -189,3 +189,16 @@ def test_a_worker_identity_reaches_its_pool_processes_through_the_app():
     ctx = pipeline.context(app)
     assert (ctx.worker_id, ctx.identity.role, ctx.backend_name) == ("h:dev3", "device", "cpu")
     assert "CUZK_WORKER_ID" not in os.environ
+
+
+def test_the_witness_time_limit_fires_before_the_soft_time_limit():
+    """issue 24: Celery's soft limit cannot interrupt a wasm call, so the witness limit a
+    worker uses is at most 90 % of it."""
+    s = load_settings(env={})
+    assert (s.witness_time_limit_s, s.witness_limit_s) == (1500, 1500)
+    s = load_settings(env={"CUZK_WITNESS_TIME_LIMIT_S": "2.5"})
+    assert s.witness_limit_s == 2.5
+    s = load_settings(env={"CUZK_SOFT_TIME_LIMIT_S": "100", "CUZK_TIME_LIMIT_S": "200"})
+    assert s.witness_limit_s == 90
+    with pytest.raises(ConfigError, match="witness_time_limit_s"):
+        load_settings(env={"CUZK_WITNESS_TIME_LIMIT_S": "0"})

@@ -195,3 +195,40 @@ def test_whether_finalize_looks_first():
     assert may_be_stale({"sent_at": now, "deadline_at": now + 0.5}, now, 1.0)  # deadline near
     assert not may_be_stale({"sent_at": now, "deadline_at": now + 60}, now, 1.0)
     assert may_be_stale({"sent_at": now, "deadline_at": now - 1}, now, 1.0)  # deadline passed
+
+
+def test_out_of_memory_in_synthesize_names_its_cause_not_internal_error(stack, monkeypatch):
+    """issue 24: a MemoryError while computing the witness fails the job with "out of memory"
+    and the circuit, not "internal error: MemoryError: "."""
+    from cuzk_tasks.groth16.witness import WitnessCalculator
+
+    cpu = stack["cpu"]
+
+    def exhausted(self, inputs, where="<input>", time_limit_s=None):
+        raise MemoryError()
+
+    monkeypatch.setattr(WitnessCalculator, "calculate", exhausted)
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
+    error = cpu.store.get_job(job)["error"]
+    assert error == ("partition 0: circuit 'mulchain': out of memory computing the witness of "
+                     "partition 0 (<circuit 'mulchain' wasm>)"), error
+
+
+def test_a_synthesize_whose_job_ended_meanwhile_leaves_no_witness(stack, monkeypatch):
+    """synth_end refused (the job was cancelled while the witness was computed): the witness
+    just written is deleted at once."""
+    from cuzk_tasks.groth16.witness import WitnessCalculator
+
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    real = WitnessCalculator.calculate
+
+    def cancelled_meanwhile(self, *args, **kwargs):
+        values = real(self, *args, **kwargs)
+        assert cpu.store.cancel_job(job)
+        return values
+
+    monkeypatch.setattr(WitnessCalculator, "calculate", cancelled_meanwhile)
+    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
+    assert not (pathlib.Path(settings.spool_dir) / job / "0.wtns").exists()

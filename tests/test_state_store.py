@@ -267,6 +267,50 @@ def test_synth_rejections_change_nothing(store):
     assert dump(store) == before
 
 
+def test_synth_deliveries_are_counted_and_bounded(store):
+    """issue 24: a synthesize whose process keeps dying (killed at the hard time limit, OOM)
+    is redelivered or re-driven with the next attempt; each accepted delivery counts, summed
+    over attempts, and past max deliveries the partition and its job fail."""
+    new_job(store)
+    assert store.synth_begin("j1", 0, 0, max_deliveries=2, time_limit_s=40).reason == "ok"
+    assert store.synth_begin("j1", 0, 0, max_deliveries=2, time_limit_s=40).reason == "redelivered"
+    assert store.get_partition("j1", 0)["synth_deliveries"] == 2
+    # the sweeper re-drives the lost stage with the next attempt: still counted
+    assert store.recover_stage("j1", 0, "synthesizing", 0)
+    third = store.synth_begin("j1", 0, 1, max_deliveries=2, time_limit_s=40)
+    assert (third.ok, third.reason) == (False, "poison")
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["synth_deliveries"]) == ("failed", 3)
+    assert "synthesize was delivered 3 times without finishing" in p["error"]
+    assert "hard time limit of 40 s" in p["error"]
+    job = store.get_job("j1")
+    assert job["state"] == JobState.FAILED and "partition 0: synthesize was" in job["error"]
+    # without max_deliveries (an older caller) nothing is counted
+    new_job(store, job_id="j2")
+    assert store.synth_begin("j2", 0, 0) and store.synth_begin("j2", 0, 0)
+    assert store.get_partition("j2", 0).get("synth_deliveries") is None
+
+
+def test_synth_retry_hands_the_partition_back_uncounted(store):
+    """A full spool disk: synthesizing -> pending, attempt + 1, the synthesize queued; the
+    delivery that met the outage does not count towards max deliveries."""
+    from cuzk_tasks.wire import QueuedMessage
+
+    new_job(store)
+    assert store.synth_begin("j1", 0, 0, max_deliveries=1)
+    msg = QueuedMessage(list_key="q.cpu", payload="synthesize j1/0 attempt 1")
+    assert store.synth_retry("j1", 0, 0, "spool disk full (/s)", message=msg)
+    p = store.get_partition("j1", 0)
+    assert (p["state"], p["attempt"], p["synth_deliveries"], p["outage_retries"]) == \
+        ("pending", 1, 0, 1)
+    assert p["last_outage"] == "spool disk full (/s)"
+    assert store.redis.lrange("q.cpu", 0, -1) == ["synthesize j1/0 attempt 1"]
+    assert not store.synth_retry("j1", 0, 0, "again")  # stale: the attempt moved on
+    assert store.synth_begin("j1", 0, 1, max_deliveries=1)  # the retry is delivery 1 of 1
+    assert store.cancel_job("j1")
+    assert not store.synth_retry("j1", 0, 1, "full")  # an ended job stays ended
+
+
 def test_synth_on_cancelled_or_failed_job_rejected(store):
     new_job(store, job_id="a")
     new_job(store, job_id="b")

@@ -315,3 +315,155 @@ def test_two_hundred_witnesses_in_one_process_do_not_grow_it(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     rss = json.loads(out.stdout.strip().splitlines()[-1])
     assert rss["after"] - rss["before"] < 4.0, rss
+
+
+# --- runaway and trapping wasm (issue 24) -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def misbehaving(tmp_path_factory):
+    """``{"loop": path, "trap": path}``: hand-written circom-ABI modules whose init never
+    returns / traps (tests/support/runaway_wasm.py)."""
+    from support.runaway_wasm import write_wasm
+
+    d = tmp_path_factory.mktemp("wasm")
+    return {b: write_wasm(d / f"{b}.wasm", b) for b in ("loop", "trap")}
+
+
+def _epoch_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "cuzk-wasm-epoch"]
+
+
+def test_a_wasm_that_never_returns_stops_at_its_time_limit(misbehaving):
+    import time
+
+    from cuzk_tasks.errors import WitnessTimeoutError
+
+    wc = WitnessCalculator(misbehaving["loop"])
+    t0 = time.monotonic()
+    with pytest.raises(WitnessTimeoutError) as e:
+        wc.calculate({"a": 1}, "in.json", time_limit_s=0.5)
+    took = time.monotonic() - t0
+    assert 0.5 <= took < 5, took
+    assert str(e.value) == (f"in.json: witness generation exceeded 0.5 s in "
+                            f"{misbehaving['loop']} (witness_time_limit_s)")
+    # the calculator stays usable, and the ticker thread stops once nothing runs
+    with pytest.raises(WitnessTimeoutError):
+        wc.calculate({"a": 1}, time_limit_s=0.2)
+    deadline = time.monotonic() + 5
+    while _epoch_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _epoch_threads()
+
+
+def test_the_time_limit_comes_from_the_environment(misbehaving, monkeypatch):
+    from cuzk_tasks.errors import WitnessTimeoutError
+
+    monkeypatch.setenv("CUZK_WITNESS_TIME_LIMIT_S", "0.3")
+    wc = WitnessCalculator(misbehaving["loop"])
+    with pytest.raises(WitnessTimeoutError, match="exceeded 0.3 s"):
+        wc.calculate({"a": 1})
+    monkeypatch.setenv("CUZK_WITNESS_TIME_LIMIT_S", "soon")
+    with pytest.raises(CuzkError, match="CUZK_WITNESS_TIME_LIMIT_S must be a positive number"):
+        wc.calculate({"a": 1})
+
+
+def test_interrupt_stops_a_running_wasm_from_another_thread(misbehaving):
+    import threading
+    import time
+
+    from cuzk_tasks.errors import WitnessInterrupted
+
+    wc = WitnessCalculator(misbehaving["loop"])
+    timer = threading.Timer(0.3, wc.interrupt)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(WitnessInterrupted, match="interrupted"):
+        wc.calculate({"a": 1}, time_limit_s=60)
+    assert time.monotonic() - t0 < 5
+    timer.join()
+    assert wc.interrupt() == 0  # nothing runs any more
+    # a calculation begun after the interrupt has its whole limit again
+    with pytest.raises(WitnessError, match="exceeded 0.3 s"):
+        wc.calculate({"a": 1}, time_limit_s=0.3)
+
+
+def test_one_calculation_timing_out_leaves_another_on_the_same_engine_alone(misbehaving):
+    """The epoch is the engine's: a tick that ends one store's deadline must not end
+    another's (each store's deadline is its own limit in ticks)."""
+    import threading
+    import time
+
+    from cuzk_tasks.errors import WitnessTimeoutError
+
+    wc = WitnessCalculator(misbehaving["loop"])
+    errors = {}
+
+    def run(name, limit):
+        try:
+            wc.calculate({"a": 1}, time_limit_s=limit)
+        except WitnessError as exc:
+            errors[name] = (exc, time.monotonic())
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=run, args=("short", 0.3)),
+               threading.Thread(target=run, args=("long", 2.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert isinstance(errors["short"][0], WitnessTimeoutError)
+    assert isinstance(errors["long"][0], WitnessTimeoutError)
+    assert "exceeded 2 s" in str(errors["long"][0])
+    assert errors["long"][1] - t0 >= 2.0  # not cut short by the other one's deadline
+
+
+def test_a_trapping_wasm_is_a_witness_error_naming_the_file(misbehaving):
+    wc = WitnessCalculator(misbehaving["trap"])
+    with pytest.raises(WitnessError) as e:
+        wc.calculate({"a": 1}, "in.json")
+    assert str(e.value) == (f"in.json: witness generation failed in {misbehaving['trap']}: "
+                            "wasm trap: wasm `unreachable` instruction executed")
+    assert "backtrace" not in str(e.value)
+
+
+def test_real_circuits_compute_the_same_witness_under_the_time_limit():
+    """The epoch checks change nothing computed (and cost no measurable time: issue 24)."""
+    d = fixture_dir("poseidon")
+    wc = calc("poseidon")
+    assert wc.calculate_wtns(load_input_json(d / "input.json"), time_limit_s=30) == \
+        (d / "witness.wtns").read_bytes()
+
+
+def _child_calculates(wc, queue):
+    try:
+        wc.calculate({"a": 1}, time_limit_s=0.3)
+        queue.put("returned")
+    except WitnessError as exc:
+        queue.put(type(exc).__name__)
+
+
+def test_a_forked_child_keeps_its_own_time_limits(misbehaving):
+    """A pool process forked while its parent was calculating (the parent's ticker thread
+    does not exist in the child, and its lock may have been held) still stops its wasm."""
+    import multiprocessing
+    import threading
+    import time
+
+    wc = WitnessCalculator(misbehaving["loop"])
+    parent = threading.Thread(target=lambda: pytest.raises(WitnessError, wc.calculate,
+                                                           {"a": 1}, time_limit_s=3))
+    parent.start()
+    time.sleep(0.5)  # the parent's calculation runs, its ticker thread too
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_calculates, args=(wc, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=20) == "WitnessTimeoutError"
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+        parent.join(10)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import defaults
-from ..errors import FormatError, ProofError, SelfVerificationError
+from ..errors import FormatError, NativeCoreError, ProofError, SelfVerificationError
 from . import jsonio, points
 from .backends import get_backend
 from .curves import BN254, curve_by_name
@@ -164,6 +164,24 @@ def _consumed(zkey, release_pages, *names):
         zkey.drop_pages(*names)
 
 
+#: native statuses that mean the MSM's bases are bad: a coordinate >= the modulus (3), a point
+#: not on the curve (7).  The witness values are checked before (witness_values), so the
+#: point data of the zkey is at fault.
+_BAD_POINT_STATUSES = (3, 7)
+
+
+def _zkey_msm(zkey, section, msm, *args, **kwargs):
+    """``msm(*args, **kwargs)`` over the zkey section ``section``; a native status that means
+    bad point data becomes a FormatError naming the zkey file and the section."""
+    try:
+        return msm(*args, **kwargs)
+    except NativeCoreError as exc:
+        if exc.status not in _BAD_POINT_STATUSES:
+            raise
+        raise FormatError(zkey.path, section, f"point data rejected by the prover "
+                          f"({exc}): a corrupt zkey?") from None
+
+
 def prove_start(zkey, witness, backend=None, release_pages=False):
     """QAP evaluation, H, and the four G1 MSMs: the accelerator's share of a proof."""
     backend = _backend(backend)
@@ -183,17 +201,18 @@ def prove_start(zkey, witness, backend=None, release_pages=False):
         h = backend.compute_h(a_evals, b_evals, curve=curve)
     del a_evals, b_evals
     with step("msm_h"):
-        h_sum = backend.g1_msm(key.h_points, h, curve=curve)
+        h_sum = _zkey_msm(zkey, "H points", backend.g1_msm, key.h_points, h, curve=curve)
     del h
     _consumed(zkey, release_pages, "h_points")
     with step("msm_a"):
-        a = backend.g1_msm(key.a_points, w, curve=curve)
+        a = _zkey_msm(zkey, "A points", backend.g1_msm, key.a_points, w, curve=curve)
     _consumed(zkey, release_pages, "a_points")
     with step("msm_b1"):
-        b1 = backend.g1_msm(key.b1_points, w, curve=curve)
+        b1 = _zkey_msm(zkey, "B1 points", backend.g1_msm, key.b1_points, w, curve=curve)
     _consumed(zkey, release_pages, "b1_points")
     with step("msm_c"):
-        c = backend.g1_msm(key.c_points, w[zkey.n_public + 1:], curve=curve)
+        c = _zkey_msm(zkey, "C points", backend.g1_msm, key.c_points, w[zkey.n_public + 1:],
+                      curve=curve)
     _consumed(zkey, release_pages, "c_points")
     public = [int.from_bytes(w[i].tobytes(), "little") for i in range(1, zkey.n_public + 1)]
     return PartialProof(public_signals=public, a=a, b1=b1, c=c, h=h_sum, n_vars=zkey.n_vars,
@@ -254,7 +273,7 @@ def prove_finish(partial, zkey, witness, backend=None, r=None, s=None, verify=de
     timings = partial.timings_ms
     step = _Timer(timings)
     with step("msm_b2"):
-        b2 = backend.g2_msm(zkey.b2_points, w, curve=curve)
+        b2 = _zkey_msm(zkey, "B2 points", backend.g2_msm, zkey.b2_points, w, curve=curve)
     _consumed(zkey, release_pages, "b2_points")
     r = secrets.randbelow(curve.r) if r is None else r % curve.r
     s = secrets.randbelow(curve.r) if s is None else s % curve.r

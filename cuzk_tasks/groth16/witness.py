@@ -14,6 +14,10 @@ Implements the witness-calculator ABI of circom 2 ``.wasm`` files (the one
   into the most and least significant 32-bit halves.
 
 The produced ``.wtns`` bytes are identical to ``snarkjs wtns calculate``.
+
+Every calculation runs under a time limit (wasmtime epoch interruption, :class:`_EpochTicker`):
+a wasm call cannot be stopped from Python otherwise -- no signal handler runs until it returns
+-- so a circuit that never returns would hold its process until something killed it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import FormatError, WitnessError
+from .. import defaults
+from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
 from ..paths import atomic_output
 from .jsonio import json_error
 from .wtns import wtns_bytes
@@ -50,6 +55,11 @@ CIRCOM_ERRORS = {
     5: "Not enough memory.",
     6: "Input signal array access exceeds the size.",
 }
+
+#: how often the epoch of an engine with calculations running advances: the resolution of the
+#: time limit (a store traps at its deadline tick; checked on wasm function entries and loop
+#: back-edges, a load and a compare)
+EPOCH_TICK_S = 0.1
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -245,11 +255,85 @@ def _sym_main_names(sym_path: str) -> List[str]:
     return names
 
 
+class _EpochTicker:
+    """The time limits of one engine's calculations (wasmtime epoch interruption).
+
+    While at least one calculation runs, a daemon thread advances the engine's epoch every
+    :data:`EPOCH_TICK_S`; each store's deadline is its limit in ticks (+1: the first tick may
+    come at once), so it traps (``TrapCode.INTERRUPT``) between ``limit`` and ``limit`` + a
+    tick after it began, whatever other calculations of the engine do.  The thread stops when
+    the last calculation ends.  :meth:`interrupt` advances the epoch past every running
+    deadline at once."""
+
+    def __init__(self, engine):
+        self._engine = engine
+        self._pid = None
+        self._reset_after_fork()
+
+    def _reset_after_fork(self):
+        """A forked child starts afresh: the parent's thread is not here, and its lock may
+        have been held at the fork."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._cond = threading.Condition()
+        self._epoch = 0  # ticks so far: the engine's epoch, as far as this object moved it
+        self._deadlines: Dict[int, int] = {}  # calculation id -> its deadline epoch
+        self._interrupted: set = set()  # calculation ids stopped by interrupt()
+        self._next_id = 0
+        self._ticking = False  # a ticker thread runs
+
+    def begin(self, limit_s: float) -> Tuple[int, int]:
+        """Register a calculation of ``limit_s`` seconds: (its id, its deadline in ticks)."""
+        self._reset_after_fork()
+        ticks = max(1, math.ceil(limit_s / EPOCH_TICK_S)) + 1
+        with self._cond:
+            self._next_id += 1
+            cid = self._next_id
+            self._deadlines[cid] = self._epoch + ticks
+            if not self._ticking:
+                self._ticking = True
+                threading.Thread(target=self._run, name="cuzk-wasm-epoch", daemon=True).start()
+        return cid, ticks
+
+    def end(self, cid: int) -> bool:
+        """Unregister calculation ``cid``; True when :meth:`interrupt` stopped it."""
+        with self._cond:
+            self._deadlines.pop(cid, None)
+            interrupted = cid in self._interrupted
+            self._interrupted.discard(cid)
+            return interrupted
+
+    def interrupt(self) -> int:
+        """Stop every running calculation: their next wasm instruction traps.  Returns how
+        many were running."""
+        with self._cond:
+            running = list(self._deadlines)
+            if not running:
+                return 0
+            self._interrupted.update(running)
+            target = max(self._deadlines.values())
+            while self._epoch < target:  # ~1.4 us a step: 20 ms for a 1500 s limit
+                self._engine.increment_epoch()
+                self._epoch += 1
+            return len(running)
+
+    def _run(self):
+        with self._cond:
+            while self._deadlines:
+                self._cond.wait(EPOCH_TICK_S)
+                self._engine.increment_epoch()
+                self._epoch += 1
+            self._ticking = False  # the next begin() starts a thread again
+
+
 class WitnessCalculator:
     """A compiled circom 2 witness generator; ``calculate`` may be called often.
 
     The module is compiled once; every calculation runs in a fresh wasm
     instance, so a failed calculation (assert) never poisons the next one.
+    Every wasm call runs under a time limit (``time_limit_s``, default
+    ``defaults.witness_time_limit_s()``); :meth:`interrupt` stops the running ones.
     Thread-safe.
     """
 
@@ -259,7 +343,10 @@ class WitnessCalculator:
                                "generation (pip install wasmtime)")
         self.wasm_path = os.fspath(wasm_path)
         self.sym_path = os.fspath(sym_path) if sym_path else _find_sym(self.wasm_path)
-        self._engine = wasmtime.Engine()
+        config = wasmtime.Config()
+        config.epoch_interruption = True  # the time limit (_EpochTicker)
+        self._engine = wasmtime.Engine(config)
+        self._ticker = _EpochTicker(self._engine)
         try:
             self._module = wasmtime.Module.from_file(self._engine, self.wasm_path)
         except FileNotFoundError:
@@ -276,24 +363,33 @@ class WitnessCalculator:
                               "not a circom >= 2.0.8 witness generator (missing "
                               f"{', '.join(missing)})")
         # read the constants once
-        with self._instantiate() as inst:
-            ex = inst.ex
-            st = inst.store
-            self.version = (ex["getVersion"](st),
-                            ex["getMinorVersion"](st) if "getMinorVersion" in ex else 0,
-                            ex["getPatchVersion"](st) if "getPatchVersion" in ex else 0)
-            if self.version[0] != 2:
-                raise FormatError(self.wasm_path, "version",
-                                  f"circom major version {self.version[0]}, expected 2")
-            self.n32 = ex["getFieldNumLen32"](st)
-            ex["getRawPrime"](st)
-            self.prime = inst.read_shared()
-            self.witness_size = ex["getWitnessSize"](st)
-            self.input_size = ex["getInputSize"](st)
+        try:
+            with self._instantiate(defaults.witness_time_limit_s()) as inst:
+                ex = inst.ex
+                st = inst.store
+                self.version = (ex["getVersion"](st),
+                                ex["getMinorVersion"](st) if "getMinorVersion" in ex else 0,
+                                ex["getPatchVersion"](st) if "getPatchVersion" in ex else 0)
+                if self.version[0] != 2:
+                    raise FormatError(self.wasm_path, "version",
+                                      f"circom major version {self.version[0]}, expected 2")
+                self.n32 = ex["getFieldNumLen32"](st)
+                ex["getRawPrime"](st)
+                self.prime = inst.read_shared()
+                self.witness_size = ex["getWitnessSize"](st)
+                self.input_size = ex["getInputSize"](st)
+        except _WasmStopped as stop:
+            raise stop.error(self.wasm_path, "reading its constants") from None
+
+    def interrupt(self) -> int:
+        """Stop every calculation running on this calculator (any thread): it raises
+        :class:`WitnessInterrupted` at its next wasm instruction.  Returns how many ran.
+        Safe from a signal handler or another thread."""
+        return self._ticker.interrupt()
 
     # -- internals ---------------------------------------------------------
-    def _instantiate(self) -> "_Instance":
-        return _Instance(self)
+    def _instantiate(self, time_limit_s: float) -> "_Instance":
+        return _Instance(self, time_limit_s)
 
     def _fail(self, input_path, msg: str) -> WitnessError:
         return WitnessError(f"{input_path}: {msg}")
@@ -313,7 +409,7 @@ class WitnessCalculator:
             size = ex["getInputSignalSize"](st, msb, lsb)
             # circom >= 2.1 answers 0 (older: -1) for a hash that is no input
             if size < 0 or (size == 0 and flat):
-                known = self._input_names()
+                known = self._input_names(inst.time_limit_s)
                 hint = f" (circuit inputs: {', '.join(known)})" if known else ""
                 raise self._fail(input_path,
                                  f"signal '{name}' is not an input of circuit "
@@ -336,7 +432,7 @@ class WitnessCalculator:
                         exc, input_path, name if exc.code in (1, 2, 3, 6) else None) from None
                 counter += 1
         if counter < self.input_size:
-            missing = self._missing_inputs(qualified)
+            missing = self._missing_inputs(qualified, inst.time_limit_s)
             if missing:
                 what = ", ".join(f"'{m}' ({s} value{'s' if s != 1 else ''})"
                                  for m, s in missing)
@@ -349,30 +445,30 @@ class WitnessCalculator:
                              f"next to {self.wasm_path} to name the missing signals; "
                              f"given: {', '.join(qualified) or 'none'})")
 
-    def _input_names(self) -> List[str]:
+    def _input_names(self, time_limit_s: float) -> List[str]:
         """Names of the circuit's inputs (needs a .sym file; else [])."""
         if not self.sym_path:
             return []
-        inst = self._instantiate()
         out = []
-        for base in _sym_main_names(self.sym_path):
-            msb, lsb = _split(fnv1a64(base))
-            if inst.ex["getInputSignalSize"](inst.store, msb, lsb) > 0:
-                out.append(base)
+        with self._instantiate(time_limit_s) as inst:
+            for base in _sym_main_names(self.sym_path):
+                msb, lsb = _split(fnv1a64(base))
+                if inst.ex["getInputSignalSize"](inst.store, msb, lsb) > 0:
+                    out.append(base)
         return out
 
-    def _missing_inputs(self, given: dict) -> List[Tuple[str, int]]:
+    def _missing_inputs(self, given: dict, time_limit_s: float) -> List[Tuple[str, int]]:
         if not self.sym_path:
             return []
-        inst = self._instantiate()
         out = []
-        for base in _sym_main_names(self.sym_path):
-            if base in given:
-                continue
-            msb, lsb = _split(fnv1a64(base))
-            size = inst.ex["getInputSignalSize"](inst.store, msb, lsb)
-            if size > 0:
-                out.append((base, size))
+        with self._instantiate(time_limit_s) as inst:
+            for base in _sym_main_names(self.sym_path):
+                if base in given:
+                    continue
+                msb, lsb = _split(fnv1a64(base))
+                size = inst.ex["getInputSignalSize"](inst.store, msb, lsb)
+                if size > 0:
+                    out.append((base, size))
         return out
 
     def _circom_error(self, exc: "_CircomException", input_path, signal=None):
@@ -386,24 +482,64 @@ class WitnessCalculator:
         return err
 
     # -- public API ----------------------------------------------------------
-    def calculate(self, inputs: dict, input_path: str = "<input>") -> np.ndarray:
-        """Witness as an (nWitness, 4) uint64 array, standard form."""
+    def calculate(self, inputs: dict, input_path: str = "<input>",
+                  time_limit_s: Optional[float] = None) -> np.ndarray:
+        """Witness as an (nWitness, 4) uint64 array, standard form.
+
+        ``time_limit_s`` (default ``defaults.witness_time_limit_s()``) bounds each wasm
+        instance it runs: past it, :class:`WitnessTimeoutError` ("witness generation exceeded
+        N s").  A wasm trap is a :class:`WitnessError` ("wasm trap: ..."), naming the file."""
         if not isinstance(inputs, dict):
             raise FormatError(input_path, "json", "expected an object mapping "
                               "signal names to values")
-        with self._instantiate() as inst:
-            self._set_inputs(inst, inputs, str(input_path))
-            try:
-                return inst.read_witness(self.witness_size)
-            except _CircomException as exc:
-                raise self._circom_error(exc, input_path) from None
+        limit = defaults.witness_time_limit_s() if time_limit_s is None else float(time_limit_s)
+        try:
+            with self._instantiate(limit) as inst:
+                self._set_inputs(inst, inputs, str(input_path))
+                try:
+                    return inst.read_witness(self.witness_size)
+                except _CircomException as exc:
+                    raise self._circom_error(exc, input_path) from None
+        except _WasmStopped as stop:
+            raise stop.error(self.wasm_path, str(input_path)) from None
 
-    def calculate_wtns(self, inputs: dict, input_path: str = "<input>") -> bytes:
+    def calculate_wtns(self, inputs: dict, input_path: str = "<input>",
+                       time_limit_s: Optional[float] = None) -> bytes:
         """The .wtns file bytes, identical to ``snarkjs wtns calculate``."""
-        return wtns_bytes(self.calculate(inputs, input_path), self.prime)
+        return wtns_bytes(self.calculate(inputs, input_path, time_limit_s), self.prime)
 
-    def calculate_file(self, input_json_path) -> np.ndarray:
-        return self.calculate(load_input_json(input_json_path), os.fspath(input_json_path))
+    def calculate_file(self, input_json_path, time_limit_s: Optional[float] = None) -> np.ndarray:
+        return self.calculate(load_input_json(input_json_path), os.fspath(input_json_path),
+                              time_limit_s)
+
+
+class _WasmStopped(Exception):
+    """A wasm call of an :class:`_Instance` trapped (raised by its ``__exit__``, which knows
+    whether the trap was its deadline, an interrupt or the module's own fault); ``error``
+    makes the CuzkError the caller raises."""
+
+    def __init__(self, kind: str, detail: str, limit_s: float):
+        super().__init__(detail)
+        self.kind, self.detail, self.limit_s = kind, detail, limit_s
+
+    def error(self, wasm_path: str, where: str) -> WitnessError:
+        if self.kind == "timeout":
+            return WitnessTimeoutError(f"{where}: witness generation exceeded {self.limit_s:g} s "
+                                       f"in {wasm_path} (witness_time_limit_s)")
+        if self.kind == "interrupted":
+            return WitnessInterrupted(f"{where}: witness generation in {wasm_path} interrupted")
+        return WitnessError(f"{where}: witness generation failed in {wasm_path}: {self.detail}")
+
+
+def _trap_text(exc) -> str:
+    """The one line of a wasmtime error that says what happened ("wasm trap: wasm
+    `unreachable` instruction executed"), without its backtrace."""
+    lines = [ln.strip() for ln in str(getattr(exc, "message", exc) or exc).splitlines()
+             if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith("wasm trap:"):
+            return ln
+    return f"wasm error: {lines[-1]}" if lines else f"wasm error: {type(exc).__name__}"
 
 
 class _Instance:
@@ -417,17 +553,47 @@ class _Instance:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        interrupted = self.close()
+        if exc_type is not None and wasmtime is not None and \
+                issubclass(exc_type, (wasmtime.Trap, wasmtime.WasmtimeError)):
+            raise self._stopped(exc, interrupted) from None
+        return False
 
-    def close(self):
+    def _stopped(self, exc, interrupted: bool) -> _WasmStopped:
+        code = getattr(exc, "trap_code", None)
+        if code == wasmtime.TrapCode.INTERRUPT:
+            return _WasmStopped("interrupted" if interrupted else "timeout", "",
+                                self.time_limit_s)
+        return _WasmStopped("trap", _trap_text(exc), self.time_limit_s)
+
+    def close(self) -> bool:
+        """Release the store; True when the ticker's interrupt() stopped this instance."""
         store, self.store = self.store, None
         self.instance = self.ex = self.memory = None
         if store is not None:
             store.close()
+        cid, self._cid = self._cid, None
+        return self._ticker.end(cid) if cid is not None else False
 
-    def __init__(self, wc: WitnessCalculator):
+    def __init__(self, wc: WitnessCalculator, time_limit_s: float):
+        self._ticker = wc._ticker
+        self.time_limit_s = time_limit_s
+        self._cid = None
         self.store = wasmtime.Store(wc._engine)
+        # before anything runs: a store of an epoch-interruption engine without a deadline
+        # traps at once
+        self._cid, ticks = self._ticker.begin(time_limit_s)
+        self.store.set_epoch_deadline(ticks)
+        try:
+            self._setup(wc)
+        except BaseException as exc:  # a start function may trap or loop too
+            interrupted = self.close()
+            if isinstance(exc, (wasmtime.Trap, wasmtime.WasmtimeError)):
+                raise self._stopped(exc, interrupted) from None
+            raise
+
+    def _setup(self, wc: WitnessCalculator):
         self.err_str = ""
         self.msg_str = ""
         self.logs: List[str] = []

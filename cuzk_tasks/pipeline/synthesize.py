@@ -4,12 +4,13 @@ prove_start on the chosen device."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
 
-from ..errors import CuzkError
-from ..errors import FormatError
+from .. import defaults
+from ..errors import CuzkError, FormatError, SpoolFullError, WitnessError
 from ..paths import atomic_output
 from ..registry import circuit_file_error
 from ..routing import after_route
@@ -44,8 +45,12 @@ def _load_inputs(ctx, part, idx):
 def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
     """``circuit``/``priority`` come in messages sent by submit_job; without them (an older
     sender) they are read from the job.  ``attempt``: 0 from submit_job, more from a sweeper
-    that found the stage lost (``recover_stage``).  synth_begin rejects a job that is not
-    live and a message of another attempt (stale)."""
+    that found the stage lost (``recover_stage``) or a retry after a full spool disk
+    (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
+    attempt (stale), and counts the delivery: past ``max_deliveries`` (a synthesize whose
+    process keeps dying) the partition fails instead.  The witness runs under
+    ``Settings.witness_limit_s`` (a runaway wasm fails "witness generation exceeded N s",
+    the worker lives on)."""
     store = ctx.store
     if circuit is None or priority is None:
         job = store.get_job(job_id)
@@ -58,7 +63,9 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         circuit = job["circuit"]
         priority = job.get("priority")
     priority = ctx.settings.default_priority if priority is None else int(priority)
-    begun = store.synth_begin(job_id, idx, attempt)
+    settings = ctx.settings
+    begun = store.synth_begin(job_id, idx, attempt, max_deliveries=settings.max_deliveries,
+                              time_limit_s=settings.time_limit_s)
     if not begun:
         log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
         return None
@@ -86,19 +93,30 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             inputs, where = _load_inputs(ctx, part, idx)
             try:
                 calc = get_calculator(spec.wasm)
-            except (FormatError, OSError) as exc:
+            except (FormatError, WitnessError, OSError) as exc:  # a trap or time-out too
                 raise circuit_file_error(spec.name, "wasm", spec.wasm, exc) from None
             check_witness_curve(calc.prime, spec.wasm, zkey)
-            values = calc.calculate(inputs, where)
+            try:
+                values = calc.calculate(inputs, where, time_limit_s=settings.witness_limit_s)
+            except WitnessError as exc:  # name the circuit: the wasm path may not
+                raise CuzkError(f"circuit {spec.name!r}: {exc}") from None
+            except MemoryError:
+                raise CuzkError(f"circuit {spec.name!r}: out of memory computing the witness "
+                                f"of partition {idx} ({spec.wasm})") from None
             if values.shape[0] != zkey.n_vars:
                 raise CuzkError(f"witness has {values.shape[0]} values, the zkey "
                                 f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
             witness_ref = spooled_witness(ctx, job_id, idx)
-            os.makedirs(os.path.dirname(witness_ref), exist_ok=True)
-            with atomic_output(witness_ref) as f:
-                f.write(wtns_bytes(values, calc.prime))
+            _write_spooled(ctx, witness_ref, wtns_bytes(values, calc.prime))
+    except SpoolFullError as exc:  # an outage of this host, not the job's fault: retry later
+        _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc)
+        return None
     except CuzkError as exc:
         fail(ctx, job_id, idx, attempt, exc)
+        return None
+    except MemoryError:
+        log.exception("synthesize %s/%s ran out of memory", job_id, idx)
+        fail(ctx, job_id, idx, attempt, f"out of memory in synthesize (circuit {circuit!r})")
         return None
     except Exception as exc:  # a bug or an I/O problem: fail the partition, keep the worker
         log.exception("synthesize %s/%s crashed", job_id, idx)
@@ -109,6 +127,52 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
                           message=ctx.outbox(message), curve=zkey.curve.snarkjs_name)
     if not end:
         log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
+        if end.reason.startswith("job_") and witness_ref == spooled_witness(ctx, job_id, idx):
+            _unlink(witness_ref)  # the job ended meanwhile: no one will read it
         return None
     after_route(ctx, job_id, idx, attempt, end.routed, message)
     return witness_ref
+
+
+def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
+    """Write a witness into the spool dir.  A full disk (ENOSPC, EDQUOT) is waited out for up
+    to ``wait_s`` (defaults.SPOOL_FULL_WAIT_S), the write retried after 1 s, 2 s, 4 s, ...;
+    then :class:`SpoolFullError` ("spool disk full (<dir>)")."""
+    wait_s = defaults.SPOOL_FULL_WAIT_S if wait_s is None else wait_s
+    waited, delay = 0.0, 1.0
+    while True:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with atomic_output(path) as f:
+                f.write(data)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            full = (f"spool disk full ({ctx.settings.spool_dir}): no room for a witness of "
+                    f"{len(data)} bytes")
+        if waited >= wait_s:
+            raise SpoolFullError(f"{full} for {waited:.0f} s")
+        delay = min(delay, wait_s - waited)
+        log.warning("%s; retrying in %.0f s", full, delay)
+        time.sleep(delay)
+        waited += delay
+        delay *= 2
+
+
+def _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc):
+    """The partition goes back to the queue (synth_retry, attempt + 1) after a host outage."""
+    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1)
+    if ctx.store.synth_retry(job_id, idx, attempt, str(exc), message=ctx.outbox(message)):
+        ctx.publish_after(message)
+        log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", job_id, idx,
+                    exc, attempt + 1)
+    else:
+        log.info("synthesize %s/%s: %s; partition moved meanwhile", job_id, idx, exc)
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # the spool sweep (cuzk_tasks/spool.py) removes what is left

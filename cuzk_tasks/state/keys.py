@@ -59,7 +59,9 @@ class Keys:
         input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error;
         after a device fault: avoid (comma-separated workers), device_faults, verify_faults,
         last_device_error;
-        lost_messages (times the sweeper re-drove a stage no one held, recover_stage.lua)."""
+        lost_messages (times the sweeper re-drove a stage no one held, recover_stage.lua);
+        synth_deliveries (synthesize deliveries, synth_begin.lua); outage_retries and
+        last_outage (synthesize handed back on a full spool disk, synth_retry.lua)."""
         return f"{self.prefix}:part:{job_id}:{int(idx)}"
 
     def jobs_active(self) -> str:

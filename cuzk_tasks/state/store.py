@@ -42,6 +42,7 @@ SCRIPTS = (
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
+    "synth_retry",
 )
 
 
@@ -483,6 +484,14 @@ class StateStore:
         fields = self.redis.hgetall(self.keys.job(job_id))
         return decode(fields) if fields else None
 
+    def job_states(self, job_ids) -> dict:
+        """``{job id: its state, or None for an unknown job}`` in one round trip."""
+        job_ids = list(job_ids)
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hget(self.keys.job(job_id), "state")
+        return dict(zip(job_ids, pipe.execute()))
+
     def get_partition(self, job_id, idx) -> dict | None:
         fields = self.redis.hgetall(self.keys.part(job_id, idx))
         return decode(fields) if fields else None
@@ -535,12 +544,18 @@ class StateStore:
 
     # --- partition transitions ------------------------------------------------------
 
-    def synth_begin(self, job_id, idx, attempt) -> SynthBegin:
+    def synth_begin(self, job_id, idx, attempt, max_deliveries: int | None = None,
+                    time_limit_s: float | None = None) -> SynthBegin:
         """pending -> synthesizing (job pending -> running).  Also accepted, changing nothing,
-        when the partition is already synthesizing with this attempt (a redelivered synthesize)."""
+        when the partition is already synthesizing with this attempt (a redelivered synthesize).
+        ``max_deliveries``: count this delivery in ``synth_deliveries``; past it the partition
+        and its job fail (reason ``poison``; ``time_limit_s``, the hard limit, is named in the
+        error)."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         reply = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-                          [job_id, idx, attempt])
+                          [job_id, idx, attempt,
+                           "" if max_deliveries is None else int(max_deliveries),
+                           "" if time_limit_s is None else f"{float(time_limit_s):g}"])
         if not reply[0]:
             return SynthBegin(False, reply[1])
         inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
@@ -716,6 +731,17 @@ class StateStore:
         list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, list_key, payload])
+        return bool(ok)
+
+    def synth_retry(self, job_id, idx, attempt, reason, message=None) -> bool:
+        """A synthesize that met an outage of its host (a full spool disk) hands its partition
+        back: synthesizing with ``attempt`` -> pending with attempt + 1 and ``message`` (its
+        synthesize, built for attempt + 1) queued; this delivery does not count towards max
+        deliveries.  False when the partition moved meanwhile (cancelled, failed, stale)."""
+        _check_int("idx", idx), _check_int("attempt", attempt)
+        list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
+        ok, _ = self._run("synth_retry", [self.keys.job(job_id), self.keys.part(job_id, idx)],
+                          [job_id, idx, attempt, reason, list_key, payload])
         return bool(ok)
 
     # --- results --------------------------------------------------------------------
