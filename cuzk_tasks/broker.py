@@ -16,6 +16,13 @@ again -- what kombu's own close does when Redis is up.  A tag acknowledged meanw
 skipped; a task still running whose message comes back runs again and its transition rejects
 it as stale (docs/architecture.md, "Celery settings and why").
 
+Celery's consumer reconnects (with its backoff) only on the transport's ``connection_errors``;
+any other error from a Redis command stops the worker ("Unrecoverable error").  Replies that
+say Redis cannot serve *now* -- BUSY (a script past ``lua-time-limit``), OOM (maxmemory with
+``noeviction``), READONLY (a demoted master), MASTERDOWN, TRYAGAIN -- are outages, not bugs
+(:func:`cuzk_tasks.redis_url.is_outage`), so they are connection errors here.  BUSY has no
+redis-py class of its own; the transport's connections raise it as :class:`BusyError`.
+
 ``celery_app`` selects this transport for ``redis://`` brokers and its Sentinel sibling for
 ``sentinel://`` ones (``broker_transport``); the message format is kombu's own, unchanged.
 """
@@ -28,6 +35,7 @@ import threading
 import time
 
 import redis
+import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
 from . import wire
@@ -42,6 +50,45 @@ SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 #: How long the restore thread keeps trying to reach Redis (s): kombu's own visibility
 #: timeout restores the messages after that anyway.
 RESTORE_GIVE_UP_S = 3600.0
+
+
+class BusyError(redis.exceptions.ResponseError):
+    """Redis's BUSY reply: a script has run past ``lua-time-limit`` and Redis answers nothing
+    else until it ends (or is killed)."""
+
+
+class _BusyReplies:
+    """A Redis connection that raises the BUSY reply as :class:`BusyError` (redis-py raises
+    a plain ``ResponseError``, as for any reply it has no class for)."""
+
+    def read_response(self, *args, **kwargs):
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.exceptions.ResponseError as exc:
+            if type(exc) is redis.exceptions.ResponseError and str(exc).startswith("BUSY "):
+                raise BusyError(*exc.args) from None
+            raise
+
+
+class Connection(_BusyReplies, redis.Connection):
+    pass
+
+
+class SSLConnection(_BusyReplies, redis.SSLConnection):
+    pass
+
+
+class SentinelManagedConnection(_BusyReplies, redis.sentinel.SentinelManagedConnection):
+    pass
+
+
+class SentinelManagedSSLConnection(_BusyReplies, kombu_redis.SentinelManagedSSLConnection):
+    pass
+
+
+#: the error replies that are outages (a connection error to Celery's consumer: it reconnects)
+OUTAGE_REPLY_ERRORS = (BusyError, redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                       redis.exceptions.MasterDownError, redis.exceptions.TryAgainError)
 
 
 def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:
@@ -104,6 +151,8 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    connection_class = Connection
+    connection_class_ssl = SSLConnection
 
     def _get_pool(self, asynchronous=False):
         pool = super()._get_pool(asynchronous=asynchronous)
@@ -133,11 +182,16 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+    connection_errors = kombu_redis.Transport.connection_errors + OUTAGE_REPLY_ERRORS
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     """The same fixes on kombu's Sentinel channel (its pool follows the group's master)."""
 
+    connection_class = SentinelManagedConnection
+    connection_class_ssl = SentinelManagedSSLConnection
+
 
 class SentinelTransport(kombu_redis.SentinelTransport):
     Channel = SentinelChannel
+    connection_errors = kombu_redis.SentinelTransport.connection_errors + OUTAGE_REPLY_ERRORS

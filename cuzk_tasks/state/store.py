@@ -10,8 +10,8 @@ that matter most:
   makes the worker idle again, so an end that arrives late (a finalizer of an
   earlier partition, a duplicate) never clears a worker that has moved on.
 * Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
-* With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) Redis
-  is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
+* With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) or
+  unable Redis (BUSY, OOM, READONLY) is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
   a transition that already ran a rejected no-op.
 
 The client must decode responses (``decode_responses=True``); use
@@ -55,22 +55,18 @@ log = logging.getLogger("cuzk_tasks.state")
 
 class OutageRetry:
     """Calls a Redis operation again, with backoff (50 ms doubling to 2 s), while Redis is
-    unreachable or loading, for up to ``budget_s`` seconds from the first failure; then the
-    last error is raised.  One warning when an outage starts and one line when Redis is back,
+    unreachable or cannot serve -- loading, busy with a script, at maxmemory, read-only
+    (:func:`cuzk_tasks.redis_url.is_outage`) -- for up to ``budget_s`` seconds from the first
+    failure; then the last error is raised (any other error at once).  One warning when an outage starts and one line when Redis is back,
     however many threads wait on it."""
 
     def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0,
                  what: str = "state transitions"):
-        # lazy: redis-py is loaded where a connection is made (redis_url.client); importing
-        # the state package (its enums, keys, codec) does not load it
-        import redis
-
         self.budget_s = float(budget_s)
         self.what = what  # what waits, for the log line
         self.first_delay_s = first_delay_s
         self.max_delay_s = max_delay_s
-        # BusyLoadingError (Redis loading its AOF after a restart) is a ConnectionError
-        self.errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self.errors = redis_url.outage_errors()  # the ones that are not outages: re-raised
         self._lock = threading.Lock()
         self._outage_since = None
 
@@ -80,6 +76,8 @@ class OutageRetry:
             try:
                 result = fn(*args, **kwargs)
             except self.errors as exc:
+                if not redis_url.is_outage(exc):
+                    raise
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.budget_s
