@@ -121,6 +121,12 @@ to 2 s.  Retrying is safe because every transition checks the state and attempt 
 transition that ran but whose reply was lost is rejected as stale on the retry, and the
 next stage's message was already queued by the first run.  One warning per outage."""
 
+WORKER_STOP_REDIS_S = 2.0
+"""Seconds a stopping worker waits for Redis to take its last write (its heartbeat key
+deleted, its host slot released): one try, no outage retry, so SIGTERM stops a worker
+promptly while Redis is down -- the key then expires by itself within a heartbeat TTL.  Not
+configurable."""
+
 SENTINEL_MASTER = ""
 """The master name of the Redis Sentinel group (env ``CUZK_SENTINEL_MASTER``, toml
 ``sentinel_master``), needed when a Redis URL is ``sentinel://host:port;sentinel://...``
