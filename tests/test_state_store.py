@@ -1068,3 +1068,39 @@ def test_a_heartbeat_registers_again_a_worker_whose_record_redis_lost(store):
     assert store.get_worker("d0").get("role") is None
     kinds = [f.get("type") for _, f in store.redis.xrange(store.keys.events())]
     assert "worker_registered" not in kinds
+
+
+def test_outage_retry_waits_out_busy_and_oom_but_not_a_wrong_command(caplog):
+    """OutageRetry (issue 24): BUSY, OOM (also a script's), LOADING are retried with one
+    warning per outage; a reply that says the command is wrong is raised at once."""
+    from redis.exceptions import BusyLoadingError, OutOfMemoryError, ResponseError
+
+    from cuzk_tasks.state import OutageRetry
+
+    failures = [ResponseError("BUSY Redis is busy running a script."),
+                OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+                ResponseError("Error running script (call to f_1): @user_script:9: -OOM x"),
+                BusyLoadingError("Redis is loading the dataset in memory")]
+    calls = []
+
+    def op():
+        calls.append(1)
+        if len(calls) <= len(failures):
+            raise failures[len(calls) - 1]
+        return "ok"
+
+    retry = OutageRetry(30, first_delay_s=0.001, max_delay_s=0.002)
+    with caplog.at_level("WARNING", logger="cuzk_tasks.state"):
+        assert retry.call(op) == "ok"
+    assert len(calls) == len(failures) + 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "BUSY" in lines[0] and "back" in lines[1], lines
+
+    def wrong():
+        calls.append(1)
+        raise ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    calls.clear()
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        retry.call(wrong)
+    assert len(calls) == 1
