@@ -39,6 +39,7 @@ import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
 from . import wire
+from .redis_url import is_outage
 
 log = logging.getLogger("cuzk_tasks.broker")
 
@@ -116,13 +117,16 @@ def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:
 
 
 def restore_when_back(pool, unacked_key, unacked_index_key, tags, give_up_s=RESTORE_GIVE_UP_S):
-    """Restore ``tags`` through ``pool`` once Redis answers again (backoff 0.5 s to 5 s)."""
+    """Restore ``tags`` through ``pool`` once Redis answers again -- or serves again: BUSY,
+    OOM, LOADING are waited out too (backoff 0.5 s to 5 s)."""
     client = redis.Redis(connection_pool=pool)
     deadline, delay = time.monotonic() + give_up_s, 0.5
     while True:
         try:
             n = sum(restore_tag(client, unacked_key, unacked_index_key, tag) for tag in tags)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        except redis.exceptions.RedisError as exc:
+            if not is_outage(exc):
+                raise
             if time.monotonic() > deadline:
                 log.warning("gave up restoring %d message(s) of a lost broker connection; the "
                             "visibility timeout will", len(tags))
@@ -142,7 +146,9 @@ class QoS(kombu_redis.QoS):
         collected -- the tags go to a thread that restores them once Redis answers."""
         try:
             return super().restore_unacked(client)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, AttributeError):
+        except (redis.exceptions.RedisError, AttributeError) as exc:
+            if not (isinstance(exc, AttributeError) or is_outage(exc)):
+                raise
             tags = list(self._delivered)
             self._delivered.clear()
             self.channel.restore_later(tags)
