@@ -82,9 +82,9 @@ class Heartbeat(PeriodicThread):
                 log.warning("worker %s: its registration was gone from Redis (restarted "
                             "empty?): registered again as %s, queue %s", self.worker_id,
                             self.registration.role, self.registration.queue)
-            if beat.resident is not None and list(beat.resident) != list(self.registration.resident or ()):
-                self.registration = dataclasses.replace(self.registration,
-                                                        resident=tuple(beat.resident))
+            seen = beat.resident
+            if seen is not None and list(seen) != list(self.registration.resident or ()):
+                self.registration = dataclasses.replace(self.registration, resident=tuple(seen))
         return beat
 
     step = beat

@@ -57,8 +57,8 @@ class OutageRetry:
     """Calls a Redis operation again, with backoff (50 ms doubling to 2 s), while Redis is
     unreachable or cannot serve -- loading, busy with a script, at maxmemory, read-only
     (:func:`cuzk_tasks.redis_url.is_outage`) -- for up to ``budget_s`` seconds from the first
-    failure; then the last error is raised (any other error at once).  One warning when an outage starts and one line when Redis is back,
-    however many threads wait on it."""
+    failure; then the last error is raised (any other error at once).  One warning when an
+    outage starts and one line when Redis is back, however many threads wait on it."""
 
     def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0,
                  what: str = "state transitions"):
