@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 HOST = "faulthost"
-HB_INTERVAL, HB_TTL = 0.25, 1.5
+#: a TTL longer than the BUSY script: a by-name submit made during it finds a CPU worker online
+HB_INTERVAL, HB_TTL = 0.25, 6.0
 WORKERS = {"dev0": ("--device", "0", "--backend", "cpu"),
            "cpu": ("--cpu", "--concurrency", "2")}
 
@@ -118,6 +119,32 @@ def _await_state(c, job, state, timeout=30):
         time.sleep(0.01)
 
 
+def _by_name_client(c):
+    """A client without the circuit registry: its submit goes by name to a CPU worker."""
+    from cuzk_tasks.client import Client
+
+    return Client(settings=c.settings.replace(circuits={}))
+
+
+def _submit_in_threads(*clients):
+    """Each client submits a job of 2 partitions, all at once; their ids, in order."""
+    ids, errors = [None] * len(clients), []
+
+    def submit(i, client):
+        try:
+            ids[i] = client.submit("mulchain", [{"input": _inputs()}] * 2)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=submit, args=(i, cl)) for i, cl in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert not errors and all(ids), errors
+    return ids
+
+
 def _inputs():
     return json.loads((FIX / "mulchain" / "input.json").read_text())
 
@@ -155,11 +182,12 @@ def test_a_busy_script_kills_no_worker(cluster, redis_server):
     _await_state(c, before, "gpu")
     busy = threading.Thread(target=_redis_cli, args=(redis_server, "EVAL", BUSY_SCRIPT, "0"))
     busy.start()
-    time.sleep(1.0)
-    # submitted while Redis answers BUSY: the client rides it out too
-    during = c.client.submit("mulchain", [{"input": _inputs()}] * 2)
+    time.sleep(1.0)  # 3 s of BUSY left
+    # submitted while Redis answers BUSY: the client rides it out too, with the registry
+    # and by name (a CPU worker creates the job)
+    during = _submit_in_threads(c.client, _by_name_client(c))
     busy.join(30)
-    for job in (before, during, c.client.submit("mulchain", [{"input": _inputs()}] * 2)):
+    for job in (before, *during, c.client.submit("mulchain", [{"input": _inputs()}] * 2)):
         _job_completes(c, job)
     _assert_alive(c)
     _no_unrecoverable(c)
@@ -185,7 +213,7 @@ def test_redis_at_maxmemory_kills_no_worker(cluster, redis_server):
         while "errorstat_OOM" not in _redis_cli(redis_server, "INFO", "errorstats").stdout:
             assert time.monotonic() < deadline, "no command met OOM"
             time.sleep(0.1)
-        time.sleep(3 * HB_TTL)  # heartbeats, transitions and the consumers meet OOM a while
+        time.sleep(3.0)  # heartbeats, transitions and the consumers meet OOM a while
         _assert_alive(c)
     finally:
         assert _redis_cli(redis_server, "CONFIG", "SET", "maxmemory", "0").stdout.strip() == "OK"
@@ -205,7 +233,6 @@ def test_redis_back_empty_workers_register_again(cluster, redis_server):
     job it held is gone ("no such job"), and within a few heartbeats the workers -- none
     restarted -- are registered again with role and queue, the device routable, and new
     jobs complete: submitted with the registry, and by name through a CPU worker."""
-    from cuzk_tasks.client import Client
     from cuzk_tasks.errors import JobError
 
     c = cluster
@@ -224,8 +251,7 @@ def test_redis_back_empty_workers_register_again(cluster, redis_server):
     _job_completes(c, c.client.submit("mulchain", [{"input": _inputs()}] * 2))
     # by name: the client has no registry, a CPU worker (found online with its role and
     # queue) creates the job
-    by_name = Client(settings=c.settings.replace(circuits={}))
-    _job_completes(c, by_name.submit("mulchain", [{"input": _inputs()}] * 2))
+    _job_completes(c, _by_name_client(c).submit("mulchain", [{"input": _inputs()}] * 2))
     assert {name: proc.pid for name, proc in c.procs.items()} == pids
     _assert_alive(c)
     _no_unrecoverable(c)
