@@ -21,7 +21,7 @@ any other error from a Redis command stops the worker ("Unrecoverable error").  
 say Redis cannot serve *now* -- BUSY (a script past ``lua-time-limit``), OOM (maxmemory with
 ``noeviction``), READONLY (a demoted master), MASTERDOWN, TRYAGAIN -- are outages, not bugs
 (:func:`cuzk_tasks.redis_url.is_outage`), so they are connection errors here.  BUSY has no
-redis-py class of its own; the transport's connections raise it as :class:`BusyError`.
+redis-py class of its own; the transport's connections raise it as :class:`OutageReplyError`.
 
 ``celery_app`` selects this transport for ``redis://`` brokers and its Sentinel sibling for
 ``sentinel://`` ones (``broker_transport``); the message format is kombu's own, unchanged.
@@ -53,43 +53,46 @@ SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 RESTORE_GIVE_UP_S = 3600.0
 
 
-class BusyError(redis.exceptions.ResponseError):
-    """Redis's BUSY reply: a script has run past ``lua-time-limit`` and Redis answers nothing
-    else until it ends (or is killed)."""
+class OutageReplyError(redis.exceptions.ResponseError):
+    """A reply error that says Redis cannot serve now and that redis-py has no class for:
+    BUSY (a script past ``lua-time-limit``: Redis answers nothing else until it ends),
+    UNBLOCKED (a blocked read ended by a primary's demotion), a script's OOM or READONLY
+    (:func:`cuzk_tasks.redis_url.is_outage`)."""
 
 
-class _BusyReplies:
-    """A Redis connection that raises the BUSY reply as :class:`BusyError` (redis-py raises
-    a plain ``ResponseError``, as for any reply it has no class for)."""
+class _OutageReplies:
+    """A Redis connection that raises the outage replies redis-py raises as a plain
+    ``ResponseError`` as :class:`OutageReplyError` instead."""
 
     def read_response(self, *args, **kwargs):
         try:
             return super().read_response(*args, **kwargs)
         except redis.exceptions.ResponseError as exc:
-            if type(exc) is redis.exceptions.ResponseError and str(exc).startswith("BUSY "):
-                raise BusyError(*exc.args) from None
+            if type(exc) is redis.exceptions.ResponseError and is_outage(exc):
+                raise OutageReplyError(*exc.args) from None
             raise
 
 
-class Connection(_BusyReplies, redis.Connection):
+class Connection(_OutageReplies, redis.Connection):
     pass
 
 
-class SSLConnection(_BusyReplies, redis.SSLConnection):
+class SSLConnection(_OutageReplies, redis.SSLConnection):
     pass
 
 
-class SentinelManagedConnection(_BusyReplies, redis.sentinel.SentinelManagedConnection):
+class SentinelManagedConnection(_OutageReplies, redis.sentinel.SentinelManagedConnection):
     pass
 
 
-class SentinelManagedSSLConnection(_BusyReplies, kombu_redis.SentinelManagedSSLConnection):
+class SentinelManagedSSLConnection(_OutageReplies, kombu_redis.SentinelManagedSSLConnection):
     pass
 
 
 #: the error replies that are outages (a connection error to Celery's consumer: it reconnects)
-OUTAGE_REPLY_ERRORS = (BusyError, redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                       redis.exceptions.MasterDownError, redis.exceptions.TryAgainError)
+OUTAGE_REPLY_ERRORS = (OutageReplyError, redis.exceptions.OutOfMemoryError,
+                       redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError,
+                       redis.exceptions.TryAgainError)
 
 
 def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:

@@ -69,9 +69,10 @@ def client(url: str, sentinel_master: str = "", **kwargs):
 
 #: the first word of the error replies that say "Redis cannot serve this now", not "this
 #: command is wrong": a script running past lua-time-limit (BUSY), a data set loading
-#: (LOADING), maxmemory reached with noeviction (OOM), a demoted master (READONLY), a replica
-#: cut off from its master (MASTERDOWN), a slot migrating (TRYAGAIN)
-OUTAGE_REPLIES = ("BUSY", "LOADING", "OOM", "READONLY", "MASTERDOWN", "TRYAGAIN")
+#: (LOADING), maxmemory reached with noeviction (OOM), a demoted master (READONLY; its blocked
+#: reads end UNBLOCKED), a replica cut off from its master (MASTERDOWN), a slot migrating
+#: (TRYAGAIN)
+OUTAGE_REPLIES = ("BUSY", "LOADING", "OOM", "READONLY", "UNBLOCKED", "MASTERDOWN", "TRYAGAIN")
 
 
 def outage_errors() -> tuple[type[BaseException], ...]:
@@ -99,16 +100,19 @@ def is_outage(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, errors.ResponseError):
         return False
+    # redis-py prefixes the error of a command in a pipeline with the command
+    text = _PIPELINE_ERROR.sub("", str(exc), count=1)
     # a redis.call inside a script that meets OOM (its first write) or READONLY fails the
     # script, before it has written anything, with "ERR Error running script (...): -OOM ..."
-    wrapped = _SCRIPT_ERROR.match(str(exc))
+    wrapped = _SCRIPT_ERROR.match(text)
     if wrapped:
         return wrapped.group(1) in OUTAGE_REPLIES
     # redis-py keeps the reply's first word apart (status_code) when it knows the word
-    code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
+    code = getattr(exc, "status_code", None) or text.split(" ", 1)[0]
     return code in OUTAGE_REPLIES
 
 
+_PIPELINE_ERROR = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.S)
 _SCRIPT_ERROR = re.compile(r"Error running script \(.*?\): .*?-([A-Z]+) ")
 
 

@@ -26,7 +26,8 @@ it with ``python -m pytest -q -m chaos`` (a few minutes: real processes, heartbe
   restarted, while it is paused, and while a script keeps it BUSY (503 "state store
   unreachable", then serving again);
 * tests/test_redis_faults.py (issue 24; Redis without persistence): a script past
-  ``lua-time-limit`` (BUSY), Redis at ``maxmemory`` (OOM), Redis restarted EMPTY (the
+  ``lua-time-limit`` (BUSY), Redis at ``maxmemory`` (OOM), Redis made a replica for a
+  while (READONLY), Redis restarted EMPTY (the
   workers register again, new jobs complete, nothing restarted), SIGTERM to the workers
   while Redis is gone (each stops within seconds);
 * tests/test_sentinel.py: ``test_a_sentinel_failover_mid_run_loses_no_job`` (kill -9 of the

@@ -9,6 +9,8 @@ completes once Redis answers normally again:
   Redis answers every other client ``BUSY`` until it ends;
 * ``test_redis_at_maxmemory_kills_no_worker``: ``maxmemory`` just above what is used, with
   ``noeviction``: writes answer ``OOM`` until it is raised;
+* ``test_redis_read_only_for_a_while_kills_no_worker``: Redis made a replica for a while
+  (a demoted primary): writes answer ``READONLY``;
 * ``test_redis_back_empty_workers_register_again``: Redis killed -9 and started again empty
   on the same port: the workers register again (role, queue, device) within a heartbeat
   or two and new jobs complete, nothing restarted;
@@ -226,6 +228,29 @@ def test_redis_at_maxmemory_kills_no_worker(cluster, redis_server):
     oom = sum((c.base / f"{name}.log").read_text(errors="replace").count("OutOfMemoryError")
               for name in c.procs)
     assert oom, "no worker met the OOM reply: the test did not test it\n" + c.logs()
+
+
+def test_redis_read_only_for_a_while_kills_no_worker(cluster, redis_server):
+    """Redis turned into a replica (of a primary that is not there), as a demoted primary
+    is in a failover: every write answers READONLY, and blocked reads are unblocked with an
+    error, until it is a primary again."""
+    c = cluster
+    before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
+    _await_state(c, before, "gpu")
+    assert _redis_cli(redis_server, "REPLICAOF", "127.0.0.1", "1").stdout.strip() == "OK"
+    try:
+        deadline = time.monotonic() + 30
+        while "errorstat_READONLY" not in _redis_cli(redis_server, "INFO", "errorstats").stdout:
+            assert time.monotonic() < deadline, "no command met READONLY"
+            time.sleep(0.1)
+        time.sleep(3.0)
+        _assert_alive(c)
+    finally:
+        assert _redis_cli(redis_server, "REPLICAOF", "NO", "ONE").stdout.strip() == "OK"
+    for job in (before, c.client.submit("mulchain", [{"input": _inputs()}] * 2)):
+        _job_completes(c, job)
+    _assert_alive(c)
+    _no_unrecoverable(c)
 
 
 def test_redis_back_empty_workers_register_again(cluster, redis_server):
