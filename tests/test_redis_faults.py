@@ -7,7 +7,7 @@ completes once Redis answers normally again:
 
 * ``test_a_busy_script_kills_no_worker``: a Lua script runs past ``lua-time-limit``, so
   Redis answers every other client ``BUSY`` until it ends;
-* ``test_redis_at_maxmemory_kills_no_worker``: ``maxmemory`` just above what is used, with
+* ``test_redis_at_maxmemory_kills_no_worker``: ``maxmemory`` below what is used, with
   ``noeviction``: writes answer ``OOM`` until it is raised;
 * ``test_redis_read_only_for_a_while_kills_no_worker``: Redis made a replica for a while
   (a demoted primary): writes answer ``READONLY``;
@@ -33,7 +33,7 @@ import time
 
 import pytest
 from support import instruments
-from support.processes import Cluster, stop_process_group, write_circuits_toml
+from support.processes import Cluster, write_circuits_toml
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
@@ -165,10 +165,18 @@ def _no_unrecoverable(c):
         assert "Unrecoverable error" not in log, f"{name}\n{log[-3000:]}"
 
 
-def _redis_cli(server, *args, timeout=30):
-    """A separate client (redis-cli), as an operator's script would be."""
-    return subprocess.run(["redis-cli", "-p", str(server.port), *args], capture_output=True,
-                          text=True, timeout=timeout)
+def _operator(server):
+    """A client of its own, as an operator's (or another application's) would be: not the
+    cluster's, whose connections the fault is meant to meet.  Replies decoded."""
+    import redis
+
+    return redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True,
+                       socket_timeout=30)
+
+
+def _errorstats(server) -> str:
+    """The error reply counts Redis has seen (INFO errorstats), as one text."""
+    return str(_operator(server).info("errorstats"))
 
 
 #: a script that keeps Redis busy for 4 s (Redis answers every other client BUSY meanwhile)
@@ -179,10 +187,10 @@ BUSY_SCRIPT = ("local t = tonumber(redis.call('TIME')[1]) + 4 "
 def test_a_busy_script_kills_no_worker(cluster, redis_server):
     c = cluster
     # BUSY after 100 ms of script, not Redis's 5 s default: the same reply, a shorter test
-    assert _redis_cli(redis_server, "CONFIG", "SET", "lua-time-limit", "100").stdout.strip() == "OK"
+    assert _operator(redis_server).config_set("lua-time-limit", 100)
     before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
     _await_state(c, before, "gpu")
-    busy = threading.Thread(target=_redis_cli, args=(redis_server, "EVAL", BUSY_SCRIPT, "0"))
+    busy = threading.Thread(target=_operator(redis_server).eval, args=(BUSY_SCRIPT, 0))
     busy.start()
     time.sleep(1.0)  # 3 s of BUSY left
     # submitted while Redis answers BUSY: the client rides it out too, with the registry
@@ -204,21 +212,22 @@ def test_redis_at_maxmemory_kills_no_worker(cluster, redis_server):
     _await_state(c, before, "gpu")
     used = int(c.store.redis.info("memory")["used_memory"])
     # below what is used, nothing to evict: every write that could grow memory answers OOM
-    assert _redis_cli(redis_server, "CONFIG", "SET", "maxmemory-policy", "noeviction").stdout.strip() == "OK"
-    assert _redis_cli(redis_server, "CONFIG", "SET", "maxmemory", str(used // 2)).stdout.strip() == "OK"
+    operator = _operator(redis_server)
+    assert operator.config_set("maxmemory-policy", "noeviction")
+    assert operator.config_set("maxmemory", used // 2)
     submitted = []
     late = threading.Thread(target=lambda: submitted.append(
         c.client.submit("mulchain", [{"input": _inputs()}] * 2)))
     late.start()
     try:
         deadline = time.monotonic() + 30
-        while "errorstat_OOM" not in _redis_cli(redis_server, "INFO", "errorstats").stdout:
+        while "errorstat_OOM" not in _errorstats(redis_server):
             assert time.monotonic() < deadline, "no command met OOM"
             time.sleep(0.1)
         time.sleep(3.0)  # heartbeats, transitions and the consumers meet OOM a while
         _assert_alive(c)
     finally:
-        assert _redis_cli(redis_server, "CONFIG", "SET", "maxmemory", "0").stdout.strip() == "OK"
+        assert operator.config_set("maxmemory", 0)
     late.join(60)
     assert submitted, "the submit made at maxmemory did not return once memory was freed"
     for job in (before, submitted[0], c.client.submit("mulchain", [{"input": _inputs()}] * 2)):
@@ -237,16 +246,17 @@ def test_redis_read_only_for_a_while_kills_no_worker(cluster, redis_server):
     c = cluster
     before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
     _await_state(c, before, "gpu")
-    assert _redis_cli(redis_server, "REPLICAOF", "127.0.0.1", "1").stdout.strip() == "OK"
+    operator = _operator(redis_server)
+    assert operator.replicaof("127.0.0.1", 1)
     try:
         deadline = time.monotonic() + 30
-        while "errorstat_READONLY" not in _redis_cli(redis_server, "INFO", "errorstats").stdout:
+        while "errorstat_READONLY" not in _errorstats(redis_server):
             assert time.monotonic() < deadline, "no command met READONLY"
             time.sleep(0.1)
         time.sleep(3.0)
         _assert_alive(c)
     finally:
-        assert _redis_cli(redis_server, "REPLICAOF", "NO", "ONE").stdout.strip() == "OK"
+        assert operator.replicaof("NO", "ONE")
     for job in (before, c.client.submit("mulchain", [{"input": _inputs()}] * 2)):
         _job_completes(c, job)
     _assert_alive(c)
