@@ -266,14 +266,17 @@ def test_redis_read_only_for_a_while_kills_no_worker(cluster, redis_server):
 def test_redis_back_empty_workers_register_again(cluster, redis_server):
     """Redis killed -9 without persistence and started again, empty, on the same port: every
     job it held is gone ("no such job"), and within a few heartbeats the workers -- none
-    restarted -- are registered again with role and queue, the device routable, and new
-    jobs complete: submitted with the registry, and by name through a CPU worker."""
+    restarted -- are registered again with role, queue and the device's resident zkeys, the
+    device routable, and new jobs complete: submitted with the registry, and by name
+    through a CPU worker."""
     from cuzk_tasks.errors import JobError
 
     c = cluster
     old = c.client.submit("mulchain", [{"input": _inputs()}] * 2)
     _job_completes(c, old)
     pids = {name: proc.pid for name, proc in c.procs.items()}
+    resident = c.store.get_worker(f"{HOST}:dev0")["resident"]
+    assert resident == ["mulchain"], resident
     redis_server.kill()
     time.sleep(1.0)
     redis_server.restart()
@@ -281,6 +284,8 @@ def test_redis_back_empty_workers_register_again(cluster, redis_server):
     back = time.monotonic()
     _await_workers(c, 30)
     print(f"workers registered again {time.monotonic() - back:.1f} s after the restart")
+    dev0 = c.store.get_worker(f"{HOST}:dev0")
+    assert (dev0["role"], dev0["device"], dev0["resident"]) == ("device", 0, resident), dev0
     with pytest.raises(JobError, match="no such job"):
         c.client.wait(old, timeout=5)
     _job_completes(c, c.client.submit("mulchain", [{"input": _inputs()}] * 2))
