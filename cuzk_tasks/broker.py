@@ -16,6 +16,13 @@ again -- what kombu's own close does when Redis is up.  A tag acknowledged meanw
 skipped; a task still running whose message comes back runs again and its transition rejects
 it as stale (docs/architecture.md, "Celery settings and why").
 
+Celery's consumer reconnects (with its backoff) only on the transport's ``connection_errors``;
+any other error from a Redis command stops the worker ("Unrecoverable error").  Replies that
+say Redis cannot serve *now* -- BUSY (a script past ``lua-time-limit``), OOM (maxmemory with
+``noeviction``), READONLY (a demoted master), MASTERDOWN, TRYAGAIN -- are outages, not bugs
+(:func:`cuzk_tasks.redis_url.is_outage`), so they are connection errors here.  BUSY has no
+redis-py class of its own; the transport's connections raise it as :class:`OutageReplyError`.
+
 ``celery_app`` selects this transport for ``redis://`` brokers and its Sentinel sibling for
 ``sentinel://`` ones (``broker_transport``); the message format is kombu's own, unchanged.
 """
@@ -28,9 +35,11 @@ import threading
 import time
 
 import redis
+import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
 from . import wire
+from .redis_url import is_outage
 
 log = logging.getLogger("cuzk_tasks.broker")
 
@@ -42,6 +51,48 @@ SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 #: How long the restore thread keeps trying to reach Redis (s): kombu's own visibility
 #: timeout restores the messages after that anyway.
 RESTORE_GIVE_UP_S = 3600.0
+
+
+class OutageReplyError(redis.exceptions.ResponseError):
+    """A reply error that says Redis cannot serve now and that redis-py has no class for:
+    BUSY (a script past ``lua-time-limit``: Redis answers nothing else until it ends),
+    UNBLOCKED (a blocked read ended by a primary's demotion), a script's OOM or READONLY
+    (:func:`cuzk_tasks.redis_url.is_outage`)."""
+
+
+class _OutageReplies:
+    """A Redis connection that raises the outage replies redis-py raises as a plain
+    ``ResponseError`` as :class:`OutageReplyError` instead."""
+
+    def read_response(self, *args, **kwargs):
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.exceptions.ResponseError as exc:
+            if type(exc) is redis.exceptions.ResponseError and is_outage(exc):
+                raise OutageReplyError(*exc.args) from None
+            raise
+
+
+class Connection(_OutageReplies, redis.Connection):
+    pass
+
+
+class SSLConnection(_OutageReplies, redis.SSLConnection):
+    pass
+
+
+class SentinelManagedConnection(_OutageReplies, redis.sentinel.SentinelManagedConnection):
+    pass
+
+
+class SentinelManagedSSLConnection(_OutageReplies, kombu_redis.SentinelManagedSSLConnection):
+    pass
+
+
+#: the error replies that are outages (a connection error to Celery's consumer: it reconnects)
+OUTAGE_REPLY_ERRORS = (OutageReplyError, redis.exceptions.OutOfMemoryError,
+                       redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError,
+                       redis.exceptions.TryAgainError)
 
 
 def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:
@@ -69,13 +120,16 @@ def restore_tag(client, unacked_key, unacked_index_key, tag) -> bool:
 
 
 def restore_when_back(pool, unacked_key, unacked_index_key, tags, give_up_s=RESTORE_GIVE_UP_S):
-    """Restore ``tags`` through ``pool`` once Redis answers again (backoff 0.5 s to 5 s)."""
+    """Restore ``tags`` through ``pool`` once Redis answers again -- or serves again: BUSY,
+    OOM, LOADING are waited out too (backoff 0.5 s to 5 s)."""
     client = redis.Redis(connection_pool=pool)
     deadline, delay = time.monotonic() + give_up_s, 0.5
     while True:
         try:
             n = sum(restore_tag(client, unacked_key, unacked_index_key, tag) for tag in tags)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        except redis.exceptions.RedisError as exc:
+            if not is_outage(exc):
+                raise
             if time.monotonic() > deadline:
                 log.warning("gave up restoring %d message(s) of a lost broker connection; the "
                             "visibility timeout will", len(tags))
@@ -95,7 +149,9 @@ class QoS(kombu_redis.QoS):
         collected -- the tags go to a thread that restores them once Redis answers."""
         try:
             return super().restore_unacked(client)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, AttributeError):
+        except (redis.exceptions.RedisError, AttributeError) as exc:
+            if not (isinstance(exc, AttributeError) or is_outage(exc)):
+                raise
             tags = list(self._delivered)
             self._delivered.clear()
             self.channel.restore_later(tags)
@@ -104,6 +160,8 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    connection_class = Connection
+    connection_class_ssl = SSLConnection
 
     def _get_pool(self, asynchronous=False):
         pool = super()._get_pool(asynchronous=asynchronous)
@@ -133,11 +191,16 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+    connection_errors = kombu_redis.Transport.connection_errors + OUTAGE_REPLY_ERRORS
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     """The same fixes on kombu's Sentinel channel (its pool follows the group's master)."""
 
+    connection_class = SentinelManagedConnection
+    connection_class_ssl = SentinelManagedSSLConnection
+
 
 class SentinelTransport(kombu_redis.SentinelTransport):
     Channel = SentinelChannel
+    connection_errors = kombu_redis.SentinelTransport.connection_errors + OUTAGE_REPLY_ERRORS

@@ -37,6 +37,7 @@ class Client:
         self.settings = settings
         self.app = create_app(settings)
         self._ctx = pipeline.Context(self.app, settings, worker_id="client")
+        self._outage = None  # the OutageRetry of reads (made at the first, see _read)
 
     @property
     def store(self):
@@ -89,7 +90,7 @@ class Client:
         """Only a CPU worker answers ``cuzk.submit``: without one online, say so now."""
         queue = self.settings.cpu_queue
         if any(w.get("role") == WorkerRole.CPU.value and w.get("online") and w.get("queue") == queue
-               for w in self.store.all_workers()):
+               for w in self.store.all_workers()):  # a script: the store rides out an outage
             return
         known = ", ".join(sorted(self.settings.circuits)) or "none"
         raise CuzkError(
@@ -100,18 +101,26 @@ class Client:
             "the circuit registry (Client() with $CUZK_CONFIG, or "
             "Client(settings=load_settings('cuzk.toml')))")
 
+    def _read(self, fn, *args, **kwargs):
+        """A read that rides out a Redis outage (a restart, BUSY, LOADING) for up to
+        ``redis_outage_s``, as the store's transitions do."""
+        if self._outage is None:
+            budget = self.settings.redis_outage_s
+            self._outage = OutageRetry(budget, what="client reads") if budget > 0 else False
+        return self._outage.call(fn, *args, **kwargs) if self._outage else fn(*args, **kwargs)
+
     def status(self, job_id, offset=0, limit=None) -> dict:
         """The job and one page of its partitions' states (no inputs or proofs): partitions
         ``offset`` .. ``offset + limit - 1`` (``limit`` None: ``JOB_STATUS_PAGE``), with
         ``page`` and ``counts`` (by state, all partitions); ``StateStore.job_status``."""
-        job = self.store.job_status(job_id, offset=offset, limit=limit)
+        job = self._read(self.store.job_status, job_id, offset=offset, limit=limit)
         if job is None:
             raise CuzkError(f"no such job {job_id!r}")
         return job
 
     def result(self, job_id):
         """The stored result, or None while the job runs (or after the result TTL)."""
-        return self.store.get_result(job_id)
+        return self._read(self.store.get_result, job_id)
 
     def wait(self, job_id, timeout=None, poll_s=0.1, progress=None):
         """Block until the job is done and return its result; JobError on failure or timeout.

@@ -139,11 +139,20 @@ HEARTBEAT_TTL_S = 15.0
 """Seconds a heartbeat lives; a worker without one is offline (env ``CUZK_HEARTBEAT_TTL_S``)."""
 
 REDIS_OUTAGE_S = 60.0
-"""Seconds a state-store transition keeps retrying while Redis is unreachable, restarting or
-loading its data set (env ``CUZK_REDIS_OUTAGE_S``; 0 = no retry), with backoff from 50 ms
+"""Seconds a state-store transition keeps retrying while Redis is unreachable, restarting,
+loading its data set, busy with a script (BUSY), at maxmemory (OOM) or read-only
+(``redis_url.is_outage``; env ``CUZK_REDIS_OUTAGE_S``; 0 = no retry), with backoff from 50 ms
 to 2 s.  Retrying is safe because every transition checks the state and attempt it expects: a
 transition that ran but whose reply was lost is rejected as stale on the retry, and the
-next stage's message was already queued by the first run.  One warning per outage."""
+next stage's message was already queued by the first run; a BUSY, LOADING, OOM or READONLY
+reply means the script did not run, or stopped at its first write before writing anything.
+One warning per outage."""
+
+WORKER_STOP_REDIS_S = 2.0
+"""Seconds a stopping worker waits for Redis to take its last write (its heartbeat key
+deleted, its host slot released): one try, no outage retry, so SIGTERM stops a worker
+promptly while Redis is down -- the key then expires by itself within a heartbeat TTL.  Not
+configurable."""
 
 SENTINEL_MASTER = ""
 """The master name of the Redis Sentinel group (env ``CUZK_SENTINEL_MASTER``, toml

@@ -15,6 +15,7 @@ and the result backend (Celery's) read the same URL (``celery_app``).
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 
 from .errors import ConfigError
@@ -64,6 +65,55 @@ def client(url: str, sentinel_master: str = "", **kwargs):
     sentinel = Sentinel(nodes, sentinel_kwargs=dict(timeouts) or None, **timeouts)
     return sentinel.master_for(sentinel_master, redis_class=redis.Redis,
                                **{**master, **kwargs})
+
+
+#: the first word of the error replies that say "Redis cannot serve this now", not "this
+#: command is wrong": a script running past lua-time-limit (BUSY), a data set loading
+#: (LOADING), maxmemory reached with noeviction (OOM), a demoted master (READONLY; its blocked
+#: reads end UNBLOCKED), a replica cut off from its master (MASTERDOWN), a slot migrating
+#: (TRYAGAIN)
+OUTAGE_REPLIES = ("BUSY", "LOADING", "OOM", "READONLY", "UNBLOCKED", "MASTERDOWN", "TRYAGAIN")
+
+
+def outage_errors() -> tuple[type[BaseException], ...]:
+    """The redis-py error classes an outage raises (:func:`is_outage` tells which instance
+    is one): the connection errors and timeouts, and ``ResponseError`` -- the class of the
+    BUSY reply, and the base of ``OutOfMemoryError`` and ``ReadOnlyError``."""
+    # lazy: as in client()
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            redis.exceptions.ResponseError)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when ``exc`` means Redis is unreachable or cannot serve for now -- refused or
+    dropped connections, timeouts, a Sentinel group without a master, or an
+    :data:`OUTAGE_REPLIES` reply -- so the operation is worth trying again later; False
+    for a reply that says the command itself is wrong (WRONGTYPE, NOSCRIPT, ERR ...)."""
+    # lazy: as in client(); an exception of redis-py means redis-py is loaded already
+    import redis
+
+    errors = redis.exceptions
+    if isinstance(exc, (errors.ConnectionError, errors.TimeoutError, errors.OutOfMemoryError,
+                        errors.ReadOnlyError, errors.MasterDownError, errors.TryAgainError)):
+        return True
+    if not isinstance(exc, errors.ResponseError):
+        return False
+    # redis-py prefixes the error of a command in a pipeline with the command
+    text = _PIPELINE_ERROR.sub("", str(exc), count=1)
+    # a redis.call inside a script that meets OOM (its first write) or READONLY fails the
+    # script, before it has written anything, with "ERR Error running script (...): -OOM ..."
+    wrapped = _SCRIPT_ERROR.match(text)
+    if wrapped:
+        return wrapped.group(1) in OUTAGE_REPLIES
+    # redis-py keeps the reply's first word apart (status_code) when it knows the word
+    code = getattr(exc, "status_code", None) or text.split(" ", 1)[0]
+    return code in OUTAGE_REPLIES
+
+
+_PIPELINE_ERROR = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.S)
+_SCRIPT_ERROR = re.compile(r"Error running script \(.*?\): .*?-([A-Z]+) ")
 
 
 def redact(url: str) -> str:

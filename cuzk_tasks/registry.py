@@ -24,6 +24,7 @@ import threading
 
 from .config import CircuitSpec, Settings
 from .errors import CuzkError, FormatError
+from .redis_url import is_outage
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,12 @@ class ResidentZkeys:
         if self.on_change:
             try:
                 self.on_change(names)
-            except Exception:  # publishing residency must never fail a proof
-                log.exception("could not publish resident zkeys")
+            except Exception as exc:  # publishing residency must never fail a proof
+                if not is_outage(exc):
+                    log.exception("could not publish resident zkeys")
+                else:  # the state store logs the outage itself
+                    log.warning("could not publish resident zkeys %s: Redis unavailable (%s)",
+                                names, type(exc).__name__)
         return zkey
 
     def _evict(self, keep):

@@ -32,14 +32,15 @@ from typing import NamedTuple
 from celery import signals
 from celery.worker import state as celery_state
 
-from . import pipeline
+from . import defaults, pipeline
 from .celery_app import create_app
 from .config import Settings
 from .message_templates import check_app
 from .periodic import PeriodicThread
+from .redis_url import is_outage
 from .request_leases import held_requests
 from .routing import Sweeper
-from .state import StateStore, WorkerRole
+from .state import Registration, StateStore, WorkerRole
 from .wire import stage_partition
 
 log = logging.getLogger("cuzk_tasks.worker")
@@ -51,7 +52,7 @@ class Heartbeat(PeriodicThread):
     thread_name = "cuzk-heartbeat"
 
     def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
-                 slot=None, holding_fn=None):
+                 slot=None, holding_fn=None, registration: Registration | None = None):
         super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
@@ -60,6 +61,9 @@ class Heartbeat(PeriodicThread):
         self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
         self.slot = slot  # the host slot this worker's name came from (kept alive by beats)
         self.holding_fn = holding_fn  # the messages this process holds (held_messages)
+        # what register_worker recorded: a beat that finds it gone (Redis back empty) records
+        # it again, with the resident set the pool process last published (seen by the beats)
+        self.registration = registration
 
     def beat(self):
         extra = dict(self.extra)
@@ -69,9 +73,19 @@ class Heartbeat(PeriodicThread):
             except Exception:  # a flaky probe never stops the heartbeat
                 log.debug("heartbeat extra probe failed", exc_info=True)
         held = self.holding_fn() if self.holding_fn is not None else None
-        self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
-                             slot=self.slot, holding=held.stages if held else None,
-                             holding_requests=held.requests if held else None)
+        beat = self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
+                                    slot=self.slot, holding=held.stages if held else None,
+                                    holding_requests=held.requests if held else None,
+                                    registration=self.registration)
+        if self.registration is not None:
+            if beat.registered:
+                log.warning("worker %s: its registration was gone from Redis (restarted "
+                            "empty?): registered again as %s, queue %s", self.worker_id,
+                            self.registration.role, self.registration.queue)
+            seen = beat.resident
+            if seen is not None and list(seen) != list(self.registration.resident or ()):
+                self.registration = dataclasses.replace(self.registration, resident=tuple(seen))
+        return beat
 
     step = beat
 
@@ -235,6 +249,36 @@ def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
     return sorted(stale)
 
 
+def stop_loops(*loops, timeout_s: float = defaults.WORKER_STOP_REDIS_S) -> None:
+    """Stop the periodic threads (heartbeat, sweeper) together, waiting up to ``timeout_s``
+    in all for a step in progress: one waiting out a Redis outage is left behind."""
+    loops = [loop for loop in loops if loop is not None]
+    for loop in loops:
+        loop.stop(timeout_s=0)
+    deadline = time.monotonic() + timeout_s
+    for loop in loops:
+        loop.stop(timeout_s=max(0.0, deadline - time.monotonic()))
+
+
+def mark_offline(settings: Settings, worker_id, slot=None) -> bool:
+    """At a worker's stop: delete its heartbeat key and release its host slot, in one try
+    bounded by ``WORKER_STOP_REDIS_S`` (a fresh connection, no outage retry).  With Redis
+    unavailable it logs one warning and returns False: the key expires within a heartbeat
+    TTL anyway, and a stop must not wait out an outage."""
+    try:
+        store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                    sentinel_master=settings.sentinel_master,
+                                    socket_timeout_s=defaults.WORKER_STOP_REDIS_S, retries=0)
+        store.worker_offline(worker_id, slot=slot)
+        return True
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        log.warning("worker %s: Redis unavailable at its stop (%s): its heartbeat expires "
+                    "within %.0f s", worker_id, type(exc).__name__, settings.heartbeat_ttl_s)
+        return False
+
+
 def _open_store(settings: Settings):
     """The worker process's state store: its transitions ride out a Redis restart."""
     return StateStore.from_settings(settings)
@@ -263,6 +307,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     dump_stacks_on(STACK_DUMP_SIGNAL)
+    registration = Registration(WorkerRole.DEVICE, host, device=device, queue=queue)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
     check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
@@ -270,7 +315,8 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
-                          extra_fn=probe, slot=slot, holding_fn=held_messages)
+                          extra_fn=probe, slot=slot, holding_fn=held_messages,
+                          registration=registration)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
@@ -279,8 +325,8 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
             app, queue, 1, f"dev{device}@{host}", loglevel, **DEVICE_WORKER_TUNING,
             max_memory_per_child=max_memory_per_child_kib(settings, "device"))
     finally:
-        heartbeat.stop()
-        store.worker_offline(worker_id, slot=slot)
+        stop_loops(heartbeat)
+        mark_offline(settings, worker_id, slot)
     if exitcode:
         raise SystemExit(exitcode)
 
@@ -293,13 +339,14 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     worker_id = settings.cpu_worker_id()
     concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
     dump_stacks_on(STACK_DUMP_SIGNAL)
+    registration = Registration(WorkerRole.CPU, host, queue=settings.cpu_queue)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
     check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
-                          holding_fn=held_messages)
+                          holding_fn=held_messages, registration=registration)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
@@ -312,9 +359,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                                       f"cpu{os.getpid()}@{host}", loglevel,
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:
-        if sweep:
-            sweep.stop()
-        heartbeat.stop()
-        store.worker_offline(worker_id, slot=slot)
+        stop_loops(sweep, heartbeat)
+        mark_offline(settings, worker_id, slot)
     if exitcode:
         raise SystemExit(exitcode)

@@ -23,7 +23,13 @@ it with ``python -m pytest -q -m chaos`` (a few minutes: real processes, heartbe
   ``test_kill_the_whole_cpu_worker_holding_a_submit_by_name`` (the CPU worker killed while
   it holds a by-name submit: the request lease puts it back on its queue);
 * tests/test_webapp_outage.py: the status page under gunicorn while Redis is killed and
-  restarted, and while it is paused (503 "state store unreachable", then serving again);
+  restarted, while it is paused, and while a script keeps it BUSY (503 "state store
+  unreachable", then serving again);
+* tests/test_redis_faults.py (issue 24; Redis without persistence): a script past
+  ``lua-time-limit`` (BUSY), Redis at ``maxmemory`` (OOM), Redis made a replica for a
+  while (READONLY), Redis restarted EMPTY (the
+  workers register again, new jobs complete, nothing restarted), SIGTERM to the workers
+  while Redis is gone (each stops within seconds);
 * tests/test_sentinel.py: ``test_a_sentinel_failover_mid_run_loses_no_job`` (kill -9 of the
   primary behind three Sentinels).
 

@@ -441,3 +441,32 @@ def test_the_sweeper_thread_checks_leases_every_half_ttl(ctx):
     sweeper.step()
     assert len(calls) == 2
     assert sweeper.run_once()["recovered"] == 0 and len(calls) == 3  # run_once: always
+
+
+def test_a_periodic_loop_logs_a_redis_outage_once_and_its_end_once(caplog):
+    """The heartbeat and sweeper loops (issue 24): steps that meet an outage -- refused
+    connections, BUSY -- log one warning when it starts and one when a step succeeds again;
+    any other failure is logged with its traceback every time."""
+    import redis
+
+    from cuzk_tasks.periodic import PeriodicThread
+
+    failures = [redis.exceptions.ConnectionError("refused"),
+                redis.exceptions.ResponseError("BUSY Redis is busy running a script."),
+                redis.exceptions.ConnectionError("refused"), None, ValueError("a bug"), None]
+
+    class Loop(PeriodicThread):
+        thread_name = "test-loop"
+
+        def step(self):
+            failure = failures.pop(0)
+            if failure is not None:
+                raise failure
+
+    loop = Loop(1.0)
+    with caplog.at_level("WARNING", logger="cuzk_tasks.periodic"):
+        for _ in range(6):
+            loop.step_logged()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == ["WARNING", "WARNING", "ERROR"], lines
+    assert "Redis unavailable" in lines[0][1] and "back" in lines[1][1]

@@ -1071,3 +1071,80 @@ def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
     assert store.expire_deadlines() == [] and store.get_job("jf")["state"] == "pending"
     with pytest.raises(StateError, match="deadline_s"):
         store.create_job("jg", "c", "k", 5, None, [{"input": "{}"}], deadline_s=0)
+
+
+def lose_everything(store):
+    """What a Redis restarted without persistence holds of ``store``: nothing (its keys
+    only: the redis-server backend is shared by the session's tests)."""
+    keys = list(store.redis.scan_iter(match=f"{store.prefix}:*"))
+    if keys:
+        store.redis.delete(*keys)
+
+
+def test_a_heartbeat_registers_again_a_worker_whose_record_redis_lost(store):
+    """Redis back empty (issue 24): the beat that finds the worker hash without its role
+    records the registration again -- role, host, device, queue, resident set -- and the
+    worker is routable at once; an intact record is never touched by it."""
+    from cuzk_tasks.state import Registration
+
+    reg = Registration("device", "h", device=0, queue="cuzk.dev.h.0", resident=("mul",))
+    store.register_worker("d0", "device", "h", device=0, queue="cuzk.dev.h.0", gpu_name="H200")
+    beat = store.heartbeat("d0", 30, registration=reg)
+    assert beat and not beat.registered and beat.resident is None
+    store.set_resident("d0", ["mul", "add"])
+    beat = store.heartbeat("d0", 30, registration=reg)
+    assert not beat and not beat.registered and beat.resident == ["mul", "add"]
+    assert store.get_worker("d0")["gpu_name"] == "H200"  # the intact record keeps its own
+    lose_everything(store)                                # Redis restarted without its data
+    store.set_resident("d0", ["add"])                     # the pool process wrote first
+    beat = store.heartbeat("d0", 30, registration=reg, extra={"pid": 7})
+    assert beat and beat.registered and beat.resident == ["add"]
+    d0 = store.get_worker("d0")
+    assert (d0["role"], d0["host"], d0["device"], d0["queue"], d0["state"], d0["pid"]) == \
+        ("device", "h", 0, "cuzk.dev.h.0", "idle", 7)
+    assert [w["worker_id"] for w in store.live_device_workers()] == ["d0"]
+    lose_everything(store)
+    assert store.heartbeat("d0", 30, registration=reg).registered
+    assert store.get_worker("d0")["resident"] == ["mul"]  # the registration's, nothing newer
+    assert not store.heartbeat("d0", 30, registration=reg).registered
+    lose_everything(store)
+    assert not store.heartbeat("d0", 30).registered       # no registration given: none made
+    assert store.get_worker("d0").get("role") is None
+    kinds = [f.get("type") for _, f in store.redis.xrange(store.keys.events())]
+    assert "worker_registered" not in kinds
+
+
+def test_outage_retry_waits_out_busy_and_oom_but_not_a_wrong_command(caplog):
+    """OutageRetry (issue 24): BUSY, OOM (also a script's), LOADING are retried with one
+    warning per outage; a reply that says the command is wrong is raised at once."""
+    from redis.exceptions import BusyLoadingError, OutOfMemoryError, ResponseError
+
+    from cuzk_tasks.state import OutageRetry
+
+    failures = [ResponseError("BUSY Redis is busy running a script."),
+                OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+                ResponseError("Error running script (call to f_1): @user_script:9: -OOM x"),
+                BusyLoadingError("Redis is loading the dataset in memory")]
+    calls = []
+
+    def op():
+        calls.append(1)
+        if len(calls) <= len(failures):
+            raise failures[len(calls) - 1]
+        return "ok"
+
+    retry = OutageRetry(30, first_delay_s=0.001, max_delay_s=0.002)
+    with caplog.at_level("WARNING", logger="cuzk_tasks.state"):
+        assert retry.call(op) == "ok"
+    assert len(calls) == len(failures) + 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "BUSY" in lines[0] and "back" in lines[1], lines
+
+    def wrong():
+        calls.append(1)
+        raise ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    calls.clear()
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        retry.call(wrong)
+    assert len(calls) == 1

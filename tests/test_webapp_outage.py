@@ -1,7 +1,8 @@
 """The status page rides out a Redis outage (issue 11, "Reconnects"): real redis-server with
 AOF, real gunicorn (``cuzk-tasks web``), no mocks.
 
-While Redis is killed, or paused (SIGSTOP: connections stay open, nothing answers), every
+While Redis is killed, paused (SIGSTOP: connections stay open, nothing answers), or busy
+with a script past ``lua-time-limit`` (every command answered BUSY), every
 page that reads it answers 503 "state store unreachable" within the read timeout -- never
 a hang, never a 500, never the Redis URL -- and the same gunicorn workers serve the status
 again once Redis is back on its AOF.  Each web process logs one line per outage.
@@ -101,7 +102,8 @@ def _check_unreachable(web, hang_bound_s):
         assert status == 503, (path, status, body)
         doc = json.loads(body)
         assert doc["error"] == "state store unreachable" and doc["retry_after_s"] == 1, doc
-        assert doc["redis"] in ("ConnectionError", "TimeoutError", "BusyLoadingError"), doc
+        assert doc["redis"] in ("ConnectionError", "TimeoutError", "BusyLoadingError",
+                                "ResponseError"), doc  # the last: BUSY
         assert headers["Retry-After"] == "1"
         assert took < hang_bound_s, f"{path} took {took:.2f} s"
         assert redis_url.split("//")[1] not in body
@@ -172,6 +174,31 @@ def test_redis_paused_longer_than_a_read_timeout(web):
         web["server"].proc.send_signal(signal.SIGCONT)
     took = _wait_ok(web)
     print(f"the page served again {took:.2f} s after SIGCONT")
+    log = web["log"]()
+    assert 1 <= log.count("Redis unreachable") - before <= 2, log[-4000:]
+    assert "Traceback" not in log, log[-4000:]
+
+
+def test_redis_busy_with_a_long_script(web):
+    """A Lua script past ``lua-time-limit`` (issue 24): Redis answers every read BUSY until
+    it ends -- an outage like the others: 503, one log line, no 500, no traceback."""
+    import redis
+
+    _wait_ok(web)
+    before = web["log"]().count("Redis unreachable")
+    operator = redis.Redis(host="127.0.0.1", port=web["server"].port, socket_timeout=30)
+    operator.config_set("lua-time-limit", 100)
+    script = ("local t = tonumber(redis.call('TIME')[1]) + 3 "
+              "while tonumber(redis.call('TIME')[1]) < t do end return 1")
+    busy = threading.Thread(target=operator.eval, args=(script, 0))
+    busy.start()
+    try:
+        time.sleep(0.5)
+        _check_unreachable(web, hang_bound_s=2 * TIMEOUT_S + 1.5)
+    finally:
+        busy.join(30)
+    took = _wait_ok(web)
+    print(f"the page served again {took:.2f} s after the script ended")
     log = web["log"]()
     assert 1 <= log.count("Redis unreachable") - before <= 2, log[-4000:]
     assert "Traceback" not in log, log[-4000:]

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from cuzk_tasks.defaults import JOB_STATUS_PAGE
 from cuzk_tasks.state.reads import JOB_PARTITION_FIELDS
 
-from .outage import redis_errors
+from .outage import is_outage, redis_errors
 from .services import get_services, get_store
 from .status import SCHEMA_VERSION
 
@@ -98,6 +98,8 @@ def events():
             try:
                 yield live.status_frame()
             except redis_errors() as exc:  # the reader thread sends one when Redis is back
+                if not is_outage(exc):
+                    raise
                 outage.failed(exc)
             while time.monotonic() < deadline:
                 frames = sub.take(timeout=15.0)

@@ -21,7 +21,7 @@ import time
 
 from cuzk_tasks.state.reads import last_event_id
 
-from .outage import OutageLog, redis_errors
+from .outage import OutageLog, is_outage
 
 log = logging.getLogger("webapp.live")
 
@@ -143,9 +143,9 @@ class Broadcaster:
                     if not self._subs:  # nobody listens: let the thread end
                         self._thread = None
                         return
-            except redis_errors() as exc:  # Redis down: keep trying, the page shows the gap
-                self.outage.failed(exc)
-                self._stop.wait(1.0)
-            except Exception:
-                log.exception("live stream reader failed; retrying in 1 s")
+            except Exception as exc:
+                if is_outage(exc):  # Redis down: keep trying, the page shows the gap
+                    self.outage.failed(exc)
+                else:
+                    log.exception("live stream reader failed; retrying in 1 s")
                 self._stop.wait(1.0)

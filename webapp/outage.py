@@ -1,7 +1,7 @@
 """The status page while Redis is unreachable: one log line per outage, and the 503 answer.
 
-Every read of the page goes to Redis.  When Redis is down, restarting, loading its AOF or
-paused, a read fails within ``WebConfig.redis_timeout_s`` and the request is answered 503
+Every read of the page goes to Redis.  When Redis is down, restarting, loading its AOF,
+paused or busy with a script, a read fails within ``WebConfig.redis_timeout_s`` and the request is answered 503
 "state store unreachable" (JSON for /api/* and /metrics, a page that reloads itself for a
 person); the next read that succeeds ends the outage.  Nothing is retried inside a request:
 the page and scrapers poll anyway, and a gunicorn thread is never held by a dead Redis.
@@ -15,6 +15,8 @@ import time
 
 from flask import Response, jsonify, render_template, request
 
+from cuzk_tasks.redis_url import is_outage, outage_errors
+
 log = logging.getLogger("webapp")
 
 #: the endpoints that read Redis: one that answers ends an outage (static files, /login do not)
@@ -24,14 +26,12 @@ HTML_PAGES = ("pages.index", "pages.job")
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
-    """The errors that mean "Redis is unreachable", not "the request is wrong": refused or
-    dropped connections, timeouts, a Redis loading its data set (``BusyLoadingError``) and
-    a Sentinel group without a master yet (``MasterNotFoundError``) are all one of these."""
-    # lazy: redis-py comes with the store's connection (cuzk_tasks.redis_url); `cuzk-tasks
-    # web` imports this package (webapp.serve) before it execs gunicorn, and loads no Redis
-    import redis
-
-    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    """The classes of the errors that can mean "Redis is unreachable", not "the request is
+    wrong": refused or dropped connections, timeouts, a Redis loading its data set
+    (``BusyLoadingError``), a Sentinel group without a master yet (``MasterNotFoundError``),
+    and the replies of a Redis that cannot serve now (BUSY with a script, OOM, READONLY:
+    ``ResponseError``).  :func:`is_outage` tells which instance is one."""
+    return outage_errors()
 
 
 class OutageLog:
@@ -76,6 +76,8 @@ def register(app, outage: OutageLog) -> None:
     first read that succeeds."""
 
     def unreachable(exc):
+        if not is_outage(exc):
+            raise exc  # a reply that says the read is wrong: Flask's 500, logged
         body = outage.body(exc)
         if request.endpoint in HTML_PAGES and "text/html" in request.headers.get("Accept", ""):
             resp = Response(render_template("unavailable.html", o=body), status=503,

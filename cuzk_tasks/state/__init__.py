@@ -6,9 +6,9 @@ Usable without Celery (the web app reads it).  Every transition is one Lua scrip
 
 from .enums import JobState, PartitionState, WorkerRole, WorkerState
 from .keys import Keys, member, parse_member
-from .store import (FinalizeEnd, GpuEnd, GpuFault, GpuStart, HostSlot, OutageRetry, Routed,
-                    StateStore, SynthBegin, SynthEnd)
+from .store import (Beat, FinalizeEnd, GpuEnd, GpuFault, GpuStart, HostSlot, OutageRetry,
+                    Registration, Routed, StateStore, SynthBegin, SynthEnd)
 
 __all__ = ["StateStore", "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
-           "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault", "FinalizeEnd", "HostSlot", "OutageRetry", "member",
+           "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault", "FinalizeEnd", "HostSlot", "OutageRetry", "Registration", "Beat", "member",
            "parse_member"]

@@ -10,8 +10,8 @@ that matter most:
   makes the worker idle again, so an end that arrives late (a finalizer of an
   earlier partition, a duplicate) never clears a worker that has moved on.
 * Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
-* With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) Redis
-  is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
+* With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) or
+  unable Redis (BUSY, OOM, READONLY) is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
   a transition that already ran a rejected no-op.
 
 The client must decode responses (``decode_responses=True``); use
@@ -56,22 +56,18 @@ log = logging.getLogger("cuzk_tasks.state")
 
 class OutageRetry:
     """Calls a Redis operation again, with backoff (50 ms doubling to 2 s), while Redis is
-    unreachable or loading, for up to ``budget_s`` seconds from the first failure; then the
-    last error is raised.  One warning when an outage starts and one line when Redis is back,
-    however many threads wait on it."""
+    unreachable or cannot serve -- loading, busy with a script, at maxmemory, read-only
+    (:func:`cuzk_tasks.redis_url.is_outage`) -- for up to ``budget_s`` seconds from the first
+    failure; then the last error is raised (any other error at once).  One warning when an
+    outage starts and one line when Redis is back, however many threads wait on it."""
 
     def __init__(self, budget_s: float, first_delay_s: float = 0.05, max_delay_s: float = 2.0,
                  what: str = "state transitions"):
-        # lazy: redis-py is loaded where a connection is made (redis_url.client); importing
-        # the state package (its enums, keys, codec) does not load it
-        import redis
-
         self.budget_s = float(budget_s)
         self.what = what  # what waits, for the log line
         self.first_delay_s = first_delay_s
         self.max_delay_s = max_delay_s
-        # BusyLoadingError (Redis loading its AOF after a restart) is a ConnectionError
-        self.errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self.errors = redis_url.outage_errors()  # the ones that are not outages: re-raised
         self._lock = threading.Lock()
         self._outage_since = None
 
@@ -81,6 +77,8 @@ class OutageRetry:
             try:
                 result = fn(*args, **kwargs)
             except self.errors as exc:
+                if not redis_url.is_outage(exc):
+                    raise
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.budget_s
@@ -212,6 +210,40 @@ class FinalizeEnd:
     reason: str = "ok"
 
 
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """What :meth:`StateStore.register_worker` records of a worker, for its heartbeats to
+    record again when Redis has lost it (:meth:`StateStore.heartbeat`).  ``resident``: the
+    circuit names it holds (None: unknown)."""
+
+    role: WorkerRole | str
+    host: str
+    device: int | None = None
+    queue: str | None = None
+    gpu_name: str | None = None
+    resident: tuple | list | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"role": _check_role(self.role).value, "host": _arg(self.host),
+                           "device": _arg(self.device), "queue": _arg(self.queue),
+                           "gpu_name": _arg(self.gpu_name),
+                           "resident": "" if self.resident is None else json.dumps(list(self.resident))})
+
+
+@dataclasses.dataclass(frozen=True)
+class Beat:
+    """Outcome of :meth:`StateStore.heartbeat`; truthy when the worker came (back) online.
+    ``registered``: the hash had lost its registration and the beat recorded it again;
+    ``resident``: the hash's resident set after the beat (None: none recorded)."""
+
+    came_online: bool
+    registered: bool = False
+    resident: list | None = None
+
+    def __bool__(self):
+        return self.came_online
+
+
 def script_text(name: str) -> str:
     """The Lua source the store runs for script ``name``: ``_lib.lua`` then ``<name>.lua``."""
     folder = importlib.resources.files("cuzk_tasks.state") / "scripts"
@@ -264,6 +296,14 @@ def _check_request_conflict(request_id, job_id, status) -> None:
         raise StateError(f"request_id {request_id!r} already names job {job_id} with other "
                          "content (circuit, partitions, priority, on_done or deadline_s "
                          "differ); use a new request_id for a new job")
+
+
+def _check_role(role) -> WorkerRole:
+    try:
+        return WorkerRole(role)
+    except ValueError:
+        raise StateError(f"worker role must be one of {[r.value for r in WorkerRole]}, "
+                         f"got {role!r}") from None
 
 
 def _check_int(name, value, allow_none=False):
@@ -820,29 +860,28 @@ class StateStore:
         """Call when a worker PROCESS starts: records it and resets its assignment to idle
         (a fresh process runs nothing)."""
         _check_worker_id(worker_id)
-        try:
-            role = WorkerRole(role)
-        except ValueError:
-            raise StateError(f"worker role must be one of {[r.value for r in WorkerRole]}, "
-                             f"got {role!r}") from None
         self._run("register_worker", [self.keys.workers(), self.keys.worker(worker_id)],
-                  [worker_id, role.value, host, device, queue, gpu_name])
+                  [worker_id, _check_role(role).value, host, device, queue, gpu_name])
 
     def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None,
-                  slot: HostSlot | None = None, holding=None, holding_requests=None) -> bool:
+                  slot: HostSlot | None = None, holding=None, holding_requests=None,
+                  registration: Registration | None = None) -> "Beat":
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
         the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
         ``(job, idx, attempt)`` of every stage message the worker holds -- reserved or
         running -- its stage leases, None = unchanged; ``holding_requests``: the Celery task
         ids of the by-name requests -- submit, status, result -- it holds, its request
-        leases, None = unchanged).  Never touches the worker's state or token.  Returns True
-        if the worker came (back) online."""
+        leases, None = unchanged).  Never touches the worker's state or token.
+        ``registration``: what :meth:`register_worker` recorded; when the worker hash has lost
+        it (Redis came back empty) the beat records it again, with its resident set.
+        Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         args = [worker_id, ttl_ms, "1" if resident is not None else "0",
                 json.dumps(list(resident)) if resident is not None else "",
-                slot.holder if slot else ""]
+                slot.holder if slot else "",
+                registration.to_json() if registration is not None else ""]
         for k, v in (extra or {}).items():
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
@@ -854,7 +893,8 @@ class StateStore:
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
-        return bool(self._run("heartbeat", keys, args))
+        online, registered, held = self._run("heartbeat", keys, args)
+        return Beat(bool(online), bool(registered), json.loads(held) if held else None)
 
     def claim_host_slot(self, group, holder, ttl_s, slots=defaults.HOST_SLOTS_MAX) -> HostSlot:
         """The lowest free host name ``<group>-<n>`` (settings.host_slot), claimed for
