@@ -10,6 +10,7 @@ cluster tests run real workers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -47,6 +48,25 @@ def make_job(store, n, job_id="big", window=3, request_id=None, **kw):
     got, created = store.create_job(job_id, "c", "k", 5, request_id, parts, messages=messages,
                                     window=window, **kw)
     return got, created, messages[0].list_key
+
+
+@contextlib.contextmanager
+def killed_before_commit(store):
+    """The store's submitter "killed" (KeyboardInterrupt) as it is about to run create_commit:
+    a creation cut short between its steps."""
+    real_run = store._run
+
+    def dies_before_commit(name, keys, args):
+        if name == "create_commit":
+            raise KeyboardInterrupt("killed")
+        return real_run(name, keys, args)
+
+    store._run = dies_before_commit
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        store._run = real_run
 
 
 def finish_partition(store, job_id, idx):
@@ -199,17 +219,8 @@ def test_a_creation_cut_short_is_invisible_and_the_sweeper_deletes_it(store_fact
     """A submitter killed between the steps: no read shows the job, its request id maps to
     nothing (a retry creates the job anew), and reap_creating deletes it once stale."""
     store = store_factory(chunk=3)
-    real_run = store._run
-
-    def dies_before_commit(name, keys, args):
-        if name == "create_commit":
-            raise KeyboardInterrupt("killed")
-        return real_run(name, keys, args)
-
-    store._run = dies_before_commit
-    with pytest.raises(KeyboardInterrupt):
+    with killed_before_commit(store):
         make_job(store, 8, job_id="half", request_id="r2")
-    store._run = real_run
     assert store.redis.hget(store.keys.job("half"), "state") == "creating"
     assert store.job_status("half") is None
     assert store.redis.get(store.keys.request("r2")) is None
@@ -558,17 +569,8 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
         log.phase("stage_partitions")
 
         # a creation cut short, deleted by the sweeper's step
-        real_run = store._run
-
-        def dies_before_commit(name, keys, args):
-            if name == "create_commit":
-                raise KeyboardInterrupt("killed")
-            return real_run(name, keys, args)
-
-        store._run = dies_before_commit
-        with pytest.raises(KeyboardInterrupt):
+        with killed_before_commit(store):
             create("d")
-        store._run = real_run
         client.slowlog_reset()
         assert store.reap_creating(stale_s=0) == 0
         log.phase("reap_creating")

@@ -159,9 +159,18 @@ def _job_completes(c, job, timeout=60):
     assert result["proofs"] and all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
 
 
+def _log(c, name) -> str:
+    return (c.base / f"{name}.log").read_text(errors="replace")
+
+
+def _logged(c, word) -> int:
+    """How often ``word`` stands in the cluster's worker logs."""
+    return sum(_log(c, name).count(word) for name in c.procs)
+
+
 def _no_unrecoverable(c):
     for name in c.procs:
-        log = (c.base / f"{name}.log").read_text(errors="replace")
+        log = _log(c, name)
         assert "Unrecoverable error" not in log, f"{name}\n{log[-3000:]}"
 
 
@@ -201,8 +210,7 @@ def test_a_busy_script_kills_no_worker(cluster, redis_server):
         _job_completes(c, job)
     _assert_alive(c)
     _no_unrecoverable(c)
-    busy_seen = sum((c.base / f"{name}.log").read_text(errors="replace").count("BUSY")
-                    for name in c.procs)
+    busy_seen = _logged(c, "BUSY")
     assert busy_seen, "no worker met the BUSY reply: the test did not test it\n" + c.logs()
 
 
@@ -234,8 +242,7 @@ def test_redis_at_maxmemory_kills_no_worker(cluster, redis_server):
         _job_completes(c, job)
     _assert_alive(c)
     _no_unrecoverable(c)
-    oom = sum((c.base / f"{name}.log").read_text(errors="replace").count("OutOfMemoryError")
-              for name in c.procs)
+    oom = _logged(c, "OutOfMemoryError")
     assert oom, "no worker met the OOM reply: the test did not test it\n" + c.logs()
 
 
