@@ -489,13 +489,8 @@ class StateStore:
         submit of the same request, :attr:`chunk` partitions per step (the sweeper's).
         ``max_steps``: at most that many steps (None: until none is left).  Returns how many
         are left."""
-        left, steps = 0, 0
-        while max_steps is None or steps < max_steps:
-            left = int(self._run("reap_creating", [self.keys.jobs_creating()], [float(stale_s)]))
-            steps += 1
-            if not left:
-                break
-        return left
+        return self._steps("reap_creating", [self.keys.jobs_creating()], [float(stale_s)],
+                           max_steps)
 
     def reap_jobs(self, max_steps: int | None = None) -> int:
         """Finish the ended jobs of more than :attr:`chunk` partitions: their live partitions
@@ -504,9 +499,14 @@ class StateStore:
         after the transitions that end jobs here, and the sweeper every interval (for a
         caller that died meanwhile).  ``max_steps`` as :meth:`reap_creating`.  Returns how
         many jobs are left to reap."""
+        return self._steps("reap_jobs", [self.keys.jobs_reaping()], [], max_steps)
+
+    def _steps(self, name, keys, args, max_steps) -> int:
+        """Run script ``name`` -- one short step that answers how much is left -- until it
+        answers 0 or ``max_steps`` (None: no bound) steps ran; returns what is left."""
         left, steps = 0, 0
         while max_steps is None or steps < max_steps:
-            left = int(self._run("reap_jobs", [self.keys.jobs_reaping()], []))
+            left = int(self._run(name, keys, args))
             steps += 1
             if not left:
                 break
