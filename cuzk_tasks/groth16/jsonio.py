@@ -30,6 +30,7 @@ from typing import Optional
 from ..errors import FormatError, VerificationError
 from . import native, points
 from .curves import BN254, Curve, curve_by_name, known_curves
+from .jsonerror import json_error  # noqa: F401 (re-exported)
 # writing is in .proof_json (no numpy: the CLI's whole-file prove writes with it)
 from .proof_json import (dump_json, dumps_json, g1_to_json, g2_to_json,  # noqa: F401
                          proof_to_json, public_to_json)
@@ -269,13 +270,6 @@ def vkey_from_json(obj, path=None) -> VerificationKey:
         alphabeta_12=alphabeta,
         curve=curve,
     )
-
-
-def json_error(exc: json.JSONDecodeError) -> str:
-    """What is wrong and where, without the document's characters that the pure-Python
-    decoder quotes at the end of its message (``Invalid \\escape: 'x'``)."""
-    what = re.sub(r":? ('[^']*'|\"[^\"]*\")( at)?$", "", exc.msg).removesuffix(" at")
-    return f"{what} at line {exc.lineno} column {exc.colno} (char {exc.pos})"
 
 
 def load_json(path, what="JSON"):

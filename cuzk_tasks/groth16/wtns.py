@@ -20,13 +20,12 @@ import numpy as np
 
 from ..errors import FormatError
 from ..paths import atomic_output
-from .binfile import (BN254_R, BinFile, MappedFileOwner, write_bin_header,
-                      write_section)
+from .binfile import BN254_R, BinFile, MappedFileOwner
 from .curves import CURVES, curve_from_primes, known_curves
 from .points import ints_to_limb_array as ints_to_limbs, limb_array_to_ints as limbs_to_ints  # noqa: F401 (re-exported)
+from .wtnsfile import WTNS_MAGIC, wtns_header
 from .zkey import limbs_ge
 
-WTNS_MAGIC = b"wtns"
 N8 = 32  # the scalar fields of every supported curve are 32-byte (n8r)
 assert all(c.n8r == N8 for c in CURVES)
 _KNOWN_PRIMES = {p: f"the {c.snarkjs_name} {what}" for c in CURVES
@@ -142,9 +141,7 @@ def wtns_bytes(values, prime: int = BN254_R) -> bytes:
         vals = [int(v) for v in values]
         n = len(vals)
         data = b"".join(v.to_bytes(N8, "little") for v in vals)
-    header = struct.pack("<I", N8) + prime.to_bytes(N8, "little") + struct.pack("<I", n)
-    return (write_bin_header(WTNS_MAGIC, 2, 2) + write_section(1, header)
-            + write_section(2, data))
+    return wtns_header(N8, prime, n) + data
 
 
 def write_wtns(path, values, prime: int = BN254_R) -> None:
