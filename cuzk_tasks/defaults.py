@@ -38,6 +38,29 @@ GPU_MSM_WINDOW = None
 """GPU Pippenger window in bits (env ``CUZK_GPU_MSM_WINDOW``, used when 2..20, tuning only); None =
 ``n.bit_length() - 5`` (floor(log2 n) - 4) clamped to [4, 16] for an MSM of n points."""
 
+WASM_CACHE_DIR = "$XDG_CACHE_HOME/cuzk-tasks/wasm"
+"""Directory of compiled circuit wasm modules, shared by every process of a user on the host
+(env ``CUZK_WASM_CACHE_DIR``; ``$XDG_CACHE_HOME`` unset or empty: ``~/.cache``; empty or
+``off``: no cache, every process compiles).  Compiling a circuit (Cranelift) costs up to
+~1.3 s; with the cache a CLI run or a worker loads it in milliseconds (groth16/wasm_cache.py).
+Entries are named by the wasm's SHA-256, the wasmtime version and the engine settings; stale
+ones are compiled again.  The directory must belong to the user that runs cuzk-tasks and be
+writable by nobody else (loading a compiled module runs its machine code): otherwise the cache
+is off, with one log line.  Safe to delete at any time; nothing removes old entries."""
+
+
+def wasm_cache_dir():
+    """``$CUZK_WASM_CACHE_DIR`` or WASM_CACHE_DIR expanded; None when the cache is off."""
+    value = os.environ.get("CUZK_WASM_CACHE_DIR")
+    if value is not None:
+        value = value.strip()
+        return None if value in ("", "off") else os.path.abspath(os.path.expanduser(value))
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not os.path.isabs(base):  # the XDG spec: a relative value is ignored
+        base = os.path.expanduser("~/.cache")
+    # no home directory to expand "~" to: no cache rather than one in the working directory
+    return os.path.join(base, "cuzk-tasks", "wasm") if os.path.isabs(base) else None
+
 
 def env_str(name, default):
     value = os.environ.get(name, "").strip()

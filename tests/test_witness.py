@@ -467,3 +467,73 @@ def test_a_forked_child_keeps_its_own_time_limits(misbehaving):
         if child.is_alive():
             child.kill()
         parent.join(10)
+
+
+# --- the bulk helper: no Python call per wire or per input value (issue 25) ----------------
+
+def _abi(tmp_path, name="abi", **options) -> WitnessCalculator:
+    from support.abi_wasm import write_wasm
+
+    return WitnessCalculator(write_wasm(tmp_path / f"{name}.wasm", **options), cache_dir=None)
+
+
+def test_a_witness_costs_a_constant_number_of_calls_into_wasm(monkeypatch):
+    """wasmtime-py spends 20-90 us on each Python->wasm call: a witness of 1,000 wires (or a
+    million) takes a dozen, not one per wire and input value."""
+    import wasmtime
+
+    d = fixture_dir("mulchain_1k")
+    wc = calc("mulchain_1k")
+    inputs = load_input_json(d / "input.json")
+    wc.calculate(inputs)
+    calls = []
+    real = wasmtime.Func.__call__
+
+    def counted(self, *args):
+        calls.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(wasmtime.Func, "__call__", counted)
+    assert wc.calculate_wtns(inputs) == (d / "witness.wtns").read_bytes()
+    assert wc.witness_size > 1000 and len(calls) < 30, len(calls)
+
+
+def test_a_witness_read_in_many_batches_is_the_same(monkeypatch):
+    from cuzk_tasks.groth16 import witness
+
+    d = fixture_dir("mulchain_1k")
+    monkeypatch.setattr(witness, "BULK_CHUNK_BYTES", 32 * 97 + 5)  # 97 wires a call
+    assert calc("mulchain_1k").calculate_wtns(load_input_json(d / "input.json")) == \
+        (d / "witness.wtns").read_bytes()
+
+
+@pytest.mark.parametrize("export_memory", [True, False])
+def test_the_bulk_helper_needs_only_the_abi_functions(tmp_path, export_memory):
+    """A module without an exported memory (or getSharedRWMemoryStart) works the same."""
+    wc = _abi(tmp_path, export_memory=export_memory, wires=6)
+    values = wc.calculate({"a": 1, "b": [2], "c": "3"})
+    assert limbs_to_ints(values) == [7 * i + 1 for i in range(6)]
+
+
+def test_a_circom_error_setting_inputs_in_bulk_names_its_signal(tmp_path):
+    wc = _abi(tmp_path, reject_call=2)  # the second value set: b's
+    with pytest.raises(WitnessError) as e:
+        wc.calculate({"a": 1, "b": 2, "c": 3}, "in.json")
+    assert str(e.value) == (f"in.json: witness generation failed in {wc.wasm_path} "
+                            "(setting input signal 'b'): Signal already set.")
+    assert e.value.code == 3
+
+
+def test_errors_come_in_the_order_the_values_are_set(tmp_path):
+    """A bad value after one the circuit refuses: the refusal is the error (as when each
+    value was set as soon as it was parsed); without the refusal, the bad value."""
+    inputs = {"a": 1, "b": 2, "c": "1.5"}
+    with pytest.raises(WitnessError, match="setting input signal 'b'"):
+        _abi(tmp_path, "refuses", reject_call=2).calculate(inputs, "in.json")
+    with pytest.raises(WitnessError, match=r"in.json: input signal 'c'\[0\]: '1.5' is not"):
+        _abi(tmp_path, "accepts").calculate(inputs, "in.json")
+
+
+def test_an_export_of_another_type_than_circoms_is_a_format_error(tmp_path):
+    with pytest.raises(FormatError, match=r"getWitness is not a function \(i32\) -> \(\)"):
+        _abi(tmp_path, get_witness_result=True)

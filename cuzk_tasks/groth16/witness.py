@@ -15,6 +15,16 @@ Implements the witness-calculator ABI of circom 2 ``.wasm`` files (the one
 
 The produced ``.wtns`` bytes are identical to ``snarkjs wtns calculate``.
 
+No call per wire: a Python call into wasm costs 20-90 us in wasmtime-py (it checks the
+function's type on every call), which made a 65,000-wire witness take seconds.  A small
+helper module (:data:`BULK_WAT`), instantiated in the circuit's store and linked to the
+circuit instance's exports (``getWitness``, ``readSharedRWMemory``, ``writeSharedRWMemory``,
+``setInputSignal``: the circom ABI alone, so any circom 2 wasm works), loops over the wires and
+the input values inside wasm, through its own linear memory, which Python reads and writes
+once per batch.  Compiled modules are cached across processes (:mod:`.wasm_cache`).
+This module imports no numpy until :meth:`WitnessCalculator.calculate` returns an array:
+``cuzk-tasks witness`` writes the packed values as they come (:mod:`.wtnsfile`).
+
 Every calculation runs under a time limit (wasmtime epoch interruption, :class:`_EpochTicker`):
 a wasm call cannot be stopped from Python otherwise -- no signal handler runs until it returns
 -- so a circuit that never returns would hold its process until something killed it.
@@ -22,27 +32,29 @@ a wasm call cannot be stopped from Python otherwise -- no signal handler runs un
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import math
 import os
 import re
+import struct
 import threading
 import warnings
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
-
 from .. import defaults
 from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
 from ..paths import atomic_output
-from .jsonio import json_error
-from .wtns import wtns_bytes
+from .jsonerror import json_error
+from .wtnsfile import wtns_file_bytes, wtns_header
 
 try:  # imported lazily so the readers work without wasmtime installed
     import wasmtime
+
+    from . import wasm_cache
 except ImportError:  # pragma: no cover
-    wasmtime = None
+    wasmtime = wasm_cache = None
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +72,75 @@ CIRCOM_ERRORS = {
 #: time limit (a store traps at its deadline tick; checked on wasm function entries and loop
 #: back-edges, a load and a compare)
 EPOCH_TICK_S = 0.1
+
+#: the bulk helper (wasm text): linked to a circuit instance's exports in its store.
+#: ``readWitness(first, count, n32)``: witness values first .. first+count-1, n32 words each
+#: (least significant first, as readSharedRWMemory gives them), packed into its memory at 0.
+#: ``setInputs(count, n32)``: the records packed at 0, each ``msb, lsb, index`` and the n32
+#: words of the value: writeSharedRWMemory the words, then setInputSignal(msb, lsb, index).
+#: The global ``at`` is the wire or record being handled: after a circom exception (raised
+#: by the runtime's exceptionHandler through both modules) it names the input signal.
+BULK_WAT = """(module
+  (import "circuit" "getWitness" (func $getWitness (param i32)))
+  (import "circuit" "readSharedRWMemory" (func $read (param i32) (result i32)))
+  (import "circuit" "writeSharedRWMemory" (func $write (param i32 i32)))
+  (import "circuit" "setInputSignal" (func $setInput (param i32 i32 i32)))
+  (memory (export "memory") 1)
+  (global $at (export "at") (mut i32) (i32.const 0))
+  (func (export "readWitness") (param $first i32) (param $count i32) (param $n32 i32)
+    (local $end i32) (local $j i32) (local $p i32)
+    (local.set $end (i32.add (local.get $first) (local.get $count)))
+    (global.set $at (local.get $first))
+    (block $wires_done
+      (loop $wires
+        (br_if $wires_done (i32.ge_u (global.get $at) (local.get $end)))
+        (call $getWitness (global.get $at))
+        (local.set $j (i32.const 0))
+        (block $words_done
+          (loop $words
+            (br_if $words_done (i32.ge_u (local.get $j) (local.get $n32)))
+            (i32.store (local.get $p) (call $read (local.get $j)))
+            (local.set $p (i32.add (local.get $p) (i32.const 4)))
+            (local.set $j (i32.add (local.get $j) (i32.const 1)))
+            (br $words)))
+        (global.set $at (i32.add (global.get $at) (i32.const 1)))
+        (br $wires))))
+  (func (export "setInputs") (param $count i32) (param $n32 i32)
+    (local $j i32) (local $p i32)
+    (global.set $at (i32.const 0))
+    (block $values_done
+      (loop $values
+        (br_if $values_done (i32.ge_u (global.get $at) (local.get $count)))
+        (local.set $j (i32.const 0))
+        (block $words_done
+          (loop $words
+            (br_if $words_done (i32.ge_u (local.get $j) (local.get $n32)))
+            (call $write (local.get $j)
+                  (i32.load (i32.add (i32.add (local.get $p) (i32.const 12))
+                                     (i32.shl (local.get $j) (i32.const 2)))))
+            (local.set $j (i32.add (local.get $j) (i32.const 1)))
+            (br $words)))
+        (call $setInput (i32.load (local.get $p))
+                        (i32.load offset=4 (local.get $p))
+                        (i32.load offset=8 (local.get $p)))
+        (local.set $p (i32.add (local.get $p)
+                               (i32.add (i32.const 12) (i32.shl (local.get $n32) (i32.const 2)))))
+        (global.set $at (i32.add (global.get $at) (i32.const 1)))
+        (br $values))))
+)"""
+
+#: the circuit exports BULK_WAT imports, with their circom 2 types: (params, results)
+_BULK_IMPORTS = {
+    "getWitness": (["i32"], []),
+    "readSharedRWMemory": (["i32"], ["i32"]),
+    "writeSharedRWMemory": (["i32", "i32"], []),
+    "setInputSignal": (["i32", "i32", "i32"], []),
+}
+
+#: the most witness bytes one readWitness call packs (its memory grows to this at most)
+BULK_CHUNK_BYTES = 16 << 20
+_WASM_PAGE = 65536
+_RECORD_HEAD = struct.Struct("<III")  # msb, lsb, index of one setInputs record
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -330,38 +411,58 @@ class _EpochTicker:
 class WitnessCalculator:
     """A compiled circom 2 witness generator; ``calculate`` may be called often.
 
-    The module is compiled once; every calculation runs in a fresh wasm
-    instance, so a failed calculation (assert) never poisons the next one.
+    The module is compiled once (and cached across processes: ``cache_dir``, default
+    ``defaults.wasm_cache_dir()``; None: none; see :mod:`.wasm_cache`, whose entries must be
+    trusted); every calculation runs in a fresh wasm instance, so a failed calculation
+    (assert) never poisons the next one.
     Every wasm call runs under a time limit (``time_limit_s``, default
     ``defaults.witness_time_limit_s()``); :meth:`interrupt` stops the running ones.
     Thread-safe.
     """
 
-    def __init__(self, wasm_path, sym_path=None):
+    #: the engine settings that change compiled code (part of a cache entry's name)
+    ENGINE_SETTINGS = "epoch"
+
+    def __init__(self, wasm_path, sym_path=None, cache_dir=defaults.wasm_cache_dir):
         if wasmtime is None:  # pragma: no cover
             raise WitnessError("the 'wasmtime' package is required for witness "
                                "generation (pip install wasmtime)")
         self.wasm_path = os.fspath(wasm_path)
         self.sym_path = os.fspath(sym_path) if sym_path else _find_sym(self.wasm_path)
+        if callable(cache_dir):
+            cache_dir = cache_dir()
         config = wasmtime.Config()
         config.epoch_interruption = True  # the time limit (_EpochTicker)
         self._engine = wasmtime.Engine(config)
         self._ticker = _EpochTicker(self._engine)
         try:
-            self._module = wasmtime.Module.from_file(self._engine, self.wasm_path)
+            with open(self.wasm_path, "rb") as f:
+                wasm = f.read()
+            self._module = wasm_cache.compiled_module(self._engine, wasm, self.ENGINE_SETTINGS,
+                                                      cache_dir, self.wasm_path)
         except FileNotFoundError:
             raise FormatError(self.wasm_path, "file", "no such file") from None
         except Exception as exc:  # wasmtime.WasmtimeError
             raise FormatError(self.wasm_path, "wasm", f"cannot compile: {exc}") from None
-        exports = {e.name for e in self._module.exports}
+        exports = {e.name: e.type for e in self._module.exports}
         need = {"getVersion", "getFieldNumLen32", "getRawPrime", "readSharedRWMemory",
                 "writeSharedRWMemory", "init", "getInputSignalSize", "setInputSignal",
                 "getWitnessSize", "getWitness", "getInputSize", "getMessageChar"}
-        missing = sorted(need - exports)
+        missing = sorted(need - set(exports))
         if missing:
             raise FormatError(self.wasm_path, "exports",
                               "not a circom >= 2.0.8 witness generator (missing "
                               f"{', '.join(missing)})")
+        for name, (params, results) in _BULK_IMPORTS.items():
+            ty = exports[name]
+            got = (isinstance(ty, wasmtime.FuncType)
+                   and ([str(t) for t in ty.params], [str(t) for t in ty.results]))
+            if got != (params, results):
+                raise FormatError(self.wasm_path, "exports",
+                                  f"{name} is not a function ({', '.join(params)}) -> "
+                                  f"({', '.join(results)}) as in circom 2")
+        self._bulk_module = wasm_cache.compiled_module(
+            self._engine, _bulk_wasm(), self.ENGINE_SETTINGS, cache_dir, "the bulk helper")
         # read the constants once
         try:
             with self._instantiate(defaults.witness_time_limit_s()) as inst:
@@ -395,6 +496,12 @@ class WitnessCalculator:
         return WitnessError(f"{input_path}: {msg}")
 
     def _set_inputs(self, inst: "_Instance", inputs: dict, input_path: str):
+        """Check the inputs against the circuit (one getInputSignalSize call per signal)
+        and parse them all, then set them all in one helper call (:meth:`_Instance.
+        set_inputs`).  The errors are those, and in the order, of setting each value as it
+        is parsed: a bad value or signal after values the circuit refuses (a circom error
+        setting an earlier signal, or its assert once the last input is set) is reported
+        only once those earlier values have been set without an error."""
         ex, st = inst.ex, inst.store
         try:
             ex["init"](st, 0)
@@ -402,35 +509,40 @@ class WitnessCalculator:
             raise self._circom_error(exc, input_path) from None
         qualified: Dict[str, list] = {}
         _qualify("", inputs, qualified, input_path)
-        counter = 0
-        for name, flat in qualified.items():
-            h = fnv1a64(name)
-            msb, lsb = _split(h)
-            size = ex["getInputSignalSize"](st, msb, lsb)
-            # circom >= 2.1 answers 0 (older: -1) for a hash that is no input
-            if size < 0 or (size == 0 and flat):
-                known = self._input_names(inst.time_limit_s)
-                hint = f" (circuit inputs: {', '.join(known)})" if known else ""
-                raise self._fail(input_path,
-                                 f"signal '{name}' is not an input of circuit "
-                                 f"{self.wasm_path}{hint}")
-            if len(flat) != size:
-                raise self._fail(input_path,
-                                 f"input signal '{name}' has {len(flat)} value(s), "
-                                 f"the circuit expects {size}")
-            for i, v in enumerate(flat):
-                try:
-                    n = _js_bigint(v, f"{input_path}: '{name}'")
-                except ValueError as exc:
+        n8 = self.n32 * 4
+        records = bytearray()
+        signals: List[str] = []  # the signal of each record
+        try:
+            for name, flat in qualified.items():
+                h = fnv1a64(name)
+                msb, lsb = _split(h)
+                size = ex["getInputSignalSize"](st, msb, lsb)
+                # circom >= 2.1 answers 0 (older: -1) for a hash that is no input
+                if size < 0 or (size == 0 and flat):
+                    known = self._input_names(inst.time_limit_s)
+                    hint = f" (circuit inputs: {', '.join(known)})" if known else ""
                     raise self._fail(input_path,
-                                     f"input signal '{name}'[{i}]: {exc}") from None
-                inst.write_shared(n % self.prime)
-                try:
-                    ex["setInputSignal"](st, msb, lsb, i)
-                except _CircomException as exc:
-                    raise self._circom_error(
-                        exc, input_path, name if exc.code in (1, 2, 3, 6) else None) from None
-                counter += 1
+                                     f"signal '{name}' is not an input of circuit "
+                                     f"{self.wasm_path}{hint}")
+                if len(flat) != size:
+                    raise self._fail(input_path,
+                                     f"input signal '{name}' has {len(flat)} value(s), "
+                                     f"the circuit expects {size}")
+                for i, v in enumerate(flat):
+                    try:
+                        n = _js_bigint(v, f"{input_path}: '{name}'")
+                    except ValueError as exc:
+                        raise self._fail(input_path,
+                                         f"input signal '{name}'[{i}]: {exc}") from None
+                    records += _RECORD_HEAD.pack(msb, lsb, i)
+                    records += (n % self.prime).to_bytes(n8, "little")
+                    signals.append(name)
+        except WitnessError:
+            # the values before it were set before this error was found: their error first
+            self._set_all(inst, records, signals, input_path)
+            raise
+        self._set_all(inst, records, signals, input_path)
+        counter = len(signals)
         if counter < self.input_size:
             missing = self._missing_inputs(qualified, inst.time_limit_s)
             if missing:
@@ -444,6 +556,19 @@ class WitnessCalculator:
                              f"{self.input_size} input values are set (no .sym file "
                              f"next to {self.wasm_path} to name the missing signals; "
                              f"given: {', '.join(qualified) or 'none'})")
+
+    def _set_all(self, inst: "_Instance", records: bytearray, signals: List[str],
+                 input_path: str):
+        """Set the input values of ``records`` (one per entry of ``signals``); a circom
+        error names the signal it was setting (as circom's witness_calculator.js does)."""
+        if not signals:
+            return
+        try:
+            inst.set_inputs(records, len(signals))
+        except _CircomException as exc:
+            name = signals[min(inst.bulk_position(), len(signals) - 1)]
+            raise self._circom_error(
+                exc, input_path, name if exc.code in (1, 2, 3, 6) else None) from None
 
     def _input_names(self, time_limit_s: float) -> List[str]:
         """Names of the circuit's inputs (needs a .sym file; else [])."""
@@ -483,12 +608,22 @@ class WitnessCalculator:
 
     # -- public API ----------------------------------------------------------
     def calculate(self, inputs: dict, input_path: str = "<input>",
-                  time_limit_s: Optional[float] = None) -> np.ndarray:
-        """Witness as an (nWitness, 4) uint64 array, standard form.
+                  time_limit_s: Optional[float] = None):
+        """Witness as an (nWitness, 4) uint64 numpy array, standard form.
 
         ``time_limit_s`` (default ``defaults.witness_time_limit_s()``) bounds each wasm
         instance it runs: past it, :class:`WitnessTimeoutError` ("witness generation exceeded
         N s").  A wasm trap is a :class:`WitnessError` ("wasm trap: ..."), naming the file."""
+        # lazy: the witness command line writes the packed bytes and never loads numpy
+        import numpy as np
+
+        packed = self.calculate_packed(inputs, input_path, time_limit_s)
+        return np.frombuffer(packed, dtype="<u8").reshape(-1, self.n32 // 2)
+
+    def calculate_packed(self, inputs: dict, input_path: str = "<input>",
+                         time_limit_s: Optional[float] = None) -> bytearray:
+        """The witness values packed as in a .wtns file's values section: ``4 * n32`` bytes
+        each, little endian, standard form.  As :meth:`calculate` otherwise."""
         if not isinstance(inputs, dict):
             raise FormatError(input_path, "json", "expected an object mapping "
                               "signal names to values")
@@ -506,9 +641,10 @@ class WitnessCalculator:
     def calculate_wtns(self, inputs: dict, input_path: str = "<input>",
                        time_limit_s: Optional[float] = None) -> bytes:
         """The .wtns file bytes, identical to ``snarkjs wtns calculate``."""
-        return wtns_bytes(self.calculate(inputs, input_path, time_limit_s), self.prime)
+        return wtns_file_bytes(self.calculate_packed(inputs, input_path, time_limit_s),
+                               self.n32 * 4, self.prime)
 
-    def calculate_file(self, input_json_path, time_limit_s: Optional[float] = None) -> np.ndarray:
+    def calculate_file(self, input_json_path, time_limit_s: Optional[float] = None):
         return self.calculate(load_input_json(input_json_path), os.fspath(input_json_path),
                               time_limit_s)
 
@@ -570,7 +706,7 @@ class _Instance:
     def close(self) -> bool:
         """Release the store; True when the ticker's interrupt() stopped this instance."""
         store, self.store = self.store, None
-        self.instance = self.ex = self.memory = None
+        self.instance = self.ex = self._bulk_ex = None
         if store is not None:
             store.close()
         cid, self._cid = self._cid, None
@@ -578,6 +714,8 @@ class _Instance:
 
     def __init__(self, wc: WitnessCalculator, time_limit_s: float):
         self._ticker = wc._ticker
+        self._bulk_module = wc._bulk_module
+        self._bulk_ex = None
         self.time_limit_s = time_limit_s
         self._cid = None
         self.store = wasmtime.Store(wc._engine)
@@ -643,9 +781,6 @@ class _Instance:
         self.instance = wasmtime.Instance(store, wc._module, imports)
         self.ex = self.instance.exports(store)
         self.n32 = self.ex["getFieldNumLen32"](store)
-        self.memory = self.ex["memory"] if "memory" in self.ex else None
-        self.shared_start = (self.ex["getSharedRWMemoryStart"](store)
-                             if "getSharedRWMemoryStart" in self.ex else None)
 
     def _message(self) -> str:
         get = self.ex["getMessageChar"]
@@ -672,32 +807,70 @@ class _Instance:
                 w -= 1 << 32
             wr(self.store, j, w)
 
-    def read_witness(self, n: int) -> np.ndarray:
+    # -- the bulk helper (BULK_WAT) -------------------------------------------------
+    def _bulk(self):
+        """The helper's exports, instantiated in this store on first use."""
+        if self._bulk_ex is None:
+            ex = self.ex
+            helper = wasmtime.Instance(self.store, self._bulk_module,
+                                       [ex[name] for name in _BULK_IMPORTS])
+            self._bulk_ex = helper.exports(self.store)
+        return self._bulk_ex
+
+    def _bulk_memory(self, nbytes: int) -> int:
+        """The address of the helper's memory, grown to at least ``nbytes``."""
+        mem = self._bulk()["memory"]
+        have = mem.data_len(self.store)
+        if nbytes > have:
+            mem.grow(self.store, -(-(nbytes - have) // _WASM_PAGE))
+        return ctypes.addressof(mem.data_ptr(self.store).contents)
+
+    def bulk_position(self) -> int:
+        """The wire or input record the helper's last call was at (where it stopped)."""
+        return self._bulk()["at"].value(self.store)
+
+    def set_inputs(self, records: bytearray, count: int):
+        """Set ``count`` input values packed in ``records`` (``msb, lsb, index`` as uint32
+        and the value's n32 words each) in one call."""
+        addr = self._bulk_memory(len(records))
+        ctypes.memmove(addr, (ctypes.c_char * len(records)).from_buffer(records), len(records))
+        self._bulk()["setInputs"](self.store, count, self.n32)
+
+    def read_witness(self, n: int) -> bytearray:
+        """Witness values 0 .. n-1, packed (``4 * n32`` bytes each, little endian): one
+        helper call per :data:`BULK_CHUNK_BYTES` of them."""
         n8 = self.n32 * 4
-        out = np.empty((n, n8), dtype=np.uint8)
-        get = self.ex["getWitness"]
-        st = self.store
-        if self.memory is not None and self.shared_start is not None:
-            # Fast path: read the shared RW buffer straight from linear memory.
-            start = self.shared_start
-            for i in range(n):
-                get(st, i)
-                if i == 0:
-                    # the witness loop does not grow memory; map it once
-                    ptr = self.memory.data_ptr(st)
-                    size = self.memory.data_len(st)
-                    mem = np.ctypeslib.as_array(ptr, shape=(size,))
-                    view = mem[start:start + n8]
-                out[i] = view
-            # cross-check the fast path against the ABI on the last value
-            if n and self.read_shared().to_bytes(n8, "little") != out[n - 1].tobytes():
-                raise WitnessError("internal error: shared memory layout mismatch")
-        else:
-            for i in range(n):
-                get(st, i)
-                out[i] = np.frombuffer(self.read_shared().to_bytes(n8, "little"),
-                                       dtype=np.uint8)
-        return out.view("<u8").reshape(n, self.n32 // 2)
+        out = bytearray(n * n8)
+        if n == 0:
+            return out
+        per_call = max(1, BULK_CHUNK_BYTES // n8)
+        read = self._bulk()["readWitness"]
+        dest = (ctypes.c_char * len(out)).from_buffer(out)
+        try:
+            base = ctypes.addressof(dest)
+            for first in range(0, n, per_call):
+                count = min(per_call, n - first)
+                src = self._bulk_memory(count * n8)
+                read(self.store, first, count, self.n32)
+                ctypes.memmove(base + first * n8, src, count * n8)
+        finally:
+            del dest  # releases ``out``'s buffer (a bytearray with an export cannot resize)
+        # cross-check the helper against the ABI on the last value
+        if self.read_shared().to_bytes(n8, "little") != out[-n8:]:
+            raise WitnessError("internal error: the witness read in bulk differs from "
+                               "readSharedRWMemory")
+        return out
+
+
+_BULK_WASM: Optional[bytes] = None
+
+
+def _bulk_wasm() -> bytes:
+    """BULK_WAT assembled (once per process)."""
+    global _BULK_WASM
+    if _BULK_WASM is None:
+        _BULK_WASM = wasmtime.wat2wasm(BULK_WAT)
+    return _BULK_WASM
 
 
 _CACHE: Dict[str, Tuple[float, WitnessCalculator]] = {}
@@ -727,8 +900,9 @@ def generate_witness(wasm_path, input_json_path, wtns_out_path) -> int:
     Returns the number of witness values.
     """
     wc = get_calculator(wasm_path)
-    values = wc.calculate_file(input_json_path)
-    data = wtns_bytes(values, wc.prime)
+    packed = wc.calculate_packed(load_input_json(input_json_path), os.fspath(input_json_path))
+    n8 = wc.n32 * 4
     with atomic_output(wtns_out_path) as f:
-        f.write(data)
-    return int(values.shape[0])
+        f.write(wtns_header(n8, wc.prime, len(packed) // n8))
+        f.write(packed)
+    return len(packed) // n8
