@@ -18,6 +18,8 @@ same module each rename a whole, equivalent file (the last one stays).
 Staleness.  An entry that wasmtime refuses (written by another wasmtime build, or for other
 engine settings, or truncated or corrupt) is compiled again and replaced, with one log line;
 never an error.  Nothing here removes old entries: the directory may be deleted at any time.
+Compiled code is for this host's CPU: a directory shared by hosts whose CPUs differ works, but
+they compile alternately (give each host its own).
 """
 
 from __future__ import annotations

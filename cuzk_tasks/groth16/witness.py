@@ -497,11 +497,11 @@ class WitnessCalculator:
 
     def _set_inputs(self, inst: "_Instance", inputs: dict, input_path: str):
         """Check the inputs against the circuit (one getInputSignalSize call per signal)
-        and parse them all, then set them all in one helper call (:meth:`_Instance.
-        set_inputs`).  The errors are those, and in the order, of setting each value as it
-        is parsed: a bad value or signal after values the circuit refuses (a circom error
-        setting an earlier signal, or its assert once the last input is set) is reported
-        only once those earlier values have been set without an error."""
+        and parse them all, then set them all in one helper call
+        (:meth:`_Instance.set_inputs`).  The errors are those, and in the order, of setting
+        each value as it is parsed: a bad value or signal after values the circuit refuses (a
+        circom error setting an earlier signal, or its assert once the last input is set) is
+        reported only once those earlier values have been set without an error."""
         ex, st = inst.ex, inst.store
         try:
             ex["init"](st, 0)
@@ -798,14 +798,6 @@ class _Instance:
         for j in range(self.n32):
             v |= (rd(self.store, j) & 0xFFFFFFFF) << (32 * j)
         return v
-
-    def write_shared(self, value: int):
-        wr = self.ex["writeSharedRWMemory"]
-        for j in range(self.n32):
-            w = (value >> (32 * j)) & 0xFFFFFFFF
-            if w >= 1 << 31:  # i32 parameter
-                w -= 1 << 32
-            wr(self.store, j, w)
 
     # -- the bulk helper (BULK_WAT) -------------------------------------------------
     def _bulk(self):
