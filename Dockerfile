@@ -48,11 +48,15 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_BACKEND=cpu \
     CUZK_CONFIG=/srv/circuits/cuzk.toml \
     CUZK_SPOOL_DIR=/srv/spool \
-    CUZK_RESULTS_DIR=/srv/results
+    CUZK_RESULTS_DIR=/srv/results \
+    CUZK_WASM_CACHE_DIR=/srv/wasm-cache
+# /srv/wasm-cache: compiled circuit wasm (groth16/wasm_cache.py), the container's own; it must
+# belong to the user that runs cuzk-tasks and be writable by it alone (0700)
 RUN groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
- && mkdir -p /srv/circuits /srv/spool /srv/results /opt/cuzk/circuits \
- && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results
+ && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
+ && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \
+ && chmod 0700 /srv/wasm-cache
 COPY --from=build-cpu /opt/venv /opt/venv
 # the sample circuit and its registry entry; the circuits-init service copies them into
 # the `circuits` volume (cuzk-circuits-init: never overwrites what an operator put there,
@@ -105,12 +109,14 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_CONFIG=/srv/circuits/cuzk.toml \
     CUZK_SPOOL_DIR=/srv/spool \
     CUZK_RESULTS_DIR=/srv/results \
+    CUZK_WASM_CACHE_DIR=/srv/wasm-cache \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 RUN groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
- && mkdir -p /srv/circuits /srv/spool /srv/results /opt/cuzk/circuits \
- && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results
+ && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
+ && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \
+ && chmod 0700 /srv/wasm-cache
 COPY --from=build-gpu /opt/venv /opt/venv
 COPY cuzk_tasks/data/mulchain_1k /opt/cuzk/circuits/mulchain_1k
 COPY ops/compose/cuzk.toml /opt/cuzk/circuits/cuzk.toml
