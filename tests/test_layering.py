@@ -4,6 +4,7 @@ module imports another that imports it back; and an import inside a function say
 
 import ast
 import io
+import os
 import pathlib
 import subprocess
 import sys
@@ -150,6 +151,26 @@ def test_a_plain_prove_imports_neither_argparse_nor_json(tmp_path):
     loaded = {name.split(".")[0] for name in result.stdout.split()}
     assert not loaded & {"argparse", "json", "re", "shutil", "logging", "numpy", "importlib.util"}
     assert "ctypes" in loaded  # the check sees what native_prove loads
+
+
+def test_the_witness_command_imports_no_numpy(tmp_path):
+    """``cuzk-tasks witness`` (issue 25): wasmtime, json and the witness module, but neither
+    numpy (~0.1-0.4 s of its start) nor the JSON shapes of proofs (jsonio, points)."""
+    fixture = ROOT / "tests" / "fixtures" / "mulchain"
+    out = tmp_path / "w.wtns"
+    code = ("import sys; from cuzk_tasks import cli\n"
+            f"assert cli.main(['witness', {str(fixture / 'circuit.wasm')!r}, "
+            f"{str(fixture / 'input.json')!r}, {str(out)!r}]) == 0\n"
+            "print(' '.join(sorted(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, env=dict(os.environ, CUZK_WASM_CACHE_DIR="off"))
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert "wasmtime" in loaded and "cuzk_tasks.groth16.witness" in loaded  # it looked
+    assert not {m for m in loaded if m.split(".")[0] == "numpy"}
+    assert not loaded & {"cuzk_tasks.groth16.jsonio", "cuzk_tasks.groth16.points",
+                         "cuzk_tasks.groth16.wtns", "cuzk_tasks.groth16.zkey"}
+    assert out.read_bytes() == (fixture / "witness.wtns").read_bytes()
 
 
 @pytest.mark.parametrize("module, absent", [

@@ -34,4 +34,4 @@ def wtns_file_bytes(packed, n8: int, prime: int) -> bytes:
     """The whole file of the values ``packed`` (bytes-like, a multiple of ``n8`` bytes)."""
     if len(packed) % n8:
         raise ValueError(f"{len(packed)} bytes of values is not a multiple of n8={n8}")
-    return wtns_header(n8, prime, len(packed) // n8) + bytes(packed)
+    return wtns_header(n8, prime, len(packed) // n8) + packed  # bytes + bytearray: one copy
