@@ -537,3 +537,22 @@ def test_errors_come_in_the_order_the_values_are_set(tmp_path):
 def test_an_export_of_another_type_than_circoms_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match=r"getWitness is not a function \(i32\) -> \(\)"):
         _abi(tmp_path, get_witness_result=True)
+
+
+def test_the_time_limit_and_interrupt_stop_a_wire_inside_the_bulk_read(tmp_path):
+    """The helper's loop and the circuit's getWitness it calls run under the same deadline."""
+    import threading
+    import time
+
+    from cuzk_tasks.errors import WitnessInterrupted, WitnessTimeoutError
+
+    wc = _abi(tmp_path, wires=5, loop_at_wire=3)
+    t0 = time.monotonic()
+    with pytest.raises(WitnessTimeoutError, match="exceeded 0.3 s"):
+        wc.calculate({"a": 1, "b": 2, "c": 3}, "in.json", time_limit_s=0.3)
+    assert time.monotonic() - t0 < 5
+    timer = threading.Timer(0.3, wc.interrupt)
+    timer.start()
+    with pytest.raises(WitnessInterrupted):
+        wc.calculate({"a": 1, "b": 2, "c": 3}, "in.json", time_limit_s=60)
+    timer.join()

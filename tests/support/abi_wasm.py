@@ -9,7 +9,8 @@ answers 1) and ``wires`` witness values: wire ``i`` is ``7 * i + 1``.  Options:
   ("Signal already set.") through the runtime's exceptionHandler;
 * ``export_memory``: False leaves out the exported memory and getSharedRWMemoryStart (circom
   before 2.1, or a stripped module: only the ABI's functions reach the shared buffer);
-* ``get_witness_result``: True gives getWitness an i32 result (not circom's ABI).
+* ``get_witness_result``: True gives getWitness an i32 result (not circom's ABI);
+* ``loop_at_wire``: getWitness of this wire never returns (a runaway inside the bulk read).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _i32(w: int) -> int:
 
 
 def wat(inputs: int = 3, wires: int = 5, reject_call: int = 0, export_memory: bool = True,
-        get_witness_result: bool = False) -> str:
+        get_witness_result: bool = False, loop_at_wire: int = -1) -> str:
     prime = "\n".join(f"    (i32.store (i32.const {4 * j}) "
                       f"(i32.const {_i32((BN254_R >> (32 * j)) & 0xFFFFFFFF)}))"
                       for j in range(8))
@@ -56,6 +57,8 @@ def wat(inputs: int = 3, wires: int = 5, reject_call: int = 0, export_memory: bo
     (if (i32.eq (global.get $calls) (i32.const {reject_call}))
       (then (call $exc (i32.const 3)))))
   (func (export "getWitness") (param $i i32) {result}
+    (if (i32.eq (local.get $i) (i32.const {loop_at_wire}))
+      (then (loop $forever (br $forever))))
     (i32.store (i32.const 0) (i32.add (i32.mul (local.get $i) (i32.const 7)) (i32.const 1)))
     (memory.fill (i32.const 4) (i32.const 0) (i32.const 28))
     {ret})
