@@ -372,7 +372,7 @@ def build_parser(only=None):
         p.add_argument("wasm")
         p.add_argument("input")
         p.add_argument("witness", help="output .wtns file")
-        p.set_defaults(func=_cmd_witness, exit_at_once=True)
+        p.set_defaults(**WITNESS_DEFAULTS)
 
     if wanted("vkey"):
         p = sub.add_parser("vkey", help="export the verification key of a zkey")
@@ -493,6 +493,8 @@ PROVE_BACKENDS = ("auto", "cpu", "gpu")
 #: what a ``prove`` command line sets beyond its arguments; logging is configured only when
 #: prove needs it (importing it costs a tenth of a small proof)
 PROVE_DEFAULTS = {"func": _cmd_prove, "configure_logging": False}
+#: what the witness command's parser sets besides its arguments
+WITNESS_DEFAULTS = {"func": _cmd_witness, "exit_at_once": True}
 
 
 def plain_prove_args(argv):
@@ -551,13 +553,36 @@ def _exit_at_once(code):
     os._exit(code)
 
 
+def plain_witness_args(argv):
+    """The arguments of a plain ``witness`` command line, parsed without argparse, or None.
+
+    Plain: ``[-v|--verbose] witness`` and three paths that do not start with ``-``.  Anything
+    else is None and argparse parses it, as for :func:`plain_prove_args`: importing argparse
+    and building the parser cost ~25 ms, a tenth of a small circuit's witness command.
+    tests/test_layering.py checks that both parsers agree.
+    """
+    verbose, i = False, 0
+    while i < len(argv) and argv[i] in ("-v", "--verbose"):
+        verbose, i = True, i + 1
+    paths = argv[i + 1:]
+    if argv[i:i + 1] != ["witness"] or len(paths) != 3 or any(p.startswith("-") for p in paths):
+        return None
+    # lazy: types is cheap but not always loaded at start-up
+    from types import SimpleNamespace
+
+    wasm, input_json, witness = paths
+    return SimpleNamespace(verbose=verbose, command="witness", wasm=wasm, input=input_json,
+                           witness=witness, **WITNESS_DEFAULTS)
+
+
 def main(argv=None):
     """Run the command of ``argv`` (default: the process's arguments) and return its exit
     status; run as the program (``argv`` None), a command marked ``exit_at_once`` (witness)
     ends the process itself (:func:`_exit_at_once`)."""
     program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = plain_prove_args(argv) or build_parser(only=command_named(argv)).parse_args(argv)
+    args = (plain_prove_args(argv) or plain_witness_args(argv)
+            or build_parser(only=command_named(argv)).parse_args(argv))
     if getattr(args, "configure_logging", True):
         _configure_logging(args.verbose)
     code = _run(args)

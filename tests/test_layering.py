@@ -111,6 +111,33 @@ VALID_BUT_NOT_PLAIN = [  # argparse takes these: an abbreviation, a path after -
 ]
 
 
+PLAIN_WITNESS_LINES = [
+    ["witness", "c.wasm", "in.json", "w.wtns"],
+    ["-v", "witness", "c.wasm", "in.json", "w.wtns"],
+    ["--verbose", "-v", "witness", "a b.wasm", "", "witness"],
+]
+NOT_PLAIN_WITNESS_LINES = [  # argparse parses these, or says what is wrong with them
+    ["witness", "c.wasm", "in.json"], ["witness", "a", "b", "c", "d"], ["witness", "--help"],
+    ["witness", "a", "b", "-"], ["witness", "a", "--", "b", "c"], ["-x", "witness", "a", "b", "c"],
+    ["prove", "a", "b", "c"], [],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN_WITNESS_LINES)
+def test_a_plain_witness_line_parses_as_argparse_parses_it(argv):
+    """plain_witness_args (witness without argparse's ~25 ms) agrees with the parser."""
+    from cuzk_tasks import cli
+
+    assert vars(cli.plain_witness_args(argv)) == vars(cli.build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", NOT_PLAIN_WITNESS_LINES)
+def test_any_other_witness_line_is_left_to_argparse(argv):
+    from cuzk_tasks import cli
+
+    assert cli.plain_witness_args(argv) is None
+
+
 @pytest.mark.parametrize("argv", PLAIN_PROVE_LINES)
 def test_a_plain_prove_line_parses_as_argparse_parses_it(argv):
     """plain_prove_args (prove without argparse's ~30 ms import) agrees with the parser."""
@@ -155,7 +182,8 @@ def test_a_plain_prove_imports_neither_argparse_nor_json(tmp_path):
 
 def test_the_witness_command_imports_no_numpy(tmp_path):
     """``cuzk-tasks witness`` (issue 25): wasmtime, json and the witness module, but neither
-    numpy (~0.1-0.4 s of its start) nor the JSON shapes of proofs (jsonio, points)."""
+    numpy (~0.1-0.4 s of its start), the JSON shapes of proofs (jsonio, points) nor argparse
+    (a plain command line: plain_witness_args)."""
     fixture = ROOT / "tests" / "fixtures" / "mulchain"
     out = tmp_path / "w.wtns"
     code = ("import sys; from cuzk_tasks import cli\n"
@@ -169,7 +197,7 @@ def test_the_witness_command_imports_no_numpy(tmp_path):
     assert "wasmtime" in loaded and "cuzk_tasks.groth16.witness" in loaded  # it looked
     assert not {m for m in loaded if m.split(".")[0] == "numpy"}
     assert not loaded & {"cuzk_tasks.groth16.jsonio", "cuzk_tasks.groth16.points",
-                         "cuzk_tasks.groth16.wtns", "cuzk_tasks.groth16.zkey"}
+                         "cuzk_tasks.groth16.wtns", "cuzk_tasks.groth16.zkey", "argparse"}
     assert out.read_bytes() == (fixture / "witness.wtns").read_bytes()
 
 
