@@ -49,7 +49,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_CONFIG=/srv/circuits/cuzk.toml \
     CUZK_SPOOL_DIR=/srv/spool \
     CUZK_RESULTS_DIR=/srv/results
-RUN groupadd --system --gid 10001 cuzk \
+# circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
+# libgmp10 and libstdc++6 at run time: both already here (coreutils pre-depends on libgmp10,
+# apt on libstdc++6), checked so that stays true; no build tools in the image
+RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
+ && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
  && mkdir -p /srv/circuits /srv/spool /srv/results /opt/cuzk/circuits \
  && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results
@@ -107,7 +111,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_RESULTS_DIR=/srv/results \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
-RUN groupadd --system --gid 10001 cuzk \
+# circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
+# libgmp10 and libstdc++6 at run time: both already here (coreutils pre-depends on libgmp10,
+# apt on libstdc++6), checked so that stays true; no build tools in the image
+RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
+ && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
  && mkdir -p /srv/circuits /srv/spool /srv/results /opt/cuzk/circuits \
  && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results
