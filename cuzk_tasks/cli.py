@@ -118,6 +118,8 @@ def _cmd_witness(args):
             native_witness.generate_witness(args.wasm, args.input, args.witness)
         except BaseException as exc:  # re-raised in the main thread
             outcome["error"] = exc
+        finally:
+            outcome["done"] = True
 
     worker = threading.Thread(target=run, name="cuzk-witness", daemon=True)
     worker.start()
@@ -134,10 +136,13 @@ def _cmd_witness(args):
 
 
 def _stop_witness(worker, outcome, grace_s=2.0):
-    """Interrupt the running wasm and give its thread ``grace_s`` to clean up (its temporary
-    output file); a thread still compiling the module is left behind (a daemon)."""
+    """Interrupt the running generator and give its thread ``grace_s`` to clean up (its
+    temporary output file, a native binary's process group); a thread still compiling the
+    module is left behind (a daemon).  ``outcome["done"]``, not ``worker.is_alive()``, says
+    whether it ended: a KeyboardInterrupt inside ``join()`` can leave is_alive() False for a
+    thread that still runs (CPython's tstate lock race), and the binary would outlive us."""
     deadline = time.monotonic() + grace_s
-    while worker.is_alive() and time.monotonic() < deadline:
+    while "done" not in outcome and time.monotonic() < deadline:
         try:
             calc = outcome.get("calc")
             if calc is not None:

@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -242,6 +243,34 @@ def test_interrupt_kills_a_running_binary_from_another_thread(fakes):
         time.sleep(0.02)
     t.join(10)
     assert isinstance(outcome.get("error"), WitnessInterrupted), outcome
+
+
+def test_ctrl_c_stops_the_command_line_and_its_binary(fakes, tmp_path):
+    pids = tmp_path / "pids"
+    inp = tmp_path / "input.json"
+    inp.write_text('{"a": 3, "b": 11}')
+    out = tmp_path / "w.wtns"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_WITNESS_PIDS": str(pids)}
+    proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "witness",
+                             NATIVE_PREFIX + str(fakes["hang"]), str(inp), str(out)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the binary runs
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and stderr == "cuzk-tasks witness: interrupted\n", stderr
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_pids(pids)) == 2 and not any(_alive(p) for p in _pids(pids))
+    assert not out.exists()
 
 
 def test_unusable_generator_files_are_format_errors(native, tmp_path):

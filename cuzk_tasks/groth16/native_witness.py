@@ -108,7 +108,7 @@ def read_input_map(dat_path) -> Dict[int, int]:
         if h == 0 and signal_id == 0 and n == 0:
             continue
         # circom places a name at hash % 256, or the next free slot after it
-        if n == 0 or n > 1 << 32 or h in out or not _probe_reaches(head, h, slot):
+        if n > 1 << 32 or h in out or not _probe_reaches(head, h, slot):
             raise FormatError(dat_path, "input map", f"slot {slot} is not a circom input hash "
                               "map entry (not a .dat file of circom 2's C++ generator?)")
         out[h] = n
@@ -250,7 +250,7 @@ class NativeWitnessGenerator:
                 values.append(str(n % self.prime))
             out[name] = values
         given = {fnv1a64_utf8(name) for name in out}
-        missing = [h for h in self.inputs if h not in given]
+        missing = [h for h, n in self.inputs.items() if n and h not in given]
         if missing:
             counter = sum(len(v) for v in out.values())
             names = self._names()
