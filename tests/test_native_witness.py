@@ -219,11 +219,57 @@ def test_a_binary_that_hangs_is_killed_at_the_time_limit(fakes, tmp_path, monkey
     assert 1 <= time.monotonic() - t0 < 10
     assert str(info.value) == (f"in.json: witness generation exceeded 1 s in {fakes['hang']} "
                                "(witness_time_limit_s)")
-    assert len(_pids(pids)) == 2  # it and its child ...
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(p) for p in _pids(pids))  # ... both killed with the group
+    try:
+        assert len(_pids(pids)) == 2  # it and its child ...
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in _pids(pids))  # ... both killed with the group
+    finally:
+        _kill_left(pids)
+
+
+def test_the_binary_dies_with_the_process_that_runs_it(fakes, tmp_path):
+    """A pool process killed outright (the hard time limit, the OOM killer) takes its binary
+    along (PR_SET_PDEATHSIG): no generator runs on for ever unowned."""
+    pids = tmp_path / "pids"
+    code = ("import sys; from cuzk_tasks.groth16.native_witness import get_generator; "
+            "get_generator(sys.argv[1]).calculate({'a': 3, 'b': 11}, time_limit_s=600)")
+    owner = subprocess.Popen([sys.executable, "-c", code, NATIVE_PREFIX + str(fakes["hang"])],
+                             env={**os.environ, "PYTHONPATH": str(ROOT),
+                                  "FAKE_WITNESS_PIDS": str(pids)})
+    try:
+        deadline = time.monotonic() + 30
+        while len(_pids(pids)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        leader = [p for p in _pids(pids) if _pgrp(p) == p]
+        assert len(leader) == 1, _pids(pids)
+    finally:
+        owner.kill()
+        owner.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(leader[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(leader[0])
+    finally:
+        _kill_left(pids)  # the fake's own child (not circom's way), or all of it on a failure
+
+
+def _kill_left(pids):
+    """SIGKILL what a test's fakes left running (by pid, if it still is a fake)."""
+    for p in _pids(pids):
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() in FAKES:
+                    os.kill(p, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def _pgrp(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[2])
 
 
 def test_interrupt_kills_a_running_binary_from_another_thread(fakes):
@@ -265,12 +311,15 @@ def test_ctrl_c_stops_the_command_line_and_its_binary(fakes, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130 and stderr == "cuzk-tasks witness: interrupted\n", stderr
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_pids(pids)) == 2 and not any(_alive(p) for p in _pids(pids))
-    assert not out.exists()
+    try:
+        assert proc.returncode == 130 and stderr == "cuzk-tasks witness: interrupted\n", stderr
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_pids(pids)) == 2 and not any(_alive(p) for p in _pids(pids))
+        assert not out.exists()
+    finally:
+        _kill_left(pids)
 
 
 def test_unusable_generator_files_are_format_errors(native, tmp_path):

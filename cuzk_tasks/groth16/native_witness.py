@@ -13,7 +13,8 @@ are checked here first against the input map of the ``.dat`` file (names, sizes,
 same messages as the wasm path), then written, reduced mod p as decimal strings, into a private
 temporary directory, so whatever the binary prints can hold no byte of the caller's file.  It
 runs in its own process group under a time limit (past it the group is killed:
-:class:`~cuzk_tasks.errors.WitnessTimeoutError`), dies with its parent (``PR_SET_PDEATHSIG``),
+:class:`~cuzk_tasks.errors.WitnessTimeoutError`), dies with its parent (``PR_SET_PDEATHSIG``:
+the binary itself, not processes it would fork -- circom's fork none),
 and a crash, an assert or a missing/short output is a :class:`~cuzk_tasks.errors.WitnessError`
 naming the binary and what happened -- never a traceback, and the calling process lives on.
 """
