@@ -87,8 +87,8 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         else:
             generator = spec.witness_generator
             if not generator:
-                raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
-                                "give a witness_ref")
+                raise CuzkError(f"circuit {spec.name!r} has no wasm (or witness) configured: "
+                                "partitions must give a witness_ref")
             # lazy: groth16 loads numpy, the wasm path wasmtime (see _load_inputs)
             from ..groth16.native_witness import generator_path, get_generator
             from ..groth16.wtns import check_witness_curve, wtns_bytes
