@@ -52,7 +52,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_WASM_CACHE_DIR=/srv/wasm-cache
 # /srv/wasm-cache: compiled circuit wasm (groth16/wasm_cache.py), the container's own; it must
 # belong to the user that runs cuzk-tasks and be writable by it alone (0700)
-RUN groupadd --system --gid 10001 cuzk \
+# circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
+# libgmp10 and libstdc++6 at run time: both already here (coreutils pre-depends on libgmp10,
+# apt on libstdc++6), checked so that stays true; no build tools in the image
+RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
+ && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
  && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
  && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \
@@ -112,7 +116,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_WASM_CACHE_DIR=/srv/wasm-cache \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
-RUN groupadd --system --gid 10001 cuzk \
+# circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
+# libgmp10 and libstdc++6 at run time: both already here (coreutils pre-depends on libgmp10,
+# apt on libstdc++6), checked so that stays true; no build tools in the image
+RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
+ && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
  && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
  && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \

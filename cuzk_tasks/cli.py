@@ -4,7 +4,7 @@ Argument order matches snarkjs and rapidsnark so the commands drop in:
 
     cuzk-tasks prove   circuit.zkey witness.wtns proof.json public.json
     cuzk-tasks verify  verification_key.json public.json proof.json
-    cuzk-tasks witness circuit.wasm input.json witness.wtns
+    cuzk-tasks witness circuit.wasm input.json witness.wtns   (or native:circuit_cpp/circuit)
     cuzk-tasks vkey    circuit.zkey verification_key.json
     cuzk-tasks setup   circuit.r1cs circuit.zkey   (single-party: development only)
 
@@ -101,22 +101,25 @@ def _cmd_verify(args):
 
 
 def _cmd_witness(args):
-    """The wasm runs in a helper thread: a wasm call holds the thread that made it until it
-    returns, so the main thread stays free to take Ctrl-C and stop it (the calculator's
-    interrupt, its epoch deadline), which then returns 130 after one line on stderr."""
+    """The generator runs in a helper thread: a wasm call holds the thread that made it until it
+    returns, so the main thread stays free to take Ctrl-C and stop it (the generator's
+    interrupt: the wasm's epoch deadline, or killing the native binary), which then returns 130
+    after one line on stderr."""
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
     import threading
 
-    from .groth16 import witness as witness_mod
+    from .groth16 import native_witness
 
     outcome = {}
 
     def run():
         try:
-            outcome["calc"] = witness_mod.get_calculator(args.wasm)
-            witness_mod.generate_witness(args.wasm, args.input, args.witness)
+            outcome["calc"] = native_witness.get_generator(args.wasm)
+            native_witness.generate_witness(args.wasm, args.input, args.witness)
         except BaseException as exc:  # re-raised in the main thread
             outcome["error"] = exc
+        finally:
+            outcome["done"] = True
 
     worker = threading.Thread(target=run, name="cuzk-witness", daemon=True)
     worker.start()
@@ -133,10 +136,13 @@ def _cmd_witness(args):
 
 
 def _stop_witness(worker, outcome, grace_s=2.0):
-    """Interrupt the running wasm and give its thread ``grace_s`` to clean up (its temporary
-    output file); a thread still compiling the module is left behind (a daemon)."""
+    """Interrupt the running generator and give its thread ``grace_s`` to clean up (its
+    temporary output file, a native binary's process group); a thread still compiling the
+    module is left behind (a daemon).  ``outcome["done"]``, not ``worker.is_alive()``, says
+    whether it ended: a KeyboardInterrupt inside ``join()`` can leave is_alive() False for a
+    thread that still runs (CPython's tstate lock race), and the binary would outlive us."""
     deadline = time.monotonic() + grace_s
-    while worker.is_alive() and time.monotonic() < deadline:
+    while "done" not in outcome and time.monotonic() < deadline:
         try:
             calc = outcome.get("calc")
             if calc is not None:
@@ -368,8 +374,10 @@ def build_parser(only=None):
         p.set_defaults(func=_cmd_verify)
 
     if wanted("witness"):
-        p = sub.add_parser("witness", help="compute a witness from circom's .wasm and an input.json")
-        p.add_argument("wasm")
+        p = sub.add_parser("witness", help="compute a witness from circom's .wasm (or its C++ "
+                           "generator: native:PATH) and an input.json")
+        p.add_argument("wasm", help="circuit.wasm, or native:PATH for circom's C++ witness "
+                       "generator (circom --c; PATH.dat next to it)")
         p.add_argument("input")
         p.add_argument("witness", help="output .wtns file")
         p.set_defaults(**WITNESS_DEFAULTS)

@@ -15,6 +15,7 @@ TOML layout::
     kind = "porep-c2"
     zkey = "/srv/params/porep.zkey"
     wasm = "/srv/params/porep.wasm"
+    witness = "native:/srv/params/porep_cpp/porep"   # optional: circom's C++ witness generator
     priority = 5
     deadline_s = 1800      # optional: a job fails "deadline exceeded" this long after submit
 
@@ -43,6 +44,9 @@ class CircuitSpec:
     name: str
     zkey: str
     wasm: str | None = None
+    #: ``native:<path>``: circom's C++ witness generator (docs/native-witness.md), used
+    #: instead of the wasm; None = the wasm
+    witness: str | None = None
     kind: str = ""
     priority: int = defaults.DEFAULT_PRIORITY
     #: seconds from submit after which a job of this circuit fails (None = no deadline)
@@ -51,6 +55,12 @@ class CircuitSpec:
     def __post_init__(self):
         if not self.kind:
             object.__setattr__(self, "kind", self.name)
+
+    @property
+    def witness_generator(self) -> str | None:
+        """The spec of the witness generator the synthesize stage runs: ``witness`` when
+        configured, else the wasm path (None: partitions must give a witness_ref)."""
+        return self.witness or self.wasm
 
 
 @dataclass(frozen=True)
@@ -299,16 +309,19 @@ def _circuits(table, path, base):
         field_name = f"circuits.{name}"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: {field_name}: expected a table")
-        unknown = set(entry) - {"kind", "zkey", "wasm", "priority", "deadline_s"}
+        unknown = set(entry) - {"kind", "zkey", "wasm", "witness", "priority", "deadline_s"}
         if unknown:
             raise ConfigError(f"{where}: {field_name}: unknown keys {sorted(unknown)} "
-                              "(expected kind, zkey, wasm, priority, deadline_s)")
+                              "(expected kind, zkey, wasm, witness, priority, deadline_s)")
         zkey = entry.get("zkey")
         if not isinstance(zkey, str) or not zkey:
             raise ConfigError(f"{where}: {field_name}.zkey: required (path to the .zkey)")
         wasm = entry.get("wasm")
         if wasm is not None and not isinstance(wasm, str):
             raise ConfigError(f"{where}: {field_name}.wasm: expected a path string")
+        witness = entry.get("witness")
+        if witness is not None:
+            witness = _native_spec(witness, base, f"{where}: {field_name}.witness")
         kind = entry.get("kind", name)
         if not isinstance(kind, str):
             raise ConfigError(f"{where}: {field_name}.kind: expected a string")
@@ -324,10 +337,26 @@ def _circuits(table, path, base):
                               f"got {deadline_s!r}")
 
         out[name] = CircuitSpec(name=name, zkey=_resolve(zkey, base),
-                                wasm=_resolve(wasm, base) if wasm else None, kind=kind,
+                                wasm=_resolve(wasm, base) if wasm else None, witness=witness,
+                                kind=kind,
                                 priority=priority,
                                 deadline_s=float(deadline_s) if deadline_s is not None else None)
     return out
+
+
+#: the prefix of a ``witness`` entry (groth16.native_witness.NATIVE_PREFIX, which loads numpy:
+#: a client reading its settings never needs it)
+NATIVE_PREFIX = "native:"
+
+
+def _native_spec(value, base, where):
+    """A ``witness`` entry: ``native:<path>`` with the path resolved as every path of the file
+    (:func:`_resolve`); ConfigError naming the field otherwise."""
+    if not isinstance(value, str) or not value.startswith(NATIVE_PREFIX) \
+            or not value[len(NATIVE_PREFIX):].strip():
+        raise ConfigError(f"{where}: expected \"{NATIVE_PREFIX}<path to circom's C++ witness "
+                          f"generator>\" (a wasm goes in the wasm key), got {value!r}")
+    return NATIVE_PREFIX + _resolve(value[len(NATIVE_PREFIX):], base)
 
 
 def _resolve(p, base):

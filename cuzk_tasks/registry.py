@@ -10,7 +10,7 @@ parameters resident: the first partition of a circuit pays the load, the
 next ones do not.  ``names()`` is what the worker publishes as its resident
 set, so routing can prefer a device that already holds the circuit.
 
-A circuit's zkey and wasm are the server's files: a job's error names the circuit, not their
+A circuit's zkey, wasm and native witness generator are the server's files: a job's error names the circuit, not their
 paths (:meth:`CircuitRegistry.redact`, :func:`circuit_file_error`); the worker's log has the
 paths.
 """
@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 
-from .config import CircuitSpec, Settings
+from .config import NATIVE_PREFIX, CircuitSpec, Settings
 from .errors import CuzkError, FormatError
 from .redis_url import is_outage
 
@@ -53,9 +53,11 @@ class CircuitRegistry:
         return sorted(self._circuits)
 
     def redact(self, message: str) -> str:
-        """``message`` with every configured circuit's zkey and wasm path (as configured and
-        as real path) replaced by ``<circuit 'NAME' zkey>`` / ``<circuit 'NAME' wasm>``: what
-        a job's error may show a submitter (the worker logs the message as it was)."""
+        """``message`` with every configured circuit's zkey, wasm and native witness generator
+        path (as configured and as real path) replaced by ``<circuit 'NAME' zkey>`` /
+        ``<circuit 'NAME' wasm>`` / ``<circuit 'NAME' witness>`` (its ``.dat`` file then reads
+        ``<circuit 'NAME' witness>.dat``): what a job's error may show a submitter (the worker
+        logs the message as it was)."""
         for path, label in self._server_paths():
             if path in message:
                 message = message.replace(path, label)
@@ -64,7 +66,8 @@ class CircuitRegistry:
     def _server_paths(self):
         paths = {}
         for spec in self._circuits.values():
-            for kind, path in (("zkey", spec.zkey), ("wasm", spec.wasm)):
+            native = spec.witness[len(NATIVE_PREFIX):] if spec.witness else None
+            for kind, path in (("zkey", spec.zkey), ("wasm", spec.wasm), ("witness", native)):
                 if path:
                     for p in {os.fspath(path), os.path.realpath(path)}:
                         paths.setdefault(p, f"<circuit {spec.name!r} {kind}>")
@@ -73,9 +76,9 @@ class CircuitRegistry:
 
 
 def circuit_file_error(name, kind, path, exc) -> CuzkError:
-    """The job's error for circuit ``name``'s own ``kind`` file (``zkey`` / ``wasm``) at
-    ``path`` that cannot be used (``exc``): names the circuit, not the server's path, which
-    goes to the worker's log."""
+    """The job's error for circuit ``name``'s own ``kind`` file (``zkey`` / ``wasm`` /
+    ``witness``) at ``path`` that cannot be used (``exc``): names the circuit, not the server's
+    path, which goes to the worker's log."""
     log.error("circuit %s: %s %s is unusable: %s", name, kind, path, exc)
     if isinstance(exc, FormatError):
         why = f"{exc.field}: {exc.problem}"

@@ -1,5 +1,6 @@
-"""synthesize (cpu queue): the witness from the circuit's wasm and the partition's input (or
-a .wtns ref) into the spool dir; synth_end, which also routes the partition and queues its
+"""synthesize (cpu queue): the witness from the circuit's witness generator (its wasm, or circom's
+C++ generator: ``witness = "native:..."``) and the partition's input (or a .wtns ref) into the
+spool dir; synth_end, which also routes the partition and queues its
 prove_start on the chosen device."""
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from .context import Context, fail, internal_error, log, ms_since, open_ref, spo
 
 
 def _load_inputs(ctx, part, idx):
-    # lazy: the witness calculator loads numpy and wasmtime, which a client (importing the
-    # pipeline for submit_job) never needs
-    from ..groth16 import witness as witness_mod
+    # lazy: the groth16 package loads numpy, which a client (importing the pipeline for
+    # submit_job) never needs
+    from ..groth16 import circom_input
 
     text = part.get("input")
     if text:
@@ -30,7 +31,7 @@ def _load_inputs(ctx, part, idx):
         if too_big:
             raise CuzkError(too_big)
         try:
-            data = json.loads(text, parse_int=witness_mod.js_int)
+            data = json.loads(text, parse_int=circom_input.js_int)
         except json.JSONDecodeError as exc:
             raise CuzkError(f"input.json is malformed: invalid JSON: {exc}") from None
         if not isinstance(data, dict):
@@ -39,7 +40,7 @@ def _load_inputs(ctx, part, idx):
         return data, f"<job input #{idx}>"
     ref = part.get("input_ref")
     f = open_ref(ctx, "input_ref", ref)
-    return witness_mod.load_input_json(ref, fileobj=f), ref
+    return circom_input.load_input_json(ref, fileobj=f), ref
 
 
 def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
@@ -49,7 +50,8 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
     (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
     attempt (stale), and counts the delivery: past ``max_deliveries`` (a synthesize whose
     process keeps dying) the partition fails instead.  The witness runs under
-    ``Settings.witness_limit_s`` (a runaway wasm fails "witness generation exceeded N s",
+    ``Settings.witness_limit_s`` (a runaway wasm or native generator fails "witness
+    generation exceeded N s",
     the worker lives on)."""
     store = ctx.store
     if circuit is None or priority is None:
@@ -83,26 +85,29 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
             w = read_wtns(part["witness_ref"], zkey=zkey, fileobj=f)
             w.close()
         else:
-            if not spec.wasm:
-                raise CuzkError(f"circuit {spec.name!r} has no wasm configured: partitions must "
-                                "give a witness_ref")
-            # lazy: groth16 loads numpy and wasmtime (see _load_inputs)
-            from ..groth16.witness import get_calculator
+            generator = spec.witness_generator
+            if not generator:
+                raise CuzkError(f"circuit {spec.name!r} has no wasm (or witness) configured: "
+                                "partitions must give a witness_ref")
+            # lazy: groth16 loads numpy, the wasm path wasmtime (see _load_inputs)
+            from ..groth16.native_witness import generator_path, get_generator
             from ..groth16.wtns import check_witness_curve, wtns_bytes
 
+            kind, path = ("witness", generator_path(generator)) if spec.witness \
+                else ("wasm", generator)
             inputs, where = _load_inputs(ctx, part, idx)
             try:
-                calc = get_calculator(spec.wasm)
+                calc = get_generator(generator)
             except (FormatError, WitnessError, OSError) as exc:  # a trap or time-out too
-                raise circuit_file_error(spec.name, "wasm", spec.wasm, exc) from None
-            check_witness_curve(calc.prime, spec.wasm, zkey)
+                raise circuit_file_error(spec.name, kind, path, exc) from None
+            check_witness_curve(calc.prime, path, zkey)
             try:
                 values = calc.calculate(inputs, where, time_limit_s=settings.witness_limit_s)
-            except WitnessError as exc:  # name the circuit: the wasm path may not
+            except WitnessError as exc:  # name the circuit: the generator's path may not
                 raise CuzkError(f"circuit {spec.name!r}: {exc}") from None
             except MemoryError:
                 raise CuzkError(f"circuit {spec.name!r}: out of memory computing the witness "
-                                f"of partition {idx} ({spec.wasm})") from None
+                                f"of partition {idx} ({path})") from None
             if values.shape[0] != zkey.n_vars:
                 raise CuzkError(f"witness has {values.shape[0]} values, the zkey "
                                 f"of circuit {spec.name!r} expects nVars={zkey.n_vars}")
