@@ -23,7 +23,7 @@ Targets (issue 25, item 5), marked pass/fail: cli <= 0.5x snarkjs; warm <= 0.3x 
 warm <= proof from 2^14 constraints up; snarkjs / native >= 5 at a 2^20 domain.
 
     python bench/make_circuits.py --real --native       # once
-    python bench/witness.py [--circuits sha256_64,...] [--runs 5] [--json out.json]
+    python bench/witness.py [--circuits sha256_64,...] [--runs 5] [--budget-s 600] [--json out.json]
                             [--no-prove] [--no-cli] [--no-snarkjs] [--no-native]
     python bench/witness.py --service [--service-circuit sha256_64] [--proofs 12]
 
@@ -133,7 +133,11 @@ def run_circuit(c: Circuit, args):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     names = c.contenders()
+    t_start = time.monotonic()
     for rep in range(args.runs):
+        if rep and args.budget_s and time.monotonic() - t_start > args.budget_s:
+            print(f"  {c.name}: --budget-s {args.budget_s:.0f} spent: {rep} runs", flush=True)
+            break
         order = names[rep % len(names):] + names[:rep % len(names)]
         for who in order:
             out = c.out[who]
@@ -338,6 +342,9 @@ def main(argv=None):
                     help="comma-separated bench/.cache circuits (default: those of "
                          + ",".join(DEFAULT_CIRCUITS) + " that are built)")
     ap.add_argument("--runs", type=int, default=5, help="repetitions per contender (median)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="stop repeating a circuit once its runs took this long (at least one "
+                         "run; for the big circuits on a slow path)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--no-prove", action="store_true", help="skip the warm proof")
     ap.add_argument("--no-cli", action="store_true")
@@ -369,10 +376,12 @@ def main(argv=None):
             results.append(summarize(c, first, la, load()))
             for p in c.out.values():
                 p.unlink(missing_ok=True)
+            if args.json:   # after every circuit: a long run interrupted keeps its results
+                pathlib.Path(args.json).write_text(json.dumps(
+                    {"cores": os.cpu_count(), "runs": args.runs, "results": results},
+                    indent=1) + "\n")
     print_table(results)
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(
-            {"cores": os.cpu_count(), "runs": args.runs, "results": results}, indent=1) + "\n")
         print(f"\nwrote {args.json}")
     return 0
 
