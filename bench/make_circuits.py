@@ -4,6 +4,8 @@
 Usage:  python bench/make_circuits.py [--sizes 10,14,16] [--merkle-depths 10,20] [--no-merkle]
                                       [--no-prove] [--setup native|snarkjs]
                                       [--curve bn128|bls12381]
+        python bench/make_circuits.py --real [--native]      # production-shaped circuits
+        python bench/make_circuits.py --circuits sha256_64,eddsa_poseidon [--native]
 
 Needs node and the pinned tooling: ``npm ci --prefix tools/node``.
 Standard library only.
@@ -35,11 +37,31 @@ native above):
 --curve bls12381 compiles with ``circom --prime bls12381`` into directories named
 ``<name>_bls12381``.  Work already done is skipped (a zkey made by the other
 setup is remade: the method is kept in setup.txt next to it).
+
+Production-shaped circuits (issue 25), built from circomlib by --real (all of them) or
+--circuits NAMES (any names below, also mulchain_2p<k> and merkle_d<D>), with the native
+setup unless --setup snarkjs (dev keys; these are witness benchmarks):
+
+* ``sha256_<n>``: circomlib Sha256(8n) over n deterministic bytes (bits MSB first per
+  byte, signal ``in``); the 256 hash bits are the public outputs and are checked against
+  hashlib.  --real builds sha256_64 (2 blocks, ~59k constraints, 2^16), sha256_512
+  (9 blocks, ~266k, 2^19) and sha256_2048 (33 blocks, ~0.97M, 2^20: the big one; its
+  circom compile and native setup take minutes and several GiB).
+* ``merkle_d20``, ``merkle_d32``: the Poseidon(2) Merkle paths above.
+* ``eddsa_poseidon``: circomlib EdDSAPoseidonVerifier() with a valid signature computed
+  by bench/eddsa_input.py (BabyJubJub + Poseidon in Python from circomlib's constants).
+
+--native also builds circom's C++ witness generator (``circom --c``, then ``make``; needs
+g++, nasm, libgmp-dev, nlohmann-json3-dev) into <dir>/circuit_cpp/circuit, run as
+``circuit input.json out.wtns`` (it reads circuit.dat beside it); its output is checked
+byte-identical to snarkjs's witness.wtns.  The snarkjs reference proof is skipped above
+2^--snarkjs-max-log (default 18: it takes minutes there).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -65,6 +87,9 @@ NATIVE_ABOVE = 16                       # default: the native setup above 2^16
 BEACON_PTAU = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 BEACON_ZKEY = "cafebabe000000000000000000000000000000000000000000000000deadbeef"
 BEACON_ITER = "10"
+#: what --real builds: production-shaped circuits (issue 25)
+REAL_CIRCUITS = ("sha256_64", "sha256_512", "merkle_d20", "merkle_d32", "eddsa_poseidon",
+                 "sha256_2048")
 
 T0 = time.monotonic()
 
@@ -214,6 +239,75 @@ component main {public [leaf]} = MerklePath(%d);
 """
 
 
+SHA256_TEMPLATE = """pragma circom 2.0.0;
+
+include "circomlib/circuits/sha256/sha256.circom";
+
+// SHA-256 of %d bytes (%d bits, MSB first per byte); the hash bits are the public output.
+component main = Sha256(%d);
+"""
+
+EDDSA_SOURCE = """pragma circom 2.0.0;
+
+include "circomlib/circuits/eddsaposeidon.circom";
+
+// EdDSA-Poseidon signature verification over BabyJubJub (all inputs private).
+component main = EdDSAPoseidonVerifier();
+"""
+
+# Merkle path bits: the first 20 as merkle_d10/d20 always had them, more for deeper paths
+MERKLE_BITS = 0b0110101101_1011001101 | (0b101100111000101 << 20)
+
+
+def sha256_message(n: int) -> bytes:
+    """n deterministic, arbitrary bytes."""
+    out = b"".join(hashlib.sha256(b"cuzk-tasks bench sha256 %d" % i).digest()
+                   for i in range((n + 31) // 32))
+    return out[:n]
+
+
+def sha256_spec(n: int, setup, curve: str) -> dict:
+    msg = sha256_message(n)
+    bits = [str((b >> (7 - j)) & 1) for b in msg for j in range(8)]
+    digest = hashlib.sha256(msg).digest()
+    out_bits = [(b >> (7 - j)) & 1 for b in digest for j in range(8)]
+    return dict(name=f"sha256_{n}", source=SHA256_TEMPLATE % (n, 8 * n, 8 * n),
+                input={"in": bits}, expect_domain=None, expect_public=out_bits,
+                description=f"circomlib Sha256 over {n} bytes", setup=setup or "native",
+                curve=curve)
+
+
+def eddsa_spec(setup, curve: str) -> dict:
+    from eddsa_input import eddsa_poseidon_input   # bench/: beside this script
+    inp = eddsa_poseidon_input(ROOT / NODE_MODULES_REL / "circomlib" / "circuits")
+    return dict(name="eddsa_poseidon", source=EDDSA_SOURCE, input=inp, expect_domain=None,
+                description="circomlib EdDSAPoseidonVerifier", setup=setup or "native",
+                curve=curve)
+
+
+def named_specs(names, setup=None, curve="bn128"):
+    """Specs for circuit names: mulchain_2p<k>, merkle_d<D>, sha256_<bytes>, eddsa_poseidon.
+
+    The production-shaped ones (merkle_d<D>, sha256_*, eddsa_poseidon) default to the native
+    setup here."""
+    if curve != "bn128":
+        raise SystemExit("--circuits / --real build bn128 circuits only")
+    specs = []
+    for name in names:
+        if name.startswith("mulchain_2p") and name[11:].isdigit():
+            specs += build_specs([int(name[11:])], [], setup, curve)
+        elif name.startswith("merkle_d") and name[8:].isdigit():
+            specs += build_specs([], [int(name[8:])], setup or "native", curve)
+        elif name.startswith("sha256_") and name[7:].isdigit():
+            specs.append(sha256_spec(int(name[7:]), setup, curve))
+        elif name == "eddsa_poseidon":
+            specs.append(eddsa_spec(setup, curve))
+        else:
+            raise SystemExit(f"--circuits: unknown circuit {name!r}: expected mulchain_2p<k>, "
+                             f"merkle_d<depth>, sha256_<bytes> or eddsa_poseidon")
+    return specs
+
+
 def setup_for(k: int, choice) -> str:
     """The setup of a circuit with a 2^k domain: --setup, else snarkjs up to 2^16."""
     method = choice or ("native" if k > NATIVE_ABOVE else "snarkjs")
@@ -236,7 +330,7 @@ def build_specs(sizes, merkle_depths, setup=None, curve="bn128"):
     for depth in merkle_depths:
         # deterministic, arbitrary field elements / bits
         elems = [str(1000003 * (i + 1) ** 3 + 17) for i in range(depth)]
-        bits = [str((0b0110101101_1011001101 >> i) & 1) for i in range(depth)]  # d10: as before
+        bits = [str((MERKLE_BITS >> i) & 1) for i in range(depth)]  # d10, d20: as before
         specs.append(dict(name=f"merkle_d{depth}{suffix}",
                           source=MERKLE_TEMPLATE % depth,
                           input={"leaf": "123456789", "pathElements": elems,
@@ -247,7 +341,55 @@ def build_specs(sizes, merkle_depths, setup=None, curve="bn128"):
     return specs
 
 
-def build_circuit(spec: dict, prove: bool) -> dict:
+def wtns_values(path: Path, first: int, count: int) -> list:
+    """Witness values first .. first+count-1 of a .wtns file (sections 1 and 2)."""
+    data = path.read_bytes()
+    assert data[:4] == b"wtns", path
+    _version, nsec = struct.unpack_from("<II", data, 4)
+    off, n8, values_at = 12, None, None
+    for _ in range(nsec):
+        stype, ssize = struct.unpack_from("<IQ", data, off)
+        off += 12
+        if stype == 1:
+            (n8,) = struct.unpack_from("<I", data, off)
+        elif stype == 2:
+            values_at = off
+        off += ssize
+    return [int.from_bytes(data[values_at + i * n8:values_at + (i + 1) * n8], "little")
+            for i in range(first, first + count)]
+
+
+def circom(spec: dict, d_rel: Path, *targets: str) -> float:
+    """circom the circuit into d_rel/build with the given output flags; wall seconds."""
+    build = ROOT / d_rel / "build"
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir()
+    # circom2 runs under WASI: give it paths relative to the repo root.
+    return run([*CIRCOM, d_rel / "circuit.circom", *targets, "--prime", spec["curve"],
+                "-o", d_rel / "build", "-l", FIXTURE_CIRCUITS_REL, "-l", NODE_MODULES_REL])
+
+
+def build_native(spec: dict, d: Path, d_rel: Path, have_cpp: bool) -> Path:
+    """circom's C++ witness generator, built with make into d/circuit_cpp/circuit."""
+    name, cpp, exe = spec["name"], d / "circuit_cpp", d / "circuit_cpp" / "circuit"
+    if exe.exists():
+        log(f"{name}: reuse {exe.relative_to(ROOT)}")
+        return exe
+    if not have_cpp:
+        log(f"{name}: circom --c ...")
+        dt = circom(spec, d_rel, "--c")
+        shutil.rmtree(cpp, ignore_errors=True)
+        shutil.move(str(d / "build" / "circuit_cpp"), str(cpp))
+        shutil.rmtree(d / "build", ignore_errors=True)
+        log(f"{name}: circom --c done in {dt:.1f}s")
+    log(f"{name}: make (C++ witness generator; about a minute on 2 cores) ...")
+    dt = run(["make", "-C", cpp, f"-j{os.cpu_count() or 1}"])
+    log(f"{name}: make done in {dt:.1f}s")
+    return exe
+
+
+def build_circuit(spec: dict, prove: bool, native: bool = False,
+                  snarkjs_max_log: int = 99) -> dict:
     name = spec["name"]
     d = CACHE / name
     d_rel = CACHE_REL / name
@@ -268,16 +410,16 @@ def build_circuit(spec: dict, prove: bool) -> dict:
         inp.write_text(new_input)
 
     r1cs, wasm = d / "circuit.r1cs", d / "circuit.wasm"
+    have_cpp = (d / "circuit_cpp" / "Makefile").exists()
     if not (r1cs.exists() and wasm.exists()):
-        log(f"{name}: circom compile ...")
+        with_c = native and not have_cpp
+        log(f"{name}: circom compile{' (with --c)' if with_c else ''} ...")
         build = d / "build"
-        shutil.rmtree(build, ignore_errors=True)
-        build.mkdir()
-        # circom2 runs under WASI: give it paths relative to the repo root.
-        dt = run([*CIRCOM, d_rel / "circuit.circom", "--r1cs", "--wasm",
-                  "--prime", spec["curve"],
-                  "-o", d_rel / "build", "-l", FIXTURE_CIRCUITS_REL,
-                  "-l", NODE_MODULES_REL])
+        dt = circom(spec, d_rel, "--r1cs", "--wasm", *(["--c"] if with_c else []))
+        if with_c:
+            shutil.rmtree(d / "circuit_cpp", ignore_errors=True)
+            shutil.move(str(build / "circuit_cpp"), str(d / "circuit_cpp"))
+            have_cpp = True
         shutil.copy(build / "circuit_js" / "circuit.wasm", wasm)
         shutil.copy(build / "circuit.r1cs", r1cs)   # r1cs last: marks done
         shutil.rmtree(build, ignore_errors=True)
@@ -328,14 +470,34 @@ def build_circuit(spec: dict, prove: bool) -> dict:
         snarkjs("wtns", "calculate", wasm, inp, t)
         snarkjs("wtns", "check", r1cs, t)
     produce(wtns, _wtns, f"{name}: wtns calculate + check")
+    if spec.get("expect_public"):
+        want = spec["expect_public"]
+        if wtns_values(wtns, 1, len(want)) != want:
+            raise SystemExit(f"{name}: the witness's public outputs differ from the "
+                             f"expected ones (hashlib)")
+        log(f"{name}: public outputs match the expected values")
+    native_exe = None
+    if native:
+        native_exe = build_native(spec, d, d_rel, have_cpp)
+        out = d / "native_check.wtns"
+        dt = run([native_exe, inp, out])
+        same = out.read_bytes() == wtns.read_bytes()
+        out.unlink()
+        if not same:
+            raise SystemExit(f"{name}: the C++ witness generator's .wtns differs from snarkjs's")
+        log(f"{name}: C++ witness {dt:.2f}s, byte-identical to snarkjs's")
 
     recorded = marker.read_text().split() if marker.exists() else [made_by]
     info = dict(name=name, description=spec["description"], curve=spec["curve"],
                 setup=recorded[0], setup_s=float(recorded[1]) if len(recorded) > 1 else None,
                 dir=str(d_rel), domainSize=dom,
                 nPublic=h["nOutputs"] + h["nPubInputs"], **h)
+    if native_exe is not None:
+        info["native_witness"] = str(native_exe.relative_to(ROOT))
     proof, public = d / "proof.json", d / "public.json"
-    if prove:
+    if prove and dom > 1 << snarkjs_max_log:
+        log(f"{name}: snarkjs reference proof skipped (domain > 2^{snarkjs_max_log})")
+    elif prove:
         timing = d / "snarkjs_prove_s.txt"
         if not (proof.exists() and public.exists() and timing.exists()):
             log(f"{name}: snarkjs groth16 prove ...")
@@ -362,6 +524,15 @@ def main(argv=None) -> int:
                          "native is a single-party development setup)")
     ap.add_argument("--curve", choices=CURVE_NAMES, default="bn128",
                     help="circom --prime / snarkjs curve (default bn128)")
+    ap.add_argument("--real", action="store_true",
+                    help="build the production-shaped circuits: " + ",".join(REAL_CIRCUITS))
+    ap.add_argument("--circuits", default=None,
+                    help="build just these (comma-separated: mulchain_2p<k>, merkle_d<D>, "
+                         "sha256_<bytes>, eddsa_poseidon) instead of --sizes/--merkle-depths")
+    ap.add_argument("--native", action="store_true",
+                    help="also build circom's C++ witness generator (circom --c + make)")
+    ap.add_argument("--snarkjs-max-log", type=int, default=18,
+                    help="skip the snarkjs reference proof above a 2^N domain (default 18)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
@@ -371,9 +542,17 @@ def main(argv=None) -> int:
         return 1
     infos = []
     depths = [] if args.no_merkle else [int(d) for d in args.merkle_depths.split(",") if d.strip()]
-    for spec in build_specs(sizes, depths, args.setup, args.curve):
+    if args.real or args.circuits:
+        names = list(REAL_CIRCUITS) if args.real else []
+        names += [c.strip() for c in (args.circuits or "").split(",") if c.strip()]
+        specs = named_specs(list(dict.fromkeys(names)), args.setup, args.curve)
+    else:
+        specs = build_specs(sizes, depths, args.setup, args.curve)
+    for i, spec in enumerate(specs, 1):
         t = time.monotonic()
-        infos.append(build_circuit(spec, prove=not args.no_prove))
+        log(f"[{i}/{len(specs)}] {spec['name']}: {spec['description']}")
+        infos.append(build_circuit(spec, prove=not args.no_prove, native=args.native,
+                                   snarkjs_max_log=args.snarkjs_max_log))
         log(f"{spec['name']}: ready ({time.monotonic() - t:.1f}s)")
 
     manifest = CACHE / "circuits.json"
@@ -389,7 +568,7 @@ def main(argv=None) -> int:
                                    indent=1) + "\n")
     log(f"wrote {manifest.relative_to(ROOT)}")
     for i in infos:
-        log(f"  {i['name']:>14}: {i['nConstraints']:6d} constraints, domain "
+        log(f"  {i['name']:>14}: {i['nConstraints']:7d} constraints, domain "
             f"2^{i['domainSize'].bit_length() - 1}, {i['nPublic']} public"
             + f", {i['setup']} setup"
             + (f" {i['setup_s']:.1f}s" if i.get("setup_s") is not None else "")
