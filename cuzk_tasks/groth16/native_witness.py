@@ -305,7 +305,8 @@ class NativeWitnessGenerator:
             if not os.path.exists(out_path):
                 raise self._fail(where, "it exited 0 but wrote no witness")
             try:
-                import numpy as np  # lazy: the command line's wasm path never loads numpy
+                # lazy: importing this module (the command line's wasm path) loads no numpy
+                import numpy as np
 
                 from .wtns import read_wtns
 
@@ -386,7 +387,7 @@ class NativeWitnessGenerator:
     def calculate_wtns(self, inputs: dict, input_path: str = "<input>",
                        time_limit_s: Optional[float] = None) -> bytes:
         """The .wtns file bytes, identical to ``snarkjs wtns calculate``."""
-        from .wtns import wtns_bytes
+        from .wtns import wtns_bytes  # lazy: numpy, only once a binary ran
 
         return wtns_bytes(self.calculate(inputs, input_path, time_limit_s), self.prime)
 
@@ -475,7 +476,7 @@ def generate_witness(spec, input_json_path, wtns_out_path) -> int:
         from .witness import generate_witness as generate_with_wasm
 
         return generate_with_wasm(spec, input_json_path, wtns_out_path)
-    from .wtns import wtns_bytes
+    from .wtns import wtns_bytes  # lazy: numpy, only on the native path
 
     gen = get_generator(spec)
     values = gen.calculate_file(input_json_path)
