@@ -12,6 +12,8 @@ repetition, the median of --runs of:
 * snarkjs: wall time of ``node snarkjs/cli.js wtns calculate circuit.wasm input.json out.wtns``;
 * native:  wall time of circom's C++ generator ``circuit_cpp/circuit input.json out.wtns``
            where make_circuits.py --native built it;
+* cli_native: wall time of ``python -m cuzk_tasks witness native:circuit_cpp/circuit ...``
+           (the command line driving that generator: input checks, temp dir, read back);
 * proof:   the warm proof on the CPU backend (zkey loaded, one warm-up proof), in process,
            with the service's self-verification: the witness/prove ratio.
 
@@ -54,7 +56,7 @@ CACHE = REPO / "bench" / ".cache"
 SNARKJS_CLI = REPO / "tools" / "node" / "node_modules" / "snarkjs" / "cli.js"
 DEFAULT_CIRCUITS = ("sha256_64", "sha256_512", "merkle_d20", "merkle_d32", "eddsa_poseidon",
                     "sha256_2048")
-CONTENDERS = ("warm", "cli", "snarkjs", "native", "proof")
+CONTENDERS = ("warm", "cli", "snarkjs", "native", "cli_native", "proof")
 
 # targets, issue 25 item 5
 CLI_MAX = 0.5           # cli / snarkjs
@@ -104,6 +106,7 @@ class Circuit:
         a = self.args
         return [c for c, on in (("warm", True), ("cli", not a.no_cli),
                                 ("snarkjs", not a.no_snarkjs), ("native", self.native),
+                                ("cli_native", self.native and not a.no_cli),
                                 ("proof", not a.no_prove and self.zkey.exists())) if on]
 
 
@@ -152,6 +155,8 @@ def run_circuit(c: Circuit, args):
                 dt = time.perf_counter() - t
             elif who == "cli":
                 dt = wall([*python, c.wasm, c.input, out], env=env)
+            elif who == "cli_native":
+                dt = wall([*python, f"native:{c.native}", c.input, out], env=env)
             elif who == "snarkjs":
                 dt = wall(["node", SNARKJS_CLI, "wtns", "calculate", c.wasm, c.input, out])
             else:
@@ -162,7 +167,7 @@ def run_circuit(c: Circuit, args):
         ref = ref_path.read_bytes()
         if rep == 0 and warm_bytes != ref:
             raise SystemExit(f"{c.name}: the in-process witness differs from snarkjs's")
-        for who in ("cli", "native"):
+        for who in ("cli", "native", "cli_native"):
             if who in names and c.out[who].read_bytes() != ref:
                 raise SystemExit(f"{c.name}: the {who} witness differs from snarkjs's "
                                  f"(repetition {rep + 1})")
@@ -187,12 +192,15 @@ def summarize(c: Circuit, first, load_before, load_after):
          "median_s": med, "samples_s": c.times, "runs": len(c.times["warm"]),
          "load_before": load_before, "load_after": load_after}
     r["cli_over_snarkjs"] = ratio(med["cli"], med["snarkjs"])
+    r["cli_native_over_snarkjs"] = ratio(med["cli_native"], med["snarkjs"])
     r["warm_over_snarkjs"] = ratio(med["warm"], med["snarkjs"])
     r["snarkjs_over_native"] = ratio(med["snarkjs"], med["native"])
     r["warm_over_proof"] = ratio(med["warm"], med["proof"])
     r["targets"] = {
         "cli<=0.5x snarkjs": verdict(None if r["cli_over_snarkjs"] is None
                                      else r["cli_over_snarkjs"] <= CLI_MAX),
+        "cli native:<=0.5x snarkjs": verdict(None if r["cli_native_over_snarkjs"] is None
+                                             else r["cli_native_over_snarkjs"] <= CLI_MAX),
         "warm<=0.3x snarkjs": verdict(None if r["warm_over_snarkjs"] is None
                                       else r["warm_over_snarkjs"] <= WARM_MAX),
         "warm<=proof": verdict(None if r["warm_over_proof"] is None or n < WARM_PROOF_FROM
@@ -210,14 +218,16 @@ def fmt(x, spec=".3f"):
 
 def print_table(results):
     print("\n| circuit | constraints | domain | first s | warm s | cli s | snarkjs s | native s "
-          "| proof s | cli/snarkjs | warm/snarkjs | snarkjs/native | warm/proof | load (1/5/15 min) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| cli native: s | proof s | cli/snarkjs | cli native:/snarkjs | warm/snarkjs | snarkjs/native "
+          "| warm/proof | load (1/5/15 min) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
         m = r["median_s"]
         print(f"| {r['circuit']} | {r['constraints']} | 2^{r['domain_log2']} | "
               f"{fmt(r['first_calculate_s'])} | {fmt(m['warm'])} | {fmt(m['cli'])} | "
-              f"{fmt(m['snarkjs'])} | {fmt(m['native'])} | {fmt(m['proof'])} | "
-              f"{fmt(r['cli_over_snarkjs'], '.2f')} | {fmt(r['warm_over_snarkjs'], '.2f')} | "
+              f"{fmt(m['snarkjs'])} | {fmt(m['native'])} | {fmt(m['cli_native'])} | "
+              f"{fmt(m['proof'])} | {fmt(r['cli_over_snarkjs'], '.2f')} | "
+              f"{fmt(r['cli_native_over_snarkjs'], '.2f')} | {fmt(r['warm_over_snarkjs'], '.2f')} | "
               f"{fmt(r['snarkjs_over_native'], '.1f')} | {fmt(r['warm_over_proof'], '.2f')} | "
               f"{r['load_before']} -> {r['load_after']} |")
     names = list(results[0]["targets"]) if results else []

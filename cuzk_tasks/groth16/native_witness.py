@@ -33,13 +33,14 @@ import struct
 import subprocess
 import tempfile
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from .. import defaults
 from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
 from ..paths import atomic_output
 from .circom_input import js_bigint, load_input_json, qualify
 from .curves import CURVES
+from .stamped_cache import StampedCache
 
 log = logging.getLogger(__name__)
 
@@ -419,8 +420,7 @@ def _kill_group(proc: subprocess.Popen):
         pass  # gone already (a reaped group leader's pid is no longer a group we own)
 
 
-_CACHE: Dict[str, Tuple[tuple, NativeWitnessGenerator]] = {}
-_CACHE_LOCK = threading.Lock()
+_GENERATORS = StampedCache()
 
 
 def _stamp(path: str) -> tuple:
@@ -436,14 +436,7 @@ def get_native(binary_path) -> NativeWitnessGenerator:
         stamp = (_stamp(p), _stamp(p + ".dat"))
     except FileNotFoundError:
         return NativeWitnessGenerator(p)  # which says which file is missing
-    with _CACHE_LOCK:
-        hit = _CACHE.get(p)
-        if hit and hit[0] == stamp:
-            return hit[1]
-    gen = NativeWitnessGenerator(p)
-    with _CACHE_LOCK:
-        _CACHE[p] = (stamp, gen)
-    return gen
+    return _GENERATORS.get(p, stamp, lambda: NativeWitnessGenerator(p))
 
 
 def get_generator(spec):

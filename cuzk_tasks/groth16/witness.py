@@ -45,6 +45,7 @@ from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeo
 from ..paths import atomic_output
 from .circom_input import js_bigint as _js_bigint, js_int, load_input_json, \
     qualify as _qualify  # noqa: F401 (js_int, load_input_json: re-exported)
+from .stamped_cache import StampedCache
 from .wtnsfile import wtns_file_bytes, wtns_header
 
 try:  # imported lazily so the readers work without wasmtime installed
@@ -736,8 +737,7 @@ def _bulk_wasm() -> bytes:
     return _BULK_WASM
 
 
-_CACHE: Dict[str, Tuple[float, WitnessCalculator]] = {}
-_CACHE_LOCK = threading.Lock()
+_CALCULATORS = StampedCache()
 
 
 def get_calculator(wasm_path) -> WitnessCalculator:
@@ -747,14 +747,7 @@ def get_calculator(wasm_path) -> WitnessCalculator:
         mtime = os.stat(p).st_mtime_ns
     except FileNotFoundError:
         raise FormatError(wasm_path, "file", "no such file") from None
-    with _CACHE_LOCK:
-        hit = _CACHE.get(p)
-        if hit and hit[0] == mtime:
-            return hit[1]
-    wc = WitnessCalculator(p)
-    with _CACHE_LOCK:
-        _CACHE[p] = (mtime, wc)
-    return wc
+    return _CALCULATORS.get(p, mtime, lambda: WitnessCalculator(p))
 
 
 def generate_witness(wasm_path, input_json_path, wtns_out_path) -> int:
