@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from . import defaults
 from .errors import ConfigError, CuzkError
+from .groth16.native_witness import NATIVE_PREFIX
 from .redis_url import SCHEMES, is_sentinel, redact, sentinel_nodes
 from .wire import check_queue_name
 
@@ -342,11 +343,6 @@ def _circuits(table, path, base):
                                 priority=priority,
                                 deadline_s=float(deadline_s) if deadline_s is not None else None)
     return out
-
-
-#: the prefix of a ``witness`` entry (groth16.native_witness.NATIVE_PREFIX, which loads numpy:
-#: a client reading its settings never needs it)
-NATIVE_PREFIX = "native:"
 
 
 def _native_spec(value, base, where):

@@ -22,8 +22,9 @@ import logging
 import os
 import threading
 
-from .config import NATIVE_PREFIX, CircuitSpec, Settings
+from .config import CircuitSpec, Settings
 from .errors import CuzkError, FormatError
+from .groth16.native_witness import native_binary
 from .redis_url import is_outage
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class CircuitRegistry:
     def _server_paths(self):
         paths = {}
         for spec in self._circuits.values():
-            native = spec.witness[len(NATIVE_PREFIX):] if spec.witness else None
+            native = native_binary(spec.witness) if spec.witness else None
             for kind, path in (("zkey", spec.zkey), ("wasm", spec.wasm), ("witness", native)):
                 if path:
                     for p in {os.fspath(path), os.path.realpath(path)}:
