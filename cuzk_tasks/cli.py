@@ -505,6 +505,17 @@ PROVE_DEFAULTS = {"func": _cmd_prove, "configure_logging": False}
 WITNESS_DEFAULTS = {"func": _cmd_witness, "exit_at_once": True}
 
 
+def _plain_head(argv, command):
+    """``(verbose, the arguments after command)`` when ``argv`` is ``[-v|--verbose]...
+    command ...``, else None: the common start of the plain command lines."""
+    verbose, i = False, 0
+    while i < len(argv) and argv[i] in ("-v", "--verbose"):
+        verbose, i = True, i + 1
+    if argv[i:i + 1] != [command]:
+        return None
+    return verbose, argv[i + 1:]
+
+
 def plain_prove_args(argv):
     """The arguments of a plain ``prove`` command line, parsed without argparse, or None.
 
@@ -515,13 +526,12 @@ def plain_prove_args(argv):
     ~30 ms here, as much as a whole 2^10-constraint proof, and a plain prove has nothing for
     it to do.  tests/test_layering.py checks that both parsers agree.
     """
-    verbose, i = False, 0
-    while i < len(argv) and argv[i] in ("-v", "--verbose"):
-        verbose, i = True, i + 1
-    if i == len(argv) or argv[i] != "prove":
+    head = _plain_head(argv, "prove")
+    if head is None:
         return None
+    verbose, rest = head
     paths, backend, no_verify = [], None, False
-    rest = iter(argv[i + 1:])
+    rest = iter(rest)
     for arg in rest:
         if arg == "--no-verify":
             no_verify = True
@@ -569,11 +579,11 @@ def plain_witness_args(argv):
     and building the parser cost ~25 ms, a tenth of a small circuit's witness command.
     tests/test_layering.py checks that both parsers agree.
     """
-    verbose, i = False, 0
-    while i < len(argv) and argv[i] in ("-v", "--verbose"):
-        verbose, i = True, i + 1
-    paths = argv[i + 1:]
-    if argv[i:i + 1] != ["witness"] or len(paths) != 3 or any(p.startswith("-") for p in paths):
+    head = _plain_head(argv, "witness")
+    if head is None:
+        return None
+    verbose, paths = head
+    if len(paths) != 3 or any(p.startswith("-") for p in paths):
         return None
     # lazy: types is cheap but not always loaded at start-up
     from types import SimpleNamespace
