@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
+from support.processes import ctrl_c
 from support.runaway_wasm import write_wasm
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -43,16 +43,9 @@ def test_ctrl_c_stops_a_wasm_that_never_returns(tmp_path, input_json):
     out = tmp_path / "w.wtns"
     proc = subprocess.Popen(_cli("witness", wasm, input_json, out), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(3)  # well inside the wasm's endless loop (start-up + compile take < 3 s)
-        assert proc.poll() is None, proc.communicate()
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    time.sleep(3)  # well inside the wasm's endless loop (start-up + compile take < 3 s)
+    sent = time.monotonic()
+    _, stderr = ctrl_c(proc)
     took = time.monotonic() - sent
     assert proc.returncode == 130, stderr
     assert stderr == "cuzk-tasks witness: interrupted\n"

@@ -20,6 +20,7 @@ import time
 
 import pytest
 from support import native_build
+from support.processes import ctrl_c
 from support.snarkjs_tool import FIXTURES, fixture_dir
 
 from cuzk_tasks.errors import (ConfigError, CuzkError, FormatError, WitnessError,
@@ -300,17 +301,10 @@ def test_ctrl_c_stops_the_command_line_and_its_binary(fakes, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "witness",
                              NATIVE_PREFIX + str(fakes["hang"]), str(inp), str(out)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the binary runs
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    deadline = time.monotonic() + 30
+    while len(_pids(pids)) < 2 and time.monotonic() < deadline:  # the binary runs
+        time.sleep(0.05)
+    _, stderr = ctrl_c(proc)
     try:
         assert proc.returncode == 130 and stderr == "cuzk-tasks witness: interrupted\n", stderr
         deadline = time.monotonic() + 10

@@ -43,6 +43,19 @@ def stop_process_group(proc, grace=8.0, sig=signal.SIGTERM):
         return None
 
 
+def ctrl_c(proc, timeout=20):
+    """Send SIGINT to ``proc`` (which must still run: else the assertion shows its output) and
+    return its ``(stdout, stderr)`` once it has ended; killed if it outlives ``timeout``."""
+    try:
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def dump_stacks(procs, gap_s=0.3):
     """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.worker.STACK_DUMP_SIGNAL,
     faulthandler in the parent and every pool process) so a test that times out shows in the
