@@ -34,7 +34,7 @@ import zlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cuzk_tasks.wire import queue_keys  # noqa: E402
+from cuzk_tasks.queues import queue_keys  # noqa: E402
 from cuzk_tasks.local_redis import LocalRedis, free_port  # noqa: E402
 from cuzk_tasks.state import StateStore  # noqa: E402
 

@@ -16,16 +16,13 @@ from .config import Settings, load_settings
 from .redis_url import is_sentinel
 
 from .task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
-# The Redis transport's priority steps (0 served first, 9 last) and their separator in list
-# keys: one definition each, in wire.py, which builds the messages.
-from .wire import PRIORITY_SEP, PRIORITY_STEPS
 
 
 def broker_transport_options(settings: Settings) -> dict:
+    # kombu's default priority steps and separator (cuzk_tasks/queues.py): a client with
+    # default settings reaches the workers with any message priority
     return {
         "visibility_timeout": int(settings.visibility_timeout_s),
-        "priority_steps": PRIORITY_STEPS,
-        "sep": PRIORITY_SEP,
         "queue_order_strategy": "priority",
     }
 
@@ -36,13 +33,7 @@ def create_app(settings: Settings | None = None) -> Celery:
                  set_as_current=False)
     transport = broker_transport_options(settings)
     result_transport = {"visibility_timeout": transport["visibility_timeout"]}
-    sentinel = is_sentinel(settings.broker_url)
-    if sentinel or settings.broker_url.startswith("redis://"):
-        # kombu's Redis (or Sentinel) transport with its reconnect fix (cuzk_tasks/broker.py)
-        from .broker import SENTINEL_TRANSPORT, TRANSPORT
-
-        app.conf.broker_transport = SENTINEL_TRANSPORT if sentinel else TRANSPORT
-    if sentinel:
+    if is_sentinel(settings.broker_url):
         transport["master_name"] = settings.sentinel_master
     if is_sentinel(settings.result_backend):
         result_transport["master_name"] = settings.sentinel_master
@@ -63,6 +54,9 @@ def create_app(settings: Settings | None = None) -> Celery:
         broker_transport_options=transport,
         result_backend_transport_options=result_transport,
         broker_connection_retry_on_startup=True,
+        # a reply that says Redis cannot serve now -- BUSY, OOM, READONLY -- is an outage:
+        # the worker reconnects with its backoff instead of stopping
+        broker_channel_error_retry=True,
         # a running task outlives a broker outage: cancelling it would strand its partition
         # (Redis redelivers only after the visibility timeout; docs/architecture.md)
         worker_cancel_long_running_tasks_on_connection_loss=False,

@@ -299,7 +299,7 @@ def _cmd_status(args):
     import json
 
     from .client import Client
-    from .wire import queue_keys
+    from .queues import queue_keys
 
     settings = _settings(args)
     client = Client(settings=settings)

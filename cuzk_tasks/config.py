@@ -35,7 +35,7 @@ from . import defaults
 from .errors import ConfigError, CuzkError
 from .groth16.native_witness import NATIVE_PREFIX
 from .redis_url import SCHEMES, is_sentinel, redact, sentinel_nodes
-from .wire import check_queue_name
+from .queues import check_queue_name
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,8 @@ class Settings:
     @property
     def broker_is_state_redis(self) -> bool:
         """True when the broker and the state store are the same Redis database (the same
-        URL; the default, both from ``redis_url``).  Then the state transitions push the next
-        stage's Celery message themselves, atomically (``cuzk_tasks.wire``); otherwise the
-        worker publishes it to the broker right after the transition."""
+        URL; the default, both from ``redis_url``): then the queues' depths are read with the
+        state store's own client."""
         return self.broker_url == self.state_url
 
     def device_queue(self, device, host=None) -> str:

@@ -214,6 +214,13 @@ this far off; finalize_end is the guard in either case, so at worst one CPU tail
 partition in flight is spent on a job cancelled within this window.  Ages are read on the
 workers' clocks (NTP-synced hosts)."""
 
+OUTBOX_GRACE_S = 10.0
+"""Seconds an outbox entry may wait to be published by the process whose step added it before
+the sweeper publishes it instead (that process died, or lost the broker, in between).  Not
+configurable: it only bounds how late a message of a crashed process goes out; a message
+published twice is a stale no-op for the stage it starts (docs/architecture.md, "The
+outbox")."""
+
 RESULT_TTL_S = 86400
 """Seconds a job result is kept in Redis (env ``CUZK_RESULT_TTL_S``)."""
 
@@ -284,9 +291,7 @@ JOB_WINDOW = 32
 the rest are held in the state store and released one per finished partition.  So a big job
 never has more than this many partitions queued or in flight, and a job submitted after it at
 the same priority waits behind at most that many (fair order).  Keep it above the devices'
-total pipeline depth (about 2-3 per device) so a lone big job still keeps every device busy.
-Only where the broker is the state store's Redis (otherwise every message is queued at
-submit)."""
+total pipeline depth (about 2-3 per device) so a lone big job still keeps every device busy."""
 
 MAX_INPUT_DEPTH = 32
 """Deepest nesting of lists and objects in an input passed by value (``{"a": "1"}`` is 1

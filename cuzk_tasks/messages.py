@@ -1,67 +1,74 @@
-"""The stage messages of the pipeline, built from the settings and Celery's templates.
+"""The pipeline's messages as outbox entries: what to send, not how.
 
-:class:`StageMessages` makes each next stage's Celery task message (``cuzk_tasks.wire``)
-for the transition that makes it due to push (docs/architecture.md, "Enqueue inside the
-transition"): synthesize (cpu queue), prove_start (the device queue routing picks inside
-the transition), finalize (cpu queue), and a job's on_done callback.  It reads no state
-and calls nothing back: what a message carries is what its caller passes.  Each message is
-its task's template, rendered by Celery (``templates``: task name -> EnvelopeTemplate,
-:class:`cuzk_tasks.message_templates.Templates`), with this message's fields filled in.
+A step that makes the next stage due records that stage's message in the state store's
+outbox in the same Lua step (docs/architecture.md, "The outbox"); Celery publishes it right
+after (:mod:`cuzk_tasks.publisher`).  An entry is JSON text: ``{"task", "queue",
+"priority", "args", "kwargs"}`` (plus ``argsrepr`` for a short log form, ``expires_s`` for
+a message that expires), the arguments of ``app.send_task``.  :class:`StageMessages` makes
+them: synthesize (cpu queue), prove_start (no queue: the route step puts the chosen device's
+in front), finalize (cpu queue) and a job's on_done callback (kwargs written by the step
+that ends the job).  It reads no state and imports neither Celery nor Redis.
 """
 
 from __future__ import annotations
 
-from . import wire
+import json
+
 from .task_names import TASK_FINALIZE, TASK_PROVE_START, TASK_SYNTHESIZE
 
 
+def entry(task: str, args=(), kwargs=None, *, queue: str | None, priority: int,
+          **extra) -> str:
+    """One outbox entry (JSON text).  ``queue`` None: the entry of a message whose queue a
+    Lua step chooses (_lib.lua ``route_core`` writes it in front)."""
+    fields = {} if queue is None else {"queue": queue}
+    fields.update(task=task, priority=int(priority), args=list(args), kwargs=dict(kwargs or {}))
+    fields.update(extra)
+    return json.dumps(fields, separators=(",", ":"))
+
+
 class StageMessages:
-    def __init__(self, settings, templates):
+    def __init__(self, settings):
         self.settings = settings
-        self.templates = templates
 
     def _priority(self, priority) -> int:
         return self.settings.priority(priority)
 
-    def synthesize(self, job_id, idx, circuit, priority, attempt=0) -> wire.QueuedMessage:
+    def synthesize(self, job_id, idx, circuit, priority, attempt=0) -> str:
         """A partition's synthesize for ``attempt``; circuit and priority ride in the message,
         so synthesize needs no job read."""
         priority = self._priority(priority)
         kwargs = {"circuit": circuit, "priority": priority}
         if attempt:  # a recovery's; submit's attempt 0 is the task's default
             kwargs["attempt"] = attempt
-        return wire.task_message(self.templates(TASK_SYNTHESIZE), TASK_SYNTHESIZE,
-                                 (job_id, idx), kwargs, queue=self.settings.cpu_queue,
-                                 priority=priority)
+        return entry(TASK_SYNTHESIZE, (job_id, idx), kwargs, queue=self.settings.cpu_queue,
+                     priority=priority)
 
-    def prove_start(self, job_id, idx, attempt, circuit, witness_ref,
-                    priority) -> wire.QueueLateMessage:
+    def prove_start(self, job_id, idx, attempt, circuit, witness_ref, priority) -> str:
         """The partition's prove_start, for whichever device queue routing picks.  It is told
         (``finalize_queue``) to queue finalize (cpu queue, same priority) itself once gpu_end
         has advanced the partition: one plain message instead of a Celery canvas chain."""
         priority = self._priority(priority)
-        return wire.task_message_any_queue(
-            self.templates(TASK_PROVE_START), TASK_PROVE_START,
-            (job_id, idx, attempt, circuit, witness_ref),
-            {"finalize_queue": self.settings.cpu_queue, "priority": priority}, priority=priority)
+        return entry(TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
+                     {"finalize_queue": self.settings.cpu_queue, "priority": priority},
+                     queue=None, priority=priority)
 
-    def finalize(self, job_id, idx, attempt, queue, priority) -> wire.LateBodyMessage:
-        """The finalize task of the prove_start of ``(job_id, idx, attempt)``, rendered before
-        the device's work; its one argument, the prove_start result, is written in after it
-        (:func:`cuzk_tasks.wire.fill_args`), for gpu_end to queue when the partition advances
-        (before prove_start's own message is acked, as a chain's next step would be)."""
-        # argsrepr: a short log form instead of the whole partial proof
-        return wire.task_message_late_args(self.templates(TASK_FINALIZE), TASK_FINALIZE,
-                                           queue=queue, priority=self._priority(priority),
-                                           argsrepr=f"({{job: {job_id}, idx: {idx}, "
-                                                    f"attempt: {attempt}}},)")
+    def finalize(self, queue, priority, result) -> str:
+        """The finalize of a prove_start whose ``result`` (the partial proof) is its one
+        argument, for gpu_end to send when the partition advances (before prove_start's own
+        message is acked, as a chain's next step would be)."""
+        # argsrepr: a short log form (Celery's logs, Flower) instead of the whole partial proof
+        argsrepr = (f"({{job: {result['job']}, idx: {result['idx']}, "
+                    f"attempt: {result['attempt']}}},)")
+        return entry(TASK_FINALIZE, (result,), queue=queue, priority=self._priority(priority),
+                     argsrepr=argsrepr)
 
-    def on_done(self, job_id, on_done) -> wire.LateBodyMessage:
-        """The job's on_done task without its kwargs (the step ending the job writes them):
-        priority 0, so it lands on the list named by the queue, which any Redis consumer
-        reads.  It expires ``on_done_ttl_s`` after it is sent (0: never)."""
-        kwargsrepr = f"{{'job_id': {job_id!r}, 'state': ..., 'proofs' | 'error': ...}}"
-        return wire.task_message_late_kwargs(self.templates(on_done["task"]), on_done["task"],
-                                             queue=on_done["queue"], priority=0,
-                                             kwargsrepr=kwargsrepr,
-                                             expires_s=self.settings.on_done_ttl_s)
+    def on_done(self, on_done) -> str:
+        """The job's on_done task without its kwargs (the step ending the job writes them in
+        front, _lib.lua ``send_on_done``): priority 0, so it lands on the list named by the
+        queue, which any Redis consumer reads.  It expires ``on_done_ttl_s`` after it is sent
+        (0: never)."""
+        fields = {"task": on_done["task"], "queue": on_done["queue"], "priority": 0, "args": []}
+        if self.settings.on_done_ttl_s > 0:
+            fields["expires_s"] = float(self.settings.on_done_ttl_s)
+        return json.dumps(fields, separators=(",", ":"))

@@ -21,7 +21,6 @@ import json
 import logging
 import time
 
-from . import wire
 from .task_names import REQUEST_TASKS
 
 log = logging.getLogger("cuzk_tasks.request_leases")
@@ -59,14 +58,15 @@ def request_of(raw) -> tuple[str, str] | None:
 
 
 class RequestLeases:
-    """Finds the request messages held by no online worker and puts them back on their queue.
+    """Finds the request messages held by no online worker and has kombu put them back on
+    their queue (its Redis transport's ``QoS.restore_by_tag``, as a channel's close does).
 
-    ``broker``: a client of the broker's Redis; ``store``: the state store (the workers'
+    ``app``: the Celery app (its broker connection); ``store``: the state store (the workers'
     heartbeats); ``ttl_s``: the heartbeat TTL, which both bounds how soon a delivered message
     shows up in its worker's heartbeat and spaces the two sightings."""
 
-    def __init__(self, broker, store, ttl_s: float, interval_s: float):
-        self.broker = broker
+    def __init__(self, app, store, ttl_s: float, interval_s: float):
+        self.app = app
         self.store = store
         self.ttl_s = float(ttl_s)
         self.interval_s = float(interval_s)
@@ -76,21 +76,22 @@ class RequestLeases:
 
     def recover(self, workers=None) -> int:
         """One look; returns how many request messages were put back on their queue."""
-        # lazy: broker.py loads kombu's Redis transport; the pipeline imports this module
-        # (through routing) in processes that never restore a message
-        from .broker import restore_tag
+        with self.app.connection_for_write() as conn:
+            return self._recover(conn.default_channel, workers)
 
+    def _recover(self, channel, workers) -> int:
         now = time.monotonic()
         if self._last_look is not None and now - self._last_look > self.ttl_s + self.interval_s:
             self._suspects = {}  # the sweeps were not continuous: earlier sightings do not count
         self._last_look = now
+        client = channel.client
         # delivered at least a TTL ago: their worker, if alive, has reported them since
-        tags = [t.decode() if isinstance(t, bytes) else t for t in self.broker.zrangebyscore(
-            wire.UNACKED_INDEX_KEY, "-inf", time.time() - self.ttl_s)]
+        tags = [t.decode() if isinstance(t, bytes) else t for t in client.zrangebyscore(
+            channel.unacked_index_key, "-inf", time.time() - self.ttl_s)]
         self._kind = {t: self._kind[t] for t in tags if t in self._kind}
         new = [t for t in tags if t not in self._kind]
         if new:
-            for tag, raw in zip(new, self.broker.hmget(wire.UNACKED_KEY, new)):
+            for tag, raw in zip(new, client.hmget(channel.unacked_key, new)):
                 self._kind[tag] = request_of(raw) if raw else None
         requests = {t: k for t, k in self._kind.items() if k is not None}
         if not requests:
@@ -104,7 +105,8 @@ class RequestLeases:
             first_seen = suspects[tag] = self._suspects.get(tag, now)
             if now - first_seen < self.ttl_s:
                 continue
-            if restore_tag(self.broker, wire.UNACKED_KEY, wire.UNACKED_INDEX_KEY, tag):
+            if client.hexists(channel.unacked_key, tag):  # not acknowledged meanwhile
+                channel.qos.restore_by_tag(tag, client)
                 restored += 1
                 log.warning("request %s (%s): no live worker holds it; put back on its queue",
                             task_id, task)

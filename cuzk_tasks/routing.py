@@ -4,9 +4,10 @@ The routing decision is made inside the state store, atomically with recording i
 (``_lib.lua`` ``choose_device``: a live device worker with the least outstanding work --
 the size of its ``routed`` set -- then one whose resident set already holds the circuit,
 then the smallest id).  ``synth_end`` routes the partition it completes; the ``route``
-transition routes one that waited.  Either pushes the partition's prove_start message
-(``ctx.messages.prove_start``, cuzk_tasks/messages.py) onto the chosen device's queue in the same step;
-prove_start later queues finalize (cpu queue) the same way, from ``gpu_end``.  With no
+transition routes one that waited.  Either records the partition's prove_start message
+(``ctx.messages.prove_start``, cuzk_tasks/messages.py) for the chosen device's queue in the
+outbox in the same step; prove_start later sends finalize (cpu queue) the same way, from
+``gpu_end``.  With no
 live device the partition stays in the ``unrouted`` set.
 
 :class:`Sweeper` runs inside CPU workers every heartbeat interval (and can be
@@ -15,6 +16,8 @@ are re-dispatched (attempt + 1, guarded by the attempt seen) and routed again;
 unrouted partitions are routed when a device is live; partitions whose stage no live worker
 holds -- no stage lease, nothing queued (:meth:`Sweeper.recover_stages`) -- are re-driven;
 by-name requests no live worker holds go back on their queue (:mod:`.request_leases`);
+outbox entries a process that died left unpublished are published
+(:meth:`cuzk_tasks.state.StateStore.publish_overdue`);
 the spool files of ended jobs are deleted (:mod:`.spool`);
 workers offline for longer than
 ``worker_retire_s`` (and with nothing routed to them) are retired from the registry; jobs
@@ -26,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 
+from . import defaults
 from .periodic import PeriodicThread
 from .request_leases import RequestLeases
 from .spool import sweep_spool
@@ -34,9 +38,8 @@ from .state.enums import PartitionState
 log = logging.getLogger("cuzk_tasks.routing")
 
 
-def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
-    """Log a routing outcome and, when the transition could not push ``message`` itself
-    (the broker is another Redis), publish it to the chosen queue.  True when routed."""
+def after_route(ctx, job_id, idx, attempt, routed) -> bool:
+    """Log a routing outcome; True when routed."""
     if not routed:
         reason = routed.reason if routed is not None else "not asked"
         if reason == "no_live_device":
@@ -44,7 +47,6 @@ def after_route(ctx, job_id, idx, attempt, routed, message) -> bool:
         else:
             log.info("route %s/%s attempt %s rejected (%s)", job_id, idx, attempt, reason)
         return False
-    ctx.publish_after(message, routed.queue)
     log.info("partition %s/%s attempt %s -> %s", job_id, idx, attempt, routed.worker)
     return True
 
@@ -53,8 +55,8 @@ def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
     """Route one synth_done partition to the best live device; True when it was routed
     and its prove_start queued."""
     message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
-    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=ctx.outbox(message))
-    return after_route(ctx, job_id, idx, attempt, routed, message)
+    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
+    return after_route(ctx, job_id, idx, attempt, routed)
 
 
 class Sweeper(PeriodicThread):
@@ -67,7 +69,7 @@ class Sweeper(PeriodicThread):
         self.ctx = ctx
         self._suspects = {}  # (job, idx, state, attempt) -> when first seen held by no one
         self._last_look = None  # when the last sweep read the workers' leases (monotonic)
-        self._requests = None  # RequestLeases, on the broker's Redis (made at the first sweep)
+        self._requests = None  # RequestLeases (made at the first sweep)
         self._leases_looked = None  # when the lease checks last ran (monotonic)
 
     def run_once(self, leases: bool = True) -> dict:
@@ -75,6 +77,11 @@ class Sweeper(PeriodicThread):
         every half heartbeat TTL, :meth:`_leases_due`)."""
         store = self.ctx.store
         redispatched = routed = 0
+        # messages whose step ran in a process that died before it had them published
+        overdue = store.publish_overdue()
+        if overdue:
+            log.warning("%d outbox message(s) left unpublished for %.0f s: published", overdue,
+                        defaults.OUTBOX_GRACE_S)
         expired = store.expire_deadlines()
         for job_id in expired:
             log.warning("job %s failed: its deadline passed", job_id)
@@ -116,7 +123,7 @@ class Sweeper(PeriodicThread):
                                priority=self._priority(job)):
                 routed += 1
         # callbacks no consumer took before they expired (a queue no one reads)
-        dropped = store.trim_callbacks() if self.ctx.enqueue_in_store else 0
+        dropped = store.trim_callbacks() if self.ctx.settings.broker_is_state_redis else 0
         if dropped:
             log.warning("%d expired on_done callback(s) dropped: no consumer took them within "
                         "on_done_ttl_s", dropped)
@@ -127,7 +134,8 @@ class Sweeper(PeriodicThread):
                 log.warning("worker %s retired: offline for more than %.0f s (worker_retire_s)",
                             worker_id, self.ctx.settings.worker_retire_s)
         return {"redispatched": redispatched, "routed": routed, "retired": len(retired),
-                "recovered": recovered, "expired": len(expired), "requests": requests}
+                "recovered": recovered, "expired": len(expired), "requests": requests,
+                "outbox": overdue}
 
     def sweep_spool(self) -> int:
         """Delete the spool files of ended jobs (:func:`cuzk_tasks.spool.sweep_spool`); a
@@ -209,11 +217,9 @@ class Sweeper(PeriodicThread):
                 job = store.get_job(job_id) or {}
                 message = self.ctx.messages.synthesize(job_id, idx, job.get("circuit"),
                                                        self._priority(job), attempt=attempt + 1)
-            if store.recover_stage(job_id, idx, state, attempt, message=self.ctx.outbox(message)):
+            if store.recover_stage(job_id, idx, state, attempt, message=message):
                 recovered += 1
                 suspects.pop(key)
-                if message is not None:
-                    self.ctx.publish_after(message)
                 log.warning("partition %s/%s (%s, attempt %d): no live worker holds its stage; "
                             "re-driven as attempt %d", job_id, idx, state, attempt, attempt + 1)
         self._suspects = suspects
@@ -223,11 +229,10 @@ class Sweeper(PeriodicThread):
         """Put back on their queue the by-name requests no live worker holds
         (:class:`~cuzk_tasks.request_leases.RequestLeases`); returns how many."""
         if self._requests is None:
-            broker = self.ctx.broker_client()
-            if broker is None:
+            if not self.ctx.broker_client():  # kombu's unacked hash is the Redis transport's
                 return 0
             settings = self.ctx.settings
-            self._requests = RequestLeases(broker, self.ctx.store, settings.heartbeat_ttl_s,
+            self._requests = RequestLeases(self.ctx.app, self.ctx.store, settings.heartbeat_ttl_s,
                                            settings.heartbeat_interval_s)
         return self._requests.recover(workers)
 

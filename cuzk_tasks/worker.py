@@ -35,13 +35,12 @@ from celery.worker import state as celery_state
 from . import defaults, pipeline
 from .celery_app import create_app
 from .config import Settings
-from .message_templates import check_app
 from .periodic import PeriodicThread
 from .redis_url import is_outage
 from .request_leases import held_requests
 from .routing import Sweeper
 from .state import Registration, StateStore, WorkerRole
-from .wire import stage_partition
+from .task_names import stage_partition
 
 log = logging.getLogger("cuzk_tasks.worker")
 
@@ -310,7 +309,6 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     registration = Registration(WorkerRole.DEVICE, host, device=device, queue=queue)
     store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
     app = create_app(settings)
-    check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
@@ -342,7 +340,6 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     registration = Registration(WorkerRole.CPU, host, queue=settings.cpu_queue)
     store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
     app = create_app(settings)
-    check_app(app)  # Celery renders the messages the transitions push: stop now if it is unknown
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,

@@ -15,7 +15,7 @@ from cuzk_tasks.client import Client
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.state import WorkerRole
-from cuzk_tasks.wire import queue_keys
+from cuzk_tasks.queues import queue_keys
 
 PARTS = [{"input": {"a": "3", "b": "11"}}]
 

@@ -209,7 +209,7 @@ def test_cli_submit_stores_absolute_paths(tree, redis_server_url, monkeypatch, c
         fifo = tree["outside"] / "fifo.wtns"
         assert job["error"] == "partition 1: " + _outside_msg("witness_ref", fifo)
     finally:
-        ctx.store.redis.delete(*wire.queue_keys(settings.cpu_queue))
+        ctx.store.redis.delete(*queues.queue_keys(settings.cpu_queue))
 
 
 # --- the pipeline steps, against a real redis-server -----------------------------------
@@ -226,7 +226,7 @@ def ctx(tree, redis_server_url):
     c = pipeline.Context(app=create_app(settings), settings=settings, worker_id="irhost:dev0")
     c.queue = "q.ir.dev." + uuid.uuid4().hex[:8]
     yield c
-    c.store.redis.delete(*wire.queue_keys(settings.cpu_queue), *wire.queue_keys(c.queue))
+    c.store.redis.delete(*queues.queue_keys(settings.cpu_queue), *queues.queue_keys(c.queue))
 
 
 def _in_thread(fn, *args, timeout=30.0, unblock=None):
@@ -276,7 +276,7 @@ def test_submit_job_fails_outside_partitions_with_the_message(tree, ctx):
     assert _error(ctx, job) == "partition 1: " + _outside_msg("input_ref", bad)
     assert ctx.store.get_partition(job, 1)["error"] == _outside_msg("input_ref", bad)
     # nothing was queued for the job
-    assert ctx.store.redis.llen(wire.queue_keys(ctx.settings.cpu_queue)[0]) == 0
+    assert ctx.store.redis.llen(queues.queue_keys(ctx.settings.cpu_queue)[0]) == 0
 
 
 @pytest.mark.parametrize("field, make", [
@@ -560,7 +560,7 @@ def broken_ctx(tree, redis_server_url):
     c = pipeline.Context(app=create_app(settings), settings=settings, worker_id="ibhost:dev0")
     c.server_dirs = (str(server), str(good), str(FIX / "bls12381"))
     yield c
-    c.store.redis.delete(*wire.queue_keys(settings.cpu_queue))
+    c.store.redis.delete(*queues.queue_keys(settings.cpu_queue))
 
 
 @pytest.mark.parametrize("circuit, expected", [

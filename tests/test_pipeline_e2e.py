@@ -279,7 +279,7 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     assert cpu.poll() is None, "the CPU worker died\n" + c.logs()
     ids = {reply.id, stage.id, raw_reply.id}
     unacked = [json.loads(raw)[0]["headers"]["id"] for raw in c.store.redis.hvals(wire.UNACKED_KEY)]
-    queued = [json.loads(raw)["headers"]["id"] for key in wire.queue_keys(c.settings.cpu_queue)
+    queued = [json.loads(raw)["headers"]["id"] for key in queues.queue_keys(c.settings.cpu_queue)
               for raw in c.store.redis.lrange(key, 0, -1)]
     assert not ids & set(unacked + queued), (unacked, queued)
     assert [r["task_id"] for r in c.store.rejected_requests()].count(reply.id) == 1  # once

@@ -35,7 +35,7 @@ def ctx(redis_server_url):
     assert c.enqueue_in_store
     c.queues = {}  # worker id -> its (unique) queue name
     yield c
-    c.store.redis.delete(*[k for q in c.queues.values() for k in wire.queue_keys(q)] or ["-"])
+    c.store.redis.delete(*[k for q in c.queues.values() for k in queues.queue_keys(q)] or ["-"])
 
 
 def _register(ctx, worker, device, alive=True):
@@ -51,7 +51,7 @@ def sent(ctx):
     """(job, idx, attempt, worker) of every prove_start message waiting on a device queue."""
     out = []
     for worker, queue in ctx.queues.items():
-        for key in wire.queue_keys(queue):
+        for key in queues.queue_keys(queue):
             for raw in ctx.store.redis.lrange(key, 0, -1):
                 envelope = json.loads(raw)
                 assert envelope["properties"]["delivery_info"]["routing_key"] == queue
@@ -167,14 +167,14 @@ def lossy(redis_server_url):
     c.queues = {}
     yield c
     r = c.store.redis
-    r.delete(*wire.queue_keys(settings.cpu_queue), *[k for q in c.queues.values() for k in wire.queue_keys(q)])
+    r.delete(*queues.queue_keys(settings.cpu_queue), *[k for q in c.queues.values() for k in queues.queue_keys(q)])
     for tag, raw in r.hgetall(wire.UNACKED_KEY).items():
         if settings.cpu_queue in raw:
             r.hdel(wire.UNACKED_KEY, tag)
 
 
 def _cpu_messages(ctx):
-    return [wire.message_partition(raw) for key in wire.queue_keys(ctx.settings.cpu_queue)
+    return [wire.message_partition(raw) for key in queues.queue_keys(ctx.settings.cpu_queue)
             for raw in ctx.store.redis.lrange(key, 0, -1)]
 
 
@@ -243,7 +243,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     queue = _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
-    store.redis.delete(*wire.queue_keys(queue))  # the message is gone
+    store.redis.delete(*queues.queue_keys(queue))  # the message is gone
     sweeper = routing.Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 1)
     part = store.get_partition(job, 0)
@@ -261,7 +261,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
         assert routing.route_partition(lossy, job, i, 0, "c", f"/spool/{i}.wtns", 5)
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     for q in lossy.queues.values():
-        store.redis.delete(*wire.queue_keys(q))
+        store.redis.delete(*queues.queue_keys(q))
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
     store.heartbeat("h:dev0", 5, holding=[(job, 1, 0)])
     assert store.get_worker("h:dev0")["state"] == "proving"
@@ -292,7 +292,7 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     start = store.gpu_start("h:dev0", job, 0, 0, 3)
     assert store.gpu_end("h:dev0", start.token, job, 0, 0, 5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
-        store.redis.delete(*wire.queue_keys(q))
+        store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 1)
     part = store.get_partition(job, 0)

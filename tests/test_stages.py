@@ -42,14 +42,14 @@ def stack(redis_server_url, tmp_path):
     cpu.store.register_worker(device_id, "device", HOST, device=0, queue=settings.device_queue(0))
     cpu.store.heartbeat(device_id, 60)
     yield {"cpu": cpu, "device": device, "settings": settings, "device_id": device_id}
-    keys = [k for q in (settings.cpu_queue, settings.device_queue(0)) for k in wire.queue_keys(q)]
+    keys = [k for q in (settings.cpu_queue, settings.device_queue(0)) for k in queues.queue_keys(q)]
     cpu.store.redis.delete(*keys)
 
 
 def _pop(ctx, queue):
     """(task, args, kwargs) of every message waiting on ``queue``, oldest first; removed."""
     out = []
-    for key in wire.queue_keys(queue):
+    for key in queues.queue_keys(queue):
         while (raw := ctx.store.redis.rpop(key)) is not None:
             envelope = json.loads(raw)
             args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))

@@ -131,7 +131,8 @@ return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request(
         K.result('J'), K.workers(), K.worker('W'), K.hb('W'), K.routed('W'), K.unrouted(),
         K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4),
         K.histograms(), K.held('J'), K.jobs_creating(), K.jobs_reaping(),
-        K.result_building('J'), K.rejected(), K.on_done_queues()}
+        K.result_building('J'), K.rejected(), K.on_done_queues(), K.outbox(),
+        K.outbox_due(), K.outbox_seq()}
 """
     got = store.redis.eval(body, 0, *store.common_args)
     assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
@@ -139,7 +140,8 @@ return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request(
                    keys.hb("W"), keys.routed("W"), keys.unrouted(), keys.counters(),
                    keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4),
                    keys.phase_histograms(), keys.held("J"), keys.jobs_creating(),
-                   keys.jobs_reaping(), keys.result_building("J"), keys.rejected(), keys.on_done_queues()]
+                   keys.jobs_reaping(), keys.result_building("J"), keys.rejected(), keys.on_done_queues(),
+                   keys.outbox(), keys.outbox_due(), keys.outbox_seq()]
 
 
 def test_phase_histogram_buckets_are_one_list_in_lua_and_python(store):

@@ -152,7 +152,7 @@ def test_status_schema_queues_counters_failures_timeline(store):
     store.gpu_end(w, tok, "js", 0, 0, 25.0)
     store.finalize_end("js", 0, 0, 9.0, {"p": 1}, ["1"])
     store.fail_partition("js", 1, 0, "witness does not satisfy constraint 7")
-    from cuzk_tasks.wire import queue_keys
+    from cuzk_tasks.queues import queue_keys
 
     keys = queue_keys(cfg.cpu_queue)
     store.redis.lpush(keys[0], "m1", "m2")
@@ -467,7 +467,7 @@ def test_status_bytes_gzip_etag_304(store):
 
 
 def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
-    from cuzk_tasks.wire import queue_keys
+    from cuzk_tasks.queues import queue_keys
     from cuzk_tasks.state import reads
 
     app = make_app(store, cache_max_age_ms=0)

@@ -52,7 +52,7 @@ def test_message_matches_what_celery_send_task_pushes(celery_app, priority, late
     kwargs = {"finalize_queue": "cuzk.cpu", "priority": priority}
     celery_app.send_task("cuzk.finalize", args=args, kwargs=kwargs, queue=queue,
                          priority=priority, ignore_result=True, argsrepr="(short,)")
-    theirs_key = [k for k in wire.queue_keys(queue) if client.llen(k)]
+    theirs_key = [k for k in queues.queue_keys(queue) if client.llen(k)]
     from cuzk_tasks.message_templates import render
 
     if late_args:
@@ -128,7 +128,7 @@ def test_queue_late_message_fills_to_the_same_message_shape():
 
 
 def test_list_keys_follow_the_transport_priority_steps():
-    assert wire.queue_keys("q") == ["q"] + [f"q:{n}" for n in range(1, 10)]
+    assert queues.queue_keys("q") == ["q"] + [f"q:{n}" for n in range(1, 10)]
     assert [wire.priority_step(p) for p in (0, 5, 9, 12)] == [0, 5, 9, 9]
 
 
@@ -194,7 +194,7 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
         assert not redis.Redis.from_url(broker_url).exists(client.store.keys.job(job))
         broker = redis.Redis.from_url(broker_url)
         for queue in (settings.cpu_queue, settings.device_queue(0)):
-            assert sum(broker.llen(k) for k in wire.queue_keys(queue)) == 0
+            assert sum(broker.llen(k) for k in queues.queue_keys(queue)) == 0
     finally:
         for proc in procs:
             stop_process_group(proc)

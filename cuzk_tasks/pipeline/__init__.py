@@ -17,11 +17,11 @@ One module per stage (docs/architecture.md, "Pipeline"):
                    step also stores the result and sends the job's on_done callback
 * ``reads``        ``job_status``, ``job_result`` (the by-name reads)
 
-``context`` holds what they share: :class:`Context` (settings, store, prover, the outbox).
-Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/messages.py) and pushed by the transition
-that makes it due, in the same Lua step, when the broker is the state store's Redis
-(``Settings.broker_is_state_redis``, the default); otherwise
-:meth:`Context.publish_after` sends it right after the transition.
+``context`` holds what they share: :class:`Context` (settings, store, prover, messages).
+Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/messages.py) and recorded in
+the state store's outbox by the transition that makes it due, in the same Lua step; Celery
+publishes it right after (cuzk_tasks/publisher.py), and the sweeper publishes what a process
+that died in between left (docs/architecture.md, "The outbox").
 """
 
 from .context import Context, WorkerIdentity, context, ref_path

@@ -1,9 +1,9 @@
 """The per-process context of the pipeline's tasks, and what every stage shares.
 
-:class:`Context`: settings, state store, Celery app, resident zkeys, compute backend and
-prover, the stage-message factory, and the outbox -- whether a transition pushes the next
-stage's message itself (:meth:`Context.outbox`) or the task publishes it right after
-(:meth:`Context.publish_after`).  One per Celery app per process (:func:`context`).
+:class:`Context`: settings, state store (whose outbox entries this process's Celery app
+publishes, :class:`cuzk_tasks.publisher.CeleryPublisher`), Celery app, resident zkeys,
+compute backend and prover, and the stage messages (:class:`cuzk_tasks.messages.StageMessages`).
+One per Celery app per process (:func:`context`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import os
 import threading
 import time
 
-from .. import defaults, redis_url, wire
+from .. import defaults, queues, redis_url
 from ..config import Settings
-from ..message_templates import Templates
 from ..messages import StageMessages
 from ..paths import confined_path, open_input
 from ..provers import load_prover
@@ -51,11 +50,9 @@ class Context:
         self.backend_name = self.identity.backend or defaults.backend_name()
         self._backend = None
         self._prover = None
-        self.messages = StageMessages(settings, Templates(app))
+        self.messages = StageMessages(settings)
         self._store = None
         self._broker_redis = None
-        #: the transitions push the next stage's message themselves (same Redis database)
-        self.enqueue_in_store = settings.broker_is_state_redis
         #: monotonic time the next device-memory report of prove_start is due (prove.py)
         self.device_memory_due = 0.0
         self.registry = CircuitRegistry.from_settings(settings)
@@ -65,7 +62,13 @@ class Context:
     @property
     def store(self):
         if self._store is None:
-            self._store = StateStore.from_settings(self.settings)
+            publisher = None
+            if self.app is not None:
+                # lazy: the publisher's kombu is loaded only where a Celery app is
+                from ..publisher import CeleryPublisher
+
+                publisher = CeleryPublisher(self.app)
+            self._store = StateStore.from_settings(self.settings, publisher=publisher)
         return self._store
 
     @property
@@ -85,31 +88,17 @@ class Context:
             self._prover = load_prover(self)
         return self._prover
 
-    def outbox(self, message):
-        """``message`` (or a list of them) when the transition should push it itself, else None."""
-        return message if self.enqueue_in_store else None
-
-    def publish_after(self, message, queue=None):
-        """The transition that makes ``message`` due has run: send it to the broker, unless
-        the transition pushed it itself (see :meth:`outbox`).  ``queue`` fills a
-        :class:`~cuzk_tasks.wire.QueueLateMessage` (the worker routing chose)."""
-        if self.enqueue_in_store:
-            return
-        if queue is not None:
-            message = wire.fill_queue(message, queue)
-        self._broker().lpush(message.list_key, message.payload)
-
     def queue_depth(self, queue) -> int:
         """Messages waiting on ``queue`` (all its priority steps), in the broker's Redis."""
-        if self.enqueue_in_store:
-            return self.store.queue_depth(wire.queue_keys(queue))
+        if self.settings.broker_is_state_redis:
+            return self.store.queue_depth(queues.queue_keys(queue))
         broker = self._broker()
-        return sum(broker.llen(key) for key in wire.queue_keys(queue))
+        return sum(broker.llen(key) for key in queues.queue_keys(queue))
 
     def broker_client(self):
         """A client of the broker's Redis (the state store's own when they are one database),
         or None when the broker is not Redis."""
-        if self.enqueue_in_store:
+        if self.settings.broker_is_state_redis:
             return self.store.redis
         url = self.settings.broker_url
         redis = url.startswith(("redis://", "rediss://")) or redis_url.is_sentinel(url)

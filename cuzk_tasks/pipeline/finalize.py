@@ -87,12 +87,10 @@ def _reroute_after_wrong_proof(ctx, exc, started):
     fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
                                 public_error(ctx, exc), started["circuit"],
                                 ctx.settings.max_deliveries,
-                                message=ctx.outbox(retry), in_state="finalizing")
+                                message=retry, in_state="finalizing")
     log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
                 " %s%s", job_id, idx, attempt, started["worker"], fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
-    if fault.outcome == "rerouted":
-        ctx.publish_after(retry, fault.queue)
 
 
 def _remove_spooled(ctx, job_id, idx, path):

@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import time
 
-from .. import wire
 from ..errors import CuzkError, GpuError
 from .context import Context, fail, internal_error, log, ms_since, public_error, ref_path
 
 
 
-def _after_gpu_end(ctx, end, message, result):
+def _after_gpu_end(end, message, result):
     """prove_start's return value once gpu_end ran: None when the partition did not advance
-    or finalize was queued (published here when the transition could not push it)."""
-    if not end.partition_advanced:
+    or gpu_end sent finalize; else the result (for a caller's ``link``)."""
+    if not end.partition_advanced or message is not None:
         return None
-    if message is None:
-        return result
-    ctx.publish_after(message)
-    return None
+    return result
 
 
 def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
@@ -35,10 +31,6 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                  started.reason)
         return None
     token = started.token
-    # all of finalize's message but its argument, before the device's work: after it, only
-    # the result is written in (the device waits for nothing else before its next partition)
-    late = (ctx.messages.finalize(job_id, idx, attempt, finalize_queue, priority)
-            if finalize_queue else None)
     t0 = time.perf_counter()
     result = message = device_fault = None
     try:
@@ -49,8 +41,8 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                   "gpu_ms": ms_since(t0), "priority": priority,
                   # for finalize's look before its CPU tail (finalize.py, may_be_stale)
                   "deadline_at": started.deadline_at, "sent_at": time.time()}
-        if late is not None:
-            message = wire.fill_args(late, (result,))
+        if finalize_queue:
+            message = ctx.messages.finalize(finalize_queue, priority, result)
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc
@@ -62,18 +54,17 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
         log.exception("prove_start %s/%s crashed", job_id, idx)
         fail(ctx, job_id, idx, attempt, internal_error(exc), token=token)
     finally:
-        # compare-and-delete on OUR token: never clears a worker that moved on; queues
-        # finalize in the same step when the partition advances
+        # compare-and-delete on OUR token: never clears a worker that moved on; sends
+        # finalize (the outbox) in the same step when the partition advances
         if device_fault is None:
-            end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0),
-                                message=ctx.outbox(message))
+            end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0), message=message)
     if device_fault is not None:
         return _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
                                            witness_ref, priority)
     if result is not None and not end.partition_advanced:
         log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
-    returned = _after_gpu_end(ctx, end, message, result)
+    returned = _after_gpu_end(end, message, result)
     if result is not None and time.monotonic() >= ctx.device_memory_due:
         # at most once per heartbeat interval: each report is a Redis round trip between this
         # partition and the device's next one
@@ -88,12 +79,10 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
     live device with its next attempt, or fail it after max faults / with no other device."""
     retry = ctx.messages.prove_start(job_id, idx, attempt + 1, circuit, witness_ref, priority)
     fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, public_error(ctx, exc),
-                                circuit, ctx.settings.max_deliveries, message=ctx.outbox(retry))
+                                circuit, ctx.settings.max_deliveries, message=retry)
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
                 ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
-    if fault.outcome == "rerouted":
-        ctx.publish_after(retry, fault.queue)
     return None
 
 

@@ -8,7 +8,7 @@ import os
 import re
 import uuid
 
-from .. import request_checks, wire
+from .. import queues, request_checks
 from ..errors import CuzkError
 from .context import Context, fail, log, ref_path
 
@@ -99,8 +99,7 @@ def _refused_refs(ctx, parts):
 
 
 # A Celery queue name an on_done callback may go to: kombu's Redis transport pushes it on a
-# list of that name (and ``<name>:<step>`` for priorities), so no ':' -- no key of the state
-# store (``<prefix>:...``) and no priority list of another queue.
+# list of that name, so no ':' -- no key of the state store (``<prefix>:...``).
 _ON_DONE_QUEUE = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 # Redis keys kombu's transport and Celery's result backend keep for themselves.
 _RESERVED_QUEUE_PREFIXES = ("_kombu.", "unacked", "celery-task-meta-", "celery-taskset-meta-",
@@ -123,7 +122,7 @@ def check_on_done_queue(queue, settings=None) -> str:
         if queue == settings.cpu_queue or (device_head and queue.startswith(device_head)):
             raise CuzkError(f"on_done.queue: {queue!r:.200} is a queue of this service (its "
                             f"workers run no callback); name your own service's queue")
-    return wire.check_queue_name(queue)
+    return queues.check_queue_name(queue)
 
 
 def check_on_done(on_done, settings=None):
@@ -168,8 +167,8 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
 
     ``on_done={"task": NAME, "queue": QUEUE}``: when the job ends, the task NAME is sent once
     to QUEUE with kwargs ``job_id``, ``state`` and ``proofs`` (null beyond
-    ``ON_DONE_PROOFS_MAX_BYTES``: read them with cuzk.result) or ``error`` (pushed by the
-    transition that ends the job, so it needs the broker to be the state store's Redis).
+    ``ON_DONE_PROOFS_MAX_BYTES``: read them with cuzk.result) or ``error`` (sent by the
+    step that ends the job, through the outbox).
     ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
     (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""
     # every field checked, each error naming it, before anything is stored
@@ -178,10 +177,6 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     request_id = request_checks.check_request_id(request_id)
     on_done = check_on_done(on_done, ctx.settings)
     deadline_s = check_deadline(deadline_s)
-    if on_done is not None and not ctx.enqueue_in_store:
-        raise CuzkError("on_done needs the broker and the state store in the same Redis database "
-                        "(the step that ends a job pushes the callback): broker_url is "
-                        "not state_url")
     parts = normalize_partitions(partitions, ctx.settings.max_partitions_per_job,
                                  ctx.settings.max_inline_bytes_per_job)
     digest = request_digest(circuit, parts, priority, on_done, deadline_s) if request_id else ""
@@ -203,12 +198,11 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if spec is not None and not rejected:
         messages = [ctx.messages.synthesize(job_id, i, circuit, priority)
                     for i in range(len(parts))]
-    late = (on_done, ctx.messages.on_done(job_id, on_done)) if on_done else None
-    # job_window: the store queues that many synthesize messages now and holds the rest,
+    late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
+    # job_window: the store sends that many synthesize messages now and holds the rest,
     # released one per finished partition, so a big job does not starve the jobs after it
-    # (with the broker elsewhere every message is published below: no window)
     job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
-                                           messages=ctx.outbox(messages) or (), on_done=late,
+                                           messages=messages, on_done=late,
                                            deadline_s=deadline_s,
                                            window=ctx.settings.job_window,
                                            request_digest=digest)
@@ -223,7 +217,5 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         for i, message in rejected.items():
             fail(ctx, job_id, i, 0, message)
         return job_id
-    for message in messages:
-        ctx.publish_after(message)
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id

@@ -129,13 +129,13 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
         return None
     message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
     end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
-                          message=ctx.outbox(message), curve=zkey.curve.snarkjs_name)
+                          message=message, curve=zkey.curve.snarkjs_name)
     if not end:
         log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
         if end.reason.startswith("job_") and witness_ref == spooled_witness(ctx, job_id, idx):
             _unlink(witness_ref)  # the job ended meanwhile: no one will read it
         return None
-    after_route(ctx, job_id, idx, attempt, end.routed, message)
+    after_route(ctx, job_id, idx, attempt, end.routed)
     return witness_ref
 
 
@@ -168,8 +168,7 @@ def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
 def _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc):
     """The partition goes back to the queue (synth_retry, attempt + 1) after a host outage."""
     message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1)
-    if ctx.store.synth_retry(job_id, idx, attempt, str(exc), message=ctx.outbox(message)):
-        ctx.publish_after(message)
+    if ctx.store.synth_retry(job_id, idx, attempt, str(exc), message=message):
         log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", job_id, idx,
                     exc, attempt + 1)
     else:

@@ -47,8 +47,8 @@ class Keys:
         submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
         {"task", "queue"}) and, once sent, on_done_sent_at (or on_done_error: not sent); with a
         deadline: deadline_s, deadline_at; with a request id: request_digest; release_list and
-        n_released (the broker list its held synthesize messages go to, and how many of them
-        were released: ``held``); while a big job is
+        n_released ('1' when it holds synthesize messages, and how many of them were released
+        into the outbox: ``held``); while a big job is
         created: n_written (state ``creating``), discard; while it is reaped: reap_next,
         reap_state, reap_error, reap_except, and while its result is written: completing,
         result_next, result_ttl (``jobs_reaping``)."""
@@ -88,7 +88,7 @@ class Keys:
 
     def held(self, job_id: str) -> str:
         """list: the job's synthesize messages not yet released (``JOB_WINDOW``), in
-        partition order; one is moved onto the job's release_list per finished partition;
+        partition order (outbox entries); one moves into the outbox per finished partition;
         deleted when the job ends."""
         return f"{self.prefix}:held:{job_id}"
 
@@ -156,9 +156,9 @@ class Keys:
         return f"{self.prefix}:events"
 
     def on_done(self, job_id: str) -> str:
-        """string: the job's on_done Celery message without its kwargs (JSON array, see
-        ``cuzk_tasks.wire.LateBodyMessage``), kept from create_job until the job ends and
-        deleted in the step that sends it; absent for a job without on_done."""
+        """string: the job's on_done outbox entry without its kwargs (JSON, see
+        ``cuzk_tasks.messages.StageMessages.on_done``), kept from create_job until the job
+        ends and deleted in the step that sends it; absent for a job without on_done."""
         return f"{self.prefix}:on_done:{job_id}"
 
     def on_done_queues(self) -> str:
@@ -166,6 +166,21 @@ class Keys:
         newest of them expires (``ON_DONE_TTL_S`` after it was sent); the sweeper's
         ``trim_callbacks`` drops expired callbacks no consumer took from their oldest end."""
         return f"{self.prefix}:on_done_queues"
+
+    def outbox(self) -> str:
+        """hash: entry id -> a Celery message to publish (JSON {"task", "queue", "priority",
+        "args", "kwargs"[, "expires_s"]}), added by the step that makes it due (_lib.lua
+        ``outbox_add``) and deleted once published (``outbox_done.lua``)."""
+        return f"{self.prefix}:outbox"
+
+    def outbox_due(self) -> str:
+        """zset: the outbox's entry ids, scored by when each was added (or last claimed by the
+        sweeper, ``outbox_claim.lua``)."""
+        return f"{self.prefix}:outbox:due"
+
+    def outbox_seq(self) -> str:
+        """string: the last outbox entry id (INCR)."""
+        return f"{self.prefix}:outbox:seq"
 
     def phase_histograms(self) -> str:
         """hash: partition phase-duration histograms (``<phase>:<bucket>``, ``<phase>:sum``,

@@ -42,8 +42,12 @@ SCRIPTS = (
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
-    "synth_retry",
+    "synth_retry", "outbox_claim", "outbox_done",
 )
+
+#: First element of a script reply that carries the outbox entries the script added
+#: (_lib.lua ``outbox_reply``): ``[OUTBOX_MARK, n, id, entry, ..., reply]``.
+OUTBOX_MARK = "\x00outbox"
 
 
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
@@ -245,11 +249,14 @@ class Beat:
 
 
 def script_text(name: str) -> str:
-    """The Lua source the store runs for script ``name``: ``_lib.lua`` then ``<name>.lua``."""
+    """The Lua source the store runs for script ``name``: ``_lib.lua`` then ``<name>.lua``,
+    the latter as a function whose reply goes through ``outbox_reply`` (the outbox entries
+    the step added ride back with it)."""
     folder = importlib.resources.files("cuzk_tasks.state") / "scripts"
     lib = (folder / "_lib.lua").read_text(encoding="utf-8")
     body = (folder / f"{name}.lua").read_text(encoding="utf-8")
-    return f"{lib}\n-- ==== {name}.lua ====\n{body}"
+    return (f"{lib}\n-- ==== {name}.lua ====\nlocal function step()\n{body}\nend\n"
+            f"return outbox_reply(step())\n")
 
 
 def _arg(value) -> str:
@@ -324,7 +331,7 @@ class StateStore:
                  recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
                  completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
                  outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S,
-                 chunk: int = defaults.STATE_CHUNK):
+                 chunk: int = defaults.STATE_CHUNK, publisher=None):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -345,6 +352,10 @@ class StateStore:
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
+        #: publishes outbox entries (``publisher([(id, entry JSON), ...])`` -> the ids done
+        #: with: published, or refused for good); None: a store that publishes nothing --
+        #: the entries its steps add wait for a sweeper's (:meth:`publish_overdue`)
+        self.publisher = publisher
 
     @classmethod
     def from_url(cls, url: str, prefix: str = defaults.PREFIX, sentinel_master: str = "",
@@ -369,15 +380,18 @@ class StateStore:
         return cls(redis_url.client(url, sentinel_master, **options), prefix=prefix, **kwargs)
 
     @classmethod
-    def from_settings(cls, settings, outage_s: float | None = None) -> "StateStore":
+    def from_settings(cls, settings, outage_s: float | None = None,
+                      publisher=None) -> "StateStore":
         """The store a service process uses, from its :class:`cuzk_tasks.config.Settings`:
         ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``; transitions ride out
-        ``redis_outage_s`` of outage unless ``outage_s`` says otherwise."""
+        ``redis_outage_s`` of outage unless ``outage_s`` says otherwise.  ``publisher``: see
+        :attr:`publisher`."""
         return cls.from_url(settings.state_url, prefix=settings.prefix,
                             sentinel_master=settings.sentinel_master,
                             result_ttl_s=settings.result_ttl_s,
                             job_retention_s=settings.job_retention_s,
-                            outage_s=settings.redis_outage_s if outage_s is None else outage_s)
+                            outage_s=settings.redis_outage_s if outage_s is None else outage_s,
+                            publisher=publisher)
 
     @property
     def common_args(self) -> list[str]:
@@ -391,10 +405,43 @@ class StateStore:
         return self._scripts[name]
 
     def _run(self, name, keys, args):
+        """Run script ``name``; the outbox entries it added are published (and then deleted)
+        before its reply is returned."""
         script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]
         if self._outage is None:
-            return script(keys=keys, args=argv)
-        return self._outage.call(script, keys=keys, args=argv)
+            reply = script(keys=keys, args=argv)
+        else:
+            reply = self._outage.call(script, keys=keys, args=argv)
+        if isinstance(reply, list) and reply and reply[0] == OUTBOX_MARK:
+            n = int(reply[1])
+            entries = [(reply[2 + 2 * i], reply[3 + 2 * i]) for i in range(n)]
+            reply = reply[2 + 2 * n] if len(reply) > 2 + 2 * n else None
+            self._publish(entries)
+        return reply
+
+    def _publish(self, entries):
+        if self.publisher is None:
+            return
+        done = self.publisher(entries)
+        if not done:
+            return
+        try:  # not retried through an outage: the step has run and its messages are out
+            self._scripts["outbox_done"](keys=[], args=self._common + [str(i) for i in done])
+        except redis_url.outage_errors() as exc:
+            # the sweeper's claim sends them again after OUTBOX_GRACE_S: a stale no-op
+            log.warning("outbox: %d published message(s) not cleared: %s", len(done), exc)
+
+    def publish_overdue(self, grace_s: float = defaults.OUTBOX_GRACE_S,
+                        limit: int = 1000) -> int:
+        """The sweeper's look at the outbox: entries added more than ``grace_s`` seconds ago
+        (their process died, or lost the broker, before they were published) are claimed --
+        no other sweeper takes them for another ``grace_s`` -- and published with this store's
+        publisher, at most ``limit``.  Returns how many were claimed."""
+        return int(self._run("outbox_claim", [], [float(grace_s), int(limit)]) or 0)
+
+    def outbox_entries(self) -> dict:
+        """``{entry id: entry}`` of the outbox (entries not published yet): for tests and ops."""
+        return {k: json.loads(v) for k, v in self.redis.hgetall(self.keys.outbox()).items()}
 
     # --- jobs ----------------------------------------------------------------------
 
@@ -406,14 +453,14 @@ class StateStore:
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
         text), ``input_ref``, ``witness_ref``.  When ``request_id`` already maps to a job,
         or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
-        ``messages``: :class:`cuzk_tasks.wire.QueuedMessage` s (the job's synthesize tasks,
-        one per partition in order, all for one broker list), pushed only when the job is
+        ``messages``: outbox entries (JSON text, :class:`cuzk_tasks.messages.StageMessages`:
+        the job's synthesize tasks, one per partition in order), sent only when the job is
         created.  ``window``: how many of them are queued at once (None or 0 = all); the
         rest are held in the store and released one per finished partition (``finalize_end``),
         so a big job never has more than ``window`` partitions queued or in flight.
         ``on_done``: ``(spec, message)`` -- ``spec`` the dict ``{"task", "queue"}`` recorded on
-        the job, ``message`` a :class:`cuzk_tasks.wire.LateBodyMessage` that the step ending
-        the job (done, failed, cancelled) pushes once, with kwargs ``job_id``, ``state`` and
+        the job, ``message`` its outbox entry without kwargs, that the step ending the job
+        (done, failed, cancelled) sends once, with kwargs ``job_id``, ``state`` and
         ``proofs`` (done: the stored result's list) or ``error``.
         ``deadline_s``: seconds from now (Redis time) after which the job fails "deadline
         exceeded (...)" (``deadline_at`` on the job; every stage's begin and the sweeper's
@@ -441,13 +488,11 @@ class StateStore:
         messages = list(messages)
         if messages and len(messages) != n:
             raise StateError(f"expected one message per partition ({n}), got {len(messages)}")
-        list_key = messages[0].list_key if messages else ""
-        if any(m.list_key != list_key for m in messages):
-            raise StateError("a job's synthesize messages must all go to one broker list")
+        release = "1" if messages else ""
         window = 0 if window is None else _check_int("window", window)
         if on_done is not None:
             spec, late = on_done
-            done_args = [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late.to_json()]
+            done_args = [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late]
         else:
             done_args = ["", ""]
         deadline_arg = "" if deadline_s is None else repr(float(deadline_s))
@@ -458,14 +503,14 @@ class StateStore:
         digest = [request_digest or ""]
         if n <= self.chunk:
             args = head + [n] + _partition_args(partitions, 0)
-            args += [len(messages), list_key, window] + [m.payload for m in messages]
+            args += [len(messages), release, window] + messages
             got, created = self._run("create_job", keys, args + done_args + [deadline_arg]
                                      + digest)
             _check_request_conflict(request_id, got, created)
             return got, bool(created)
         for first in range(0, n, self.chunk):
             part = partitions[first:first + self.chunk]
-            held = [m.payload for m in messages[first:first + self.chunk]]
+            held = messages[first:first + self.chunk]
             got, status = self._run("create_parts", keys, head + [n, first, len(part)]
                                     + _partition_args(part, first) + [len(held)] + held + digest)
             _check_request_conflict(request_id, got, status)
@@ -474,7 +519,7 @@ class StateStore:
             if int(status) < 0:
                 raise StateError(f"job {job_id}: its creation was discarded while it was written "
                                  f"(partitions from {first}); submit it again")
-        got, created = self._run("create_commit", keys, [job_id, request_id, list_key, window]
+        got, created = self._run("create_commit", keys, [job_id, request_id, release, window]
                                  + done_args + [deadline_arg] + digest)
         _check_request_conflict(request_id, got, created)
         if int(created) < 0:
@@ -607,12 +652,13 @@ class StateStore:
         circuit's curve (snarkjs name, from its zkey), recorded on the job once.
 
         With ``route_circuit`` the partition is routed in the same step, as :meth:`route`
-        without a worker does (``message``: its prove_start, pushed onto the chosen queue).
+        without a worker does (``message``: its prove_start's outbox entry without a queue, sent
+        to the chosen one).
         Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         route_args = ["0"]
         if route_circuit is not None:
-            route_args = ["1", route_circuit, *self._late_message_args(message)]
+            route_args = ["1", route_circuit, message or ""]
         ok, reason, worker, queue = self._run(
             "synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
             [job_id, idx, attempt, witness_ref, synth_ms, curve or "", *route_args])
@@ -622,26 +668,19 @@ class StateStore:
                       else Routed(False, "no_live_device"))
         return SynthEnd(bool(ok), reason, routed)
 
-    @staticmethod
-    def _late_message_args(message):
-        if message is None:
-            return ["", "", "0"]
-        return [message.head, message.tail, str(int(message.step))]
-
     def route(self, job_id, idx, attempt, worker_id=None, circuit=None, message=None) -> Routed:
         """synth_done (this attempt, not yet routed) -> routed to ``worker_id``, or when None
         to the best live device worker for ``circuit`` (least outstanding, then one holding
         the circuit, then the smallest id).  At most one route per attempt succeeds.
 
-        ``message`` (:class:`cuzk_tasks.wire.QueueLateMessage`): the partition's prove_start,
-        pushed onto the chosen worker's queue in the same step; None: publish it yourself
-        when the result is truthy."""
+        ``message``: the partition's prove_start (an outbox entry without a queue), sent to
+        the chosen worker's queue; None: none is sent."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         if worker_id is not None:
             _check_worker_id(worker_id)
         ok, reason, worker, queue = self._run(
             "route", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
-            [job_id, idx, attempt, worker_id, circuit, *self._late_message_args(message)])
+            [job_id, idx, attempt, worker_id, circuit, message or ""])
         return Routed(bool(ok), reason, worker or None, queue or None)
 
     def gpu_start(self, worker_id, job_id, idx, attempt,
@@ -662,13 +701,12 @@ class StateStore:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
         Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
         and this token (it leaves the worker's routed set).  ``message``
-        (:class:`cuzk_tasks.wire.QueuedMessage`, the partition's finalize) is pushed in the
-        same step, only when the partition advanced."""
+        (an outbox entry: the partition's finalize) is sent, only when the partition
+        advanced."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, gpu_ms,
-             message.list_key if message else "", message.payload if message else ""])
+            [job_id, idx, attempt, worker_id, token, gpu_ms, message or ""])
         return GpuEnd(bool(cleared), bool(advanced))
 
     def gpu_fault(self, worker_id, token, job_id, idx, attempt, error, circuit,
@@ -680,7 +718,7 @@ class StateStore:
         the worker as :meth:`gpu_end`; the partition, if this run is its current one, adds the
         worker to its ``avoid`` list, counts ``device_faults`` (and ``verify_faults``) and goes
         to synth_done with attempt + 1, routed in the same step to the best other live device
-        (``message``: the retry's prove_start, built for attempt + 1, pushed there).  At
+        (``message``: the retry's prove_start, built for attempt + 1, without a queue, sent there).  At
         ``max_faults`` faults, at a second self-verification failure (two devices agree: the
         witness is bad), or with no other live device, the partition and its job fail with
         ``error``."""
@@ -690,7 +728,7 @@ class StateStore:
         cleared, outcome, worker, queue = self._run(
             "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
             [job_id, idx, attempt, worker_id, token, str(error), circuit, int(max_faults),
-             *self._late_message_args(message), in_state])
+             message or "", in_state])
         return GpuFault(bool(cleared), outcome, worker or None, queue or None)
 
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
@@ -698,7 +736,7 @@ class StateStore:
         """finalizing (or gpu, if its run ended without gpu_end) -> done; the job -> done for
         exactly one caller (``job_complete``), and in that same step its result
         (:meth:`collect_result`'s form) is stored with ``result_ttl_s`` and its on_done
-        callback, if any, pushed.
+        callback, if any, sent.
 
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
         the token gpu_start gave the run whose partial this is: always safe) or, when None,
@@ -768,9 +806,8 @@ class StateStore:
         with ``message`` (its synthesize, built for attempt + 1) queued; routed synth_done,
         gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
         _check_int("idx", idx), _check_int("attempt", attempt)
-        list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-                          [job_id, idx, state, attempt, list_key, payload])
+                          [job_id, idx, state, attempt, message or ""])
         return bool(ok)
 
     def synth_retry(self, job_id, idx, attempt, reason, message=None) -> bool:
@@ -779,9 +816,8 @@ class StateStore:
         synthesize, built for attempt + 1) queued; this delivery does not count towards max
         deliveries.  False when the partition moved meanwhile (cancelled, failed, stale)."""
         _check_int("idx", idx), _check_int("attempt", attempt)
-        list_key, payload = (message.list_key, message.payload) if message is not None else ("", "")
         ok, _ = self._run("synth_retry", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-                          [job_id, idx, attempt, reason, list_key, payload])
+                          [job_id, idx, attempt, reason, message or ""])
         return bool(ok)
 
     # --- results --------------------------------------------------------------------

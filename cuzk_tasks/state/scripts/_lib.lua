@@ -46,6 +46,9 @@ function K.held(j) return P .. ':held:' .. j end
 function K.jobs_creating() return P .. ':jobs:creating' end
 function K.jobs_reaping() return P .. ':jobs:reaping' end
 function K.result_building(j) return P .. ':result_building:' .. j end
+function K.outbox() return P .. ':outbox' end
+function K.outbox_due() return P .. ':outbox:due' end
+function K.outbox_seq() return P .. ':outbox:seq' end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -81,6 +84,36 @@ local function emit(kind, ...)
   redis.call(unpack(args))
 end
 
+-- The outbox (docs/architecture.md, "The outbox"): a step that makes a stage due -- or
+-- ends a job with an on_done callback -- records the message as an entry (JSON {"task",
+-- "queue", "priority", "args", "kwargs"[, "expires_s"]}, cuzk_tasks/messages.py) in the
+-- same step.  The entries a call adds are returned to its caller with its reply
+-- (outbox_reply, below), who has Celery publish them and then deletes them; K.outbox_due()
+-- scores each by when it was added, so the sweeper publishes the ones a caller that died
+-- left behind (outbox_claim.lua).  `entry` blank: nothing (the step sends no message).
+local OUTBOX_NEW = {}
+local function outbox_add(entry)
+  if blank(entry) then return 0 end
+  local id = tostring(redis.call('INCR', K.outbox_seq()))
+  redis.call('HSET', K.outbox(), id, entry)
+  redis.call('ZADD', K.outbox_due(), NOW, id)
+  OUTBOX_NEW[#OUTBOX_NEW + 1] = id
+  OUTBOX_NEW[#OUTBOX_NEW + 1] = entry
+  return 1
+end
+
+-- A script's reply, with the outbox entries it added: `reply` itself when it added none,
+-- else {OUTBOX_MARK, n, id 1, entry 1, ..., id n, entry n, reply} (reply last: a nil reply
+-- just ends the array).  store.py unwraps it (StateStore._run).
+local OUTBOX_MARK = '\0outbox'
+local function outbox_reply(reply)
+  if #OUTBOX_NEW == 0 then return reply end
+  local out = {OUTBOX_MARK, #OUTBOX_NEW / 2}
+  for i = 1, #OUTBOX_NEW do out[#out + 1] = OUTBOX_NEW[i] end
+  out[#out + 1] = reply
+  return out
+end
+
 -- THE compare-and-delete: a worker goes idle only if it still holds exactly this token.
 local function clear_worker_if(worker, token)
   if blank(worker) or blank(token) then return 0 end
@@ -107,22 +140,6 @@ local function back_to_unrouted(job, idx, worker, next_attempt)
   redis.call('HSET', K.part(job, idx), 'state', 'synth_done', 'attempt', next_attempt,
     'worker', '', 'token', '', 't_redispatched', NOW_S)
   redis.call('SADD', K.unrouted(), m)
-end
-
--- base64 (RFC 4648, with padding) of a byte string: the body encoding kombu's Redis
--- transport uses (Redis's Lua has no base64 of its own)
--- (digits looked up in the alphabet string: no table to build on every script call)
-local B64_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
-local function b64_digit(v) return string.sub(B64_ALPHABET, v + 1, v + 1) end
-local function base64(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = string.byte(s, i, i + 2)
-    local v = a * 65536 + (b or 0) * 256 + (c or 0)
-    out[#out + 1] = b64_digit(math.floor(v / 262144)) .. b64_digit(math.floor(v / 4096) % 64)
-      .. (b and b64_digit(math.floor(v / 64) % 64) or '=') .. (c and b64_digit(v % 64) or '=')
-  end
-  return table.concat(out)
 end
 
 -- a JSON string, or null for a blank value
@@ -156,8 +173,8 @@ local function store_result(job, state, ttl_s)
   return proofs
 end
 
--- Unix time `t` as ISO 8601 in UTC, whole seconds ('2026-12-03T08:15:00+00:00'): a Celery
--- message's `expires` as wire.expires_text writes it (Redis's Lua has no os.date).  Days to
+-- Unix time `t` as ISO 8601 in UTC, whole seconds ('2026-12-03T08:15:00+00:00'), to compare
+-- with a Celery message's `expires` (trim_callbacks; Redis's Lua has no os.date).  Days to
 -- a civil date: H. Hinnant's days_from_civil, inverted.
 local function iso_utc(t)
   t = math.floor(t)
@@ -177,17 +194,14 @@ local function iso_utc(t)
     math.floor(rem % 3600 / 60), rem % 60)
 end
 
--- wire.EXPIRES_SLOT as JSON text: where a kept message's `expires` header is written
-local EXPIRES_SLOT = '"\\u0000cuzk-expires-slot\\u0000"'
-
--- The job's on_done callback, if it has one: create_job kept the message under
--- K.on_done(job) as the JSON array [list key, head, tail, body head, body tail]
--- (wire.LateBodyMessage).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
--- JSON text, when given) or "error"}.  Sent at most once: the kept message is deleted in
--- the step that pushes it.  With a 6th element (seconds), its `expires` header is written
--- as now + that, and its list is noted in K.on_done_queues() (scored by when that expires)
--- for the sweeper's trim_callbacks.  A list key under the prefix (a job kept from before
--- submit checked on_done.queue) or holding another type (a key of someone else's) gets
+-- The job's on_done callback, if it has one: create_job kept its outbox entry without
+-- kwargs under K.on_done(job) (JSON {"task", "queue", "priority", ["expires_s"]}, built by
+-- cuzk_tasks/messages.py).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
+-- JSON text, when given) or "error"}.  Sent at most once: the kept entry is deleted in the
+-- step that adds it to the outbox.  With `expires_s`, its queue is noted in
+-- K.on_done_queues() (scored by when the callback expires) for the sweeper's
+-- trim_callbacks.  A queue under the prefix (a job kept from before submit checked
+-- on_done.queue) or holding another type than a list (a key of someone else's) gets
 -- nothing: on_done_error on the job, an on_done_failed event.  Returns 1 when sent.
 local function send_on_done(job, state, err, proofs)
   local key = K.on_done(job)
@@ -195,17 +209,18 @@ local function send_on_done(job, state, err, proofs)
   if not kept then return 0 end
   redis.call('DEL', key)
   local m = cjson.decode(kept)
-  local kind = redis.call('TYPE', m[1])
+  local queue = m.queue
+  local kind = redis.call('TYPE', queue)
   if type(kind) == 'table' then kind = kind.ok end
   local why
-  if string.sub(m[1], 1, #P + 1) == P .. ':' then
-    why = 'queue ' .. m[1] .. ' is a key of the state store: not sent'
+  if string.sub(queue, 1, #P + 1) == P .. ':' then
+    why = 'queue ' .. queue .. ' is a key of the state store: not sent'
   elseif kind ~= 'none' and kind ~= 'list' then
-    why = 'queue ' .. m[1] .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
+    why = 'queue ' .. queue .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
   end
   if why then
     redis.call('HSET', K.job(job), 'on_done_error', why)
-    emit('on_done_failed', 'job', job, 'state', state, 'list', m[1], 'error', why)
+    emit('on_done_failed', 'job', job, 'state', state, 'list', queue, 'error', why)
     return 0
   end
   local kwargs = '{"job_id": ' .. cjson.encode(job) .. ', "state": ' .. cjson.encode(state)
@@ -213,24 +228,19 @@ local function send_on_done(job, state, err, proofs)
     kwargs = kwargs .. ', "proofs": ' .. proofs .. '}'
   elseif state == 'done' then
     -- proofs over ON_DONE_PROOFS_MAX_BYTES (finalize_end), or a job of more than CHUNK
-    -- partitions (the reaper): read from its result (cuzk.result), not carried -- base64 of
-    -- megabytes in one Lua step would hold Redis for seconds
+    -- partitions (the reaper): read from its result (cuzk.result), not carried
     kwargs = kwargs .. ', "proofs": null}'
   else
     kwargs = kwargs .. ', "error": ' .. cjson.encode(err or '') .. '}'
   end
-  local tail, ttl = m[3], tonumber(m[6])
+  local ttl = tonumber(m.expires_s)
   if ttl and ttl > 0 then
-    local s, e = string.find(tail, EXPIRES_SLOT, 1, true)
-    if s then
-      tail = string.sub(tail, 1, s - 1) .. '"' .. iso_utc(NOW + ttl) .. '"' .. string.sub(tail, e + 1)
-    end
-    local was = tonumber(redis.call('ZSCORE', K.on_done_queues(), m[1]) or '0')
-    if NOW + ttl > was then redis.call('ZADD', K.on_done_queues(), NOW + ttl, m[1]) end
+    local was = tonumber(redis.call('ZSCORE', K.on_done_queues(), queue) or '0')
+    if NOW + ttl > was then redis.call('ZADD', K.on_done_queues(), NOW + ttl, queue) end
   end
-  redis.call('LPUSH', m[1], m[2] .. '"' .. base64(m[4] .. kwargs .. m[5]) .. '"' .. tail)
+  outbox_add('{"kwargs": ' .. kwargs .. ', ' .. string.sub(kept, 2))
   redis.call('HSET', K.job(job), 'on_done_sent_at', NOW_S)
-  emit('on_done', 'job', job, 'state', state, 'list', m[1])
+  emit('on_done', 'job', job, 'state', state, 'list', queue)
   return 1
 end
 
@@ -370,14 +380,6 @@ local function csv_set(text)
   return set
 end
 
--- LPUSH a Celery task message (built by cuzk_tasks/wire.py) onto a broker list; nothing
--- when `list_key` is blank (the caller publishes it itself: the broker is another Redis).
-local function enqueue(list_key, payload)
-  if blank(list_key) then return 0 end
-  redis.call('LPUSH', list_key, payload)
-  return 1
-end
-
 -- The device worker a partition of `circuit` goes to: a live one (heartbeat key present)
 -- with role device and a queue, not in `avoid` (a set: devices that faulted on this
 -- partition); least outstanding (size of its routed set), then one whose resident set holds
@@ -408,11 +410,11 @@ local function choose_device(circuit, avoid)
 end
 
 -- route a synth_done partition of this attempt, not yet routed, to `worker` (blank: the
--- best live device, choose_device) and, when `msg_head` is not blank, LPUSH its prove_start
--- message (wire.QueueLateMessage: head .. queue .. tail, on `queue` or `queue:step`) onto
--- that worker's queue in the same step.  Exactly one route per attempt succeeds.
+-- best live device, choose_device) and, when `msg` is not blank, add its prove_start to the
+-- outbox for that worker's queue in the same step (`msg`: the entry without its queue, a
+-- JSON object written by cuzk_tasks/messages.py; the queue is put in front).  Exactly one route per attempt succeeds.
 -- Returns {ok 0|1, reason, worker, queue}.
-local function route_core(job, idx, attempt, worker, circuit, msg_head, msg_tail, msg_step)
+local function route_core(job, idx, attempt, worker, circuit, msg)
   local js = redis.call('HGET', K.job(job), 'state')
   if not js then return {0, 'unknown', '', ''} end
   if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
@@ -429,12 +431,9 @@ local function route_core(job, idx, attempt, worker, circuit, msg_head, msg_tail
   else
     queue = redis.call('HGET', K.worker(worker), 'queue') or ''
   end
-  if not blank(msg_head) then
+  if not blank(msg) then
     if blank(queue) then return {0, 'no_queue', worker, ''} end
-    local list_key = queue
-    -- ':' is wire.PRIORITY_SEP (kombu's priority separator for the Redis transport)
-    if tonumber(msg_step) > 0 then list_key = queue .. ':' .. msg_step end
-    enqueue(list_key, msg_head .. cjson.encode(queue) .. msg_tail)
+    outbox_add('{"queue": ' .. cjson.encode(queue) .. ', ' .. string.sub(msg, 2))
   end
   local m = member(job, idx)
   redis.call('HSET', pkey, 'worker', worker, 't_routed', NOW_S)
@@ -479,8 +478,8 @@ local function write_partitions(job, first, count, base)
   end
 end
 
--- RPUSH the synthesize messages A(base + 1) .. A(base + count) (payloads, in partition
--- order) onto the job's held list: released onto the job's release_list by release_held.
+-- RPUSH the synthesize messages A(base + 1) .. A(base + count) (outbox entries, in partition
+-- order) onto the job's held list: released into the outbox by release_held.
 local function hold_messages(job, base, count)
   if count <= 0 then return end
   local args = {'RPUSH', K.held(job)}
@@ -488,7 +487,7 @@ local function hold_messages(job, base, count)
   redis.call(unpack(args))
 end
 
--- move up to `count` held messages of a live job onto its release_list (n_released counts
+-- move up to `count` held messages of a live job into the outbox (n_released counts
 -- them; partitions are released in index order, so exactly those below n_released have had
 -- their synthesize queued).  A held list lost short of n_partitions releases the rest
 -- without messages: the sweeper's stage check then finds them pending, unqueued, and
@@ -502,7 +501,7 @@ local function release_held(job, count)
   while done < count and released < n do
     local msg = redis.call('LPOP', K.held(job))
     if not msg then released = n; break end
-    redis.call('LPUSH', j[1], msg)
+    outbox_add(msg)
     released = released + 1
     done = done + 1
   end
@@ -512,7 +511,7 @@ end
 
 -- a job whose partitions (and held messages) are written becomes pending and visible: its
 -- request id maps to it, it joins jobs:active (and jobs:deadlines), its on_done is kept, and
--- its first `window` messages are released onto `release_list` ('' = no messages: the
+-- its first `window` messages are released into the outbox (`release_list` '' = no messages: the
 -- caller publishes them itself, or the job fails at once).  `window` 0 = all of them.
 local function activate_job(job, req, release_list, window, ondone_spec, ondone_msg, deadline_text)
   local jkey = K.job(job)

@@ -5,8 +5,7 @@
 -- same request), that job is returned and this creation is discarded: left to the sweeper
 -- (reap_creating.lua) at once.
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
--- A(1) job id, A(2) request id ('' = none), A(3) the messages' broker list key ('' = no
--- messages held), A(4) window (0 = all), A(5) on_done spec, A(6) its message, A(7) deadline
+-- A(1) job id, A(2) request id ('' = none), A(3) '1' when messages are held ('' = none), A(4) window (0 = all), A(5) on_done spec, A(6) its message, A(7) deadline
 -- ('' = none), as create_job.lua; last, the request's digest (as create_job.lua).
 -- Returns {job_id, created 1|0|-1|-2}: -1 rejected (not a creation whose every step ran),
 -- -2 the request id meanwhile names a job of other content (this creation discarded).

@@ -3,12 +3,12 @@
 -- KEYS[1] job hash, KEYS[2] request key ('' when no request id; built by keys.py either way)
 -- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
 -- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref; then the
--- number of messages m (0 or n), the broker list key they all go to, the window (how many
--- are queued now, 0 = all; the rest are held and released one per finished partition:
--- _lib.lua release_held), then the m payloads (wire.py), in partition order -- pushed only
--- when the job is created, so the job and its first tasks appear together; then the
--- on_done spec (JSON {"task", "queue"}, '' = none) and its message (wire.LateBodyMessage
--- as JSON, kept under K.on_done(job) until the job ends: send_on_done); then the deadline in
+-- number of messages m (0 or n), '1' when m > 0, the window (how many are sent now, 0 =
+-- all; the rest are held and released one per finished partition: _lib.lua release_held),
+-- then the m outbox entries (cuzk_tasks/messages.py), in partition order -- sent only when
+-- the job is created, so the job and its first tasks appear together; then the on_done
+-- spec (JSON {"task", "queue"}, '' = none) and its outbox entry without kwargs (kept under
+-- K.on_done(job) until the job ends: send_on_done); then the deadline in
 -- seconds from now ('' = none): deadline_s and deadline_at on the job, K.jobs_deadlines().
 -- The LAST argument, wherever the ones above end: the request's digest ('' = none), kept on
 -- the job as request_digest (_lib.lua request_job).  Partition keys are built from the

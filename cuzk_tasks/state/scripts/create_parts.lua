@@ -7,7 +7,7 @@
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
 -- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
 -- A(6) n partitions in all, A(7) first, A(8) count, then per partition 3 args (input,
--- input_ref, witness_ref), then the number of messages (0 or count) and those payloads;
+-- input_ref, witness_ref), then the number of messages (0 or count) and those outbox entries;
 -- last, the request's digest (as create_job.lua).
 -- Returns {job_id, status}: status 2 written, 0 the request id (or the job id) already has
 -- a job (the job id returned; nothing written), -2 that job has other content (the same),

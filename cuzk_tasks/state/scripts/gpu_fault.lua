@@ -1,23 +1,23 @@
 -- gpu_fault: a run on a DEVICE failed because of the device -- not because of the
 -- partition's input.  Either its prove_start raised a GpuError (a CUDA error, out of memory
 -- after eviction, a kernel that does not compile, no usable device; the partition is in
--- gpu), or the proof made from its partial failed self-verification in finalize (A(12) =
+-- gpu), or the proof made from its partial failed self-verification in finalize (A(10) =
 -- 'finalizing': a kernel may have returned a wrong result).  Two effects, as gpu_end:
 --  * worker: compare-and-delete on this run's token;
 --  * partition, only if this run is its current one (in that state, this attempt, this
 --    token): the faulted worker joins its `avoid` list, `device_faults` += 1 (and, after a
 --    self-verification failure, `verify_faults` += 1), and it goes back to synth_done with
---    attempt + 1 and is routed to the best OTHER live device with its prove_start pushed
+--    attempt + 1 and is routed to the best OTHER live device with its prove_start sent
 --    (route_core; the message carries attempt + 1).  After max faults, after a second
 --    self-verification failure (two independent devices agree: a bad witness), or with no
 --    other live device, the partition (and so its job) fails with the error.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) error, A(7) circuit,
--- A(8) max faults, A(9) head, A(10) tail, A(11) step of the retry's prove_start ('' = the
--- caller publishes it), A(12) the partition's state for this run: 'gpu' or 'finalizing'.
+-- A(8) max faults, A(9) the retry's prove_start (an outbox entry without its queue; '' =
+-- none), A(10) the partition's state for this run: 'gpu' or 'finalizing'.
 -- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
 local job, idx, attempt, worker, token, err = A(1), A(2), A(3), A(4), A(5), A(6)
-local in_state = blank(A(12)) and 'gpu' or A(12)
+local in_state = blank(A(10)) and 'gpu' or A(10)
 local cleared = clear_worker_if(worker, token)
 local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token', 'avoid')
 if not (p[1] == in_state and (in_state == 'gpu' or in_state == 'finalizing')
@@ -53,7 +53,7 @@ end
 -- back to synth_done with the next attempt, as redispatch does
 local next_attempt = tonumber(p[2]) + 1
 back_to_unrouted(job, idx, p[3], next_attempt)
-local r = route_core(job, idx, next_attempt, '', A(7), A(9), A(10), A(11))
+local r = route_core(job, idx, next_attempt, '', A(7), A(9))
 if r[1] ~= 1 then
   return fail(string.format('device error on %s and no other live device to retry on: %s',
     worker, err))

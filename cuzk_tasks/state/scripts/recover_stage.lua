@@ -4,15 +4,15 @@
 -- connection dropped) or is stranded in kombu's unacked hash (its worker died, or lost it
 -- in a reconnect) until the visibility timeout.  The partition moves back one step with
 -- attempt + 1, so the stranded original, should it come back, is a stale no-op:
---   pending, synthesizing       -> pending; its synthesize (for attempt + 1: A(5)/A(6)) queued
+--   pending, synthesizing       -> pending; its synthesize (for attempt + 1: A(5)) queued
 --   synth_done (routed), gpu,   -> synth_done, unrouted (the sweeper routes it at once);
 --   finalizing                     finalize's input -- the partial proof -- was only in the
 --                                  message, so it is proved again.  In gpu, the worker that
 --                                  ran it goes idle by compare-and-delete on the partition's
 --                                  token: no live worker holds that run.
 -- Guarded by the state and attempt the sweeper saw.  KEYS[1] job hash, KEYS[2] partition hash.
--- A(1) job, A(2) idx, A(3) state seen, A(4) attempt seen, A(5) list key or '' (the caller
--- publishes), A(6) the synthesize message payload (pending, synthesizing).
+-- A(1) job, A(2) idx, A(3) state seen, A(4) attempt seen, A(5) the synthesize message (an outbox
+-- entry; pending, synthesizing).
 -- Returns {ok 0|1, reason}.
 local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, 'unknown'} end
@@ -22,7 +22,7 @@ if p[1] ~= A(3) or tonumber(p[2]) ~= tonumber(A(4)) then return {0, 'stale'} end
 local next_attempt = tonumber(p[2]) + 1
 if p[1] == 'pending' or p[1] == 'synthesizing' then
   redis.call('HSET', KEYS[2], 'state', 'pending', 'attempt', next_attempt)
-  enqueue(A(5), A(6))
+  outbox_add(A(5))
 elseif p[1] == 'synth_done' or p[1] == 'gpu' or p[1] == 'finalizing' then
   if p[1] == 'gpu' then clear_worker_if(p[3], p[4]) end
   back_to_unrouted(A(1), A(2), p[3], next_attempt)

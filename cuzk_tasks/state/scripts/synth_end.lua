@@ -1,8 +1,8 @@
 -- synth_end: partition synthesizing -> synth_done; job:idx joins the unrouted set; the
 -- partition's inline input (up to max_inline_input_bytes) is deleted: the witness replaces it.  With
 -- A(7) = '1' the partition is then routed in the same step (_lib.lua route_core: the best
--- live device for circuit A(8), its prove_start message A(9) head, A(10) tail, A(11) step
--- pushed onto that device's queue); with no live device it stays unrouted (the sweeper
+-- live device for circuit A(8), its prove_start message A(9) added to the outbox for that
+-- device's queue); with no live device it stays unrouted (the sweeper
 -- routes it when one appears).
 -- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) witness_ref ('' = keep), A(5) synth_ms,
@@ -22,6 +22,6 @@ if A(6) ~= '' then redis.call('HSETNX', KEYS[1], 'curve', A(6)) end
 redis.call('SADD', KEYS[3], member(A(1), A(2)))
 emit('synth_end', 'job', A(1), 'idx', A(2), 'attempt', A(3), 'synth_ms', A(5))
 if A(7) ~= '1' then return {1, 'ok', '', ''} end
-local r = route_core(A(1), A(2), A(3), '', A(8), A(9), A(10), A(11))
+local r = route_core(A(1), A(2), A(3), '', A(8), A(9))
 if r[1] == 1 then return {1, 'ok', r[3], r[4]} end
 return {1, 'unrouted', '', ''}
