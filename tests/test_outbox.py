@@ -1,0 +1,255 @@
+"""The outbox: a step that makes a stage due records its message in the same Lua step;
+Celery publishes it right after (cuzk_tasks/publisher.py), and a sweeper publishes what a
+process that died in between left (docs/architecture.md, "The outbox").
+
+Unit tests on both store backends with a recording publisher; then the static rule (no
+module of ours builds or pushes a Celery message, or touches kombu's transport); then real
+processes: a job whose creator died before publishing still completes, and the pipeline
+runs with the broker and the state store in different Redis databases.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import re
+import time
+import uuid
+
+import pytest
+
+from cuzk_tasks import defaults, queues
+from cuzk_tasks.config import load_settings
+from cuzk_tasks.errors import ConfigError, CuzkError
+from cuzk_tasks.messages import StageMessages
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+
+
+class Recorder:
+    """A publisher that records what it is given; ``outage``: refuses everything."""
+
+    def __init__(self, outage=False):
+        self.sent, self.outage = [], outage
+
+    def __call__(self, entries):
+        if self.outage:
+            return []
+        self.sent += [json.loads(e) for _, e in entries]
+        return [i for i, _ in entries]
+
+
+def _messages():
+    return StageMessages(load_settings(env={}))
+
+
+def _job(store, n=2, on_done=None, window=None):
+    m = _messages()
+    late = (on_done, m.on_done(on_done)) if on_done else None
+    store.create_job("j", "c", "groth16", 5, None, [{"input": "{}"}] * n,
+                     messages=[m.synthesize("j", i, "c", 5) for i in range(n)], on_done=late,
+                     window=window)
+
+
+def test_a_steps_messages_are_published_then_deleted(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    _job(store)
+    assert [(e["task"], e["args"], e["queue"], e["priority"]) for e in rec.sent] == [
+        ("cuzk.synthesize", ["j", 0], "cuzk.cpu", 5), ("cuzk.synthesize", ["j", 1], "cuzk.cpu", 5)]
+    assert rec.sent[0]["kwargs"] == {"circuit": "c", "priority": 5}
+    assert store.outbox_entries() == {}
+    assert store.redis.zcard(store.keys.outbox_due()) == 0
+
+
+def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    _job(store, n=1)
+    store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
+    store.heartbeat("h:dev0", 30)
+    assert store.synth_begin("j", 0, 0)
+    prove = _messages().prove_start("j", 0, 0, "c", "/w", 3)
+    end = store.synth_end("j", 0, 0, "/w", 1.0, route_circuit="c", message=prove)
+    assert end.routed.queue == "cuzk.dev.h.0"
+    sent = rec.sent[-1]
+    assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove_start", "cuzk.dev.h.0", 3)
+    assert sent["args"] == ["j", 0, 0, "c", "/w"] and sent["kwargs"]["finalize_queue"] == "cuzk.cpu"
+
+
+def test_on_done_gets_its_kwargs_in_the_step_that_ends_the_job(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    _job(store, n=1, on_done={"task": "svc.done", "queue": "svc.q"})
+    assert store.cancel_job("j", "no longer needed")
+    sent = rec.sent[-1]
+    assert (sent["task"], sent["queue"], sent["priority"]) == ("svc.done", "svc.q", 0)
+    assert sent["kwargs"] == {"job_id": "j", "state": "cancelled", "error": "no longer needed"}
+    assert sent["expires_s"] == float(defaults.ON_DONE_TTL_S)
+
+
+def test_a_process_that_dies_before_publishing_leaves_them_to_the_sweeper(store_factory):
+    dead = store_factory()  # publishes nothing: as if killed right after the step
+    _job(dead)
+    assert len(dead.outbox_entries()) == 2
+    rec = Recorder()
+    sweeper = dead.__class__(dead.redis, prefix=dead.prefix, publisher=rec)
+    assert sweeper.publish_overdue(grace_s=60) == 0  # too young: their process may still send them
+    assert sweeper.publish_overdue(grace_s=0) == 2
+    assert sorted(e["args"][1] for e in rec.sent) == [0, 1]
+    assert dead.outbox_entries() == {}
+    assert sweeper.publish_overdue(grace_s=0) == 0
+
+
+def test_a_claim_keeps_other_sweepers_off_until_the_grace_passes(store_factory):
+    store = store_factory()
+    _job(store, n=1)
+    down = store.__class__(store.redis, prefix=store.prefix, publisher=Recorder(outage=True))
+    assert down.publish_overdue(grace_s=0) == 1  # claimed; the broker is down: left in place
+    assert len(store.outbox_entries()) == 1
+    assert down.publish_overdue(grace_s=30) == 0  # re-scored by the claim: not due again yet
+    assert down.publish_overdue(grace_s=0) == 1
+
+
+def test_a_held_message_is_released_into_the_outbox_when_a_partition_ends(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    _job(store, n=3, window=1)
+    assert [e["args"][1] for e in rec.sent] == [0]
+    assert store.fail_partition("j", 0, 0, "boom")  # the job fails: nothing more is released
+    assert [e["args"][1] for e in rec.sent] == [0]
+
+
+def test_no_module_builds_or_pushes_a_celery_message():
+    """Celery publishes every message: nothing of ours imports kombu's transports or
+    messaging internals, and no Lua script pushes onto a list outside the state store."""
+    package = ROOT / "cuzk_tasks"
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            for name in names:
+                assert not name.startswith(("kombu.transport", "kombu.messaging",
+                                            "celery.app.amqp")), f"{path}: imports {name}"
+    pushes = re.compile(r"redis\.call\('(L|R)PUSH', *([^,]+),")
+    for path in sorted((package / "state" / "scripts").glob("*.lua")):
+        for _, key in pushes.findall(path.read_text()):
+            assert key.strip().startswith("K."), f"{path.name}: pushes onto {key}"
+
+
+@pytest.mark.parametrize("name", ["", "has space", 'quote"', "slash/", None])
+def test_unusable_queue_names_are_refused(name):
+    with pytest.raises(CuzkError, match="queue name"):
+        queues.check_queue_name(name)
+
+
+def test_config_refuses_a_cpu_queue_no_redis_list_can_name():
+    with pytest.raises(ConfigError, match="cpu_queue"):
+        load_settings(env={"CUZK_CPU_QUEUE": "cpu queue"})
+
+
+def test_broker_is_state_redis_only_for_the_same_url():
+    same = load_settings(env={"CUZK_REDIS_URL": "redis://h:1/0"})
+    assert same.broker_is_state_redis
+    other = load_settings(env={"CUZK_REDIS_URL": "redis://h:1/0", "CUZK_STATE_URL": "redis://h:1/1"})
+    assert not other.broker_is_state_redis
+
+
+def _service_env(tmp_path, broker_url, state_url):
+    from support.processes import write_circuits_toml
+
+    config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", FIX / "mulchain")})
+    return dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=broker_url,
+                CUZK_BROKER_URL=broker_url, CUZK_RESULT_BACKEND=broker_url,
+                CUZK_STATE_URL=state_url, CUZK_PREFIX="ob" + uuid.uuid4().hex[:6],
+                CUZK_HOSTNAME="obhost", CUZK_CPU_QUEUE="ob.cpu." + uuid.uuid4().hex[:6],
+                CUZK_SPOOL_DIR=str(tmp_path / "spool"), CUZK_THREADS="1",
+                CUZK_HEARTBEAT_INTERVAL_S="0.25", CUZK_HEARTBEAT_TTL_S="1.5",
+                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _run_workers(tmp_path, env):
+    from support.processes import start_logged, worker_argv
+
+    return [start_logged(worker_argv(*args), tmp_path / f"{name}.log", env, ROOT)
+            for name, args in (("dev0", ["--device", "0", "--backend", "cpu"]),
+                               ("cpu", ["--cpu", "--concurrency", "1"]))]
+
+
+def _wait_for_device(client, tmp_path):
+    deadline = time.monotonic() + 60
+    while not client.store.live_device_workers():
+        assert time.monotonic() < deadline, (tmp_path / "dev0.log").read_text()[-2000:]
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_job_whose_creator_died_before_publishing_still_completes(redis_server_url, tmp_path):
+    """The crash window of a transition-then-publish design: the job is created (its
+    synthesize messages in the outbox) and the process dies before Celery sent them.  A
+    CPU worker's sweeper publishes them once they are OUTBOX_GRACE_S old."""
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.state import StateStore
+    from support.processes import stop_process_group
+
+    env = _service_env(tmp_path, redis_server_url, redis_server_url)
+    settings = load_settings(env=env)
+    procs = _run_workers(tmp_path, env)
+    try:
+        client = Client(settings=settings)
+        _wait_for_device(client, tmp_path)
+        dead = StateStore.from_settings(settings)  # no publisher: it "dies" after the step
+        m = StageMessages(settings)
+        inputs = json.dumps(json.loads((FIX / "mulchain" / "input.json").read_text()))
+        t0 = time.monotonic()
+        job = uuid.uuid4().hex
+        _, created = dead.create_job(job, "mulchain", "groth16", 5, None, [{"input": inputs}] * 2,
+                                     messages=[m.synthesize(job, i, "mulchain", 5) for i in range(2)])
+        assert created and len(dead.outbox_entries()) == 2
+        result = client.wait(job, timeout=90)
+        assert result["state"] == "done" and len(result["proofs"]) == 2
+        assert time.monotonic() - t0 >= defaults.OUTBOX_GRACE_S - 1  # the sweeper sent them
+        assert dead.outbox_entries() == {}
+    finally:
+        for proc in procs:
+            stop_process_group(proc)
+
+
+@pytest.mark.slow
+def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url, tmp_path):
+    import redis
+
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.groth16 import verify
+    from support.processes import stop_process_group
+
+    state_url = redis_server_url.rsplit("/", 1)[0] + "/3"
+    env = _service_env(tmp_path, redis_server_url, state_url)
+    settings = load_settings(env=env)
+    assert not settings.broker_is_state_redis
+    procs = _run_workers(tmp_path, env)
+    try:
+        client = Client(settings=settings)
+        _wait_for_device(client, tmp_path)
+        inputs = json.loads((FIX / "mulchain" / "input.json").read_text())
+        job = client.submit("mulchain", [{"input": inputs}] * 3)
+        result = client.wait(job, timeout=90)
+        vk = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
+        assert len(result["proofs"]) == 3
+        assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"])
+        # the state lives only in the state database; the broker lists are drained
+        assert redis.Redis.from_url(state_url).exists(client.store.keys.job(job))
+        broker = redis.Redis.from_url(redis_server_url)
+        assert not broker.exists(client.store.keys.job(job))
+        for queue in (settings.cpu_queue, settings.device_queue(0)):
+            assert sum(broker.llen(k) for k in queues.queue_keys(queue)) == 0
+    finally:
+        for proc in procs:
+            stop_process_group(proc)
