@@ -63,10 +63,11 @@ def job_done(**kwargs):
 if mode == "worker":
     app.worker_main(["worker", "-Q", "%(queue)s", "-P", "solo", "-n", "svc@%%h",
                      "--without-mingle", "--without-gossip", "--loglevel", "INFO"])
-elif mode == "call":  # [[task, kwargs], ...] -> their replies, in order, on stdout
+elif mode == "call":  # [[task, kwargs(, priority)], ...] -> their replies, in order, on stdout
     calls = json.loads(sys.argv[3])
-    replies = [app.send_task(name, kwargs=kwargs, queue="cuzk.cpu").get(timeout=60)
-               for name, kwargs in calls]
+    replies = [app.send_task(c[0], kwargs=c[1], queue="cuzk.cpu",
+                             **({"priority": c[2]} if len(c) > 2 else {})).get(timeout=60)
+               for c in calls]
     print(json.dumps(replies))
 ''' % {"task": CB_TASK, "queue": CB_QUEUE}
 
@@ -240,3 +241,16 @@ def test_cli_submit_takes_on_done(service):
                           str(FIX / "mulchain" / "input.json"), "--on-done-task", CB_TASK],
                          cwd=ROOT, env=service["env"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--on-done-queue" in bad.stderr
+
+
+def test_a_plain_celery_client_gets_jobs_done_with_any_message_priority(service):
+    """kombu's default priority steps and separator on both sides: a message of any
+    priority 0-9 from a Celery app with default settings reaches the workers."""
+    call, client = service["call"], service["client"]
+    good = {"input": json.loads((FIX / "mulchain" / "input.json").read_text())}
+    jobs = call(*[("cuzk.submit", {"circuit": "mulchain", "partitions": [good], "priority": p}, p)
+                  for p in range(10)])
+    assert len(set(jobs)) == 10
+    for job in jobs:
+        result = client.wait(job, timeout=120)
+        assert result["state"] == "done" and len(result["proofs"]) == 1, service["logs"]()

@@ -7,5 +7,5 @@ sys.path; the workers the tests start get it on PYTHONPATH from ``instruments.en
 * ``instruments``      TEST ONLY prover with delays and a poison pill (``CUZK_PROVER``)
 * ``snarkjs_tool``     the snarkjs CLI (node) and the fixture circuits
 * ``cupy_emu``         CUDA kernels compiled with g++ behind a CuPy-like API (tests/cuda_emu/)
-* ``message_template`` the Celery-rendered task-message templates wire fills
+* ``outbox`` Recorder (a publisher that records) and queued (decoded broker messages)
 """
