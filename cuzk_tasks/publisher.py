@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 
 from .redis_url import is_outage
 
@@ -22,7 +24,9 @@ log = logging.getLogger("cuzk_tasks.publisher")
 def send_options(entry: dict) -> dict:
     """``app.send_task`` keyword arguments of an outbox entry."""
     options = {"args": entry.get("args") or (), "kwargs": entry.get("kwargs") or {},
-               "queue": entry["queue"], "priority": int(entry.get("priority") or 0)}
+               "queue": entry["queue"], "priority": int(entry.get("priority") or 0),
+               # the state store holds progress and results: no result subscription per send
+               "ignore_result": True}
     if entry.get("expires_s"):
         options["expires"] = float(entry["expires_s"])  # seconds from the send
     if entry.get("argsrepr"):
@@ -31,15 +35,19 @@ def send_options(entry: dict) -> dict:
 
 
 class CeleryPublisher:
-    """``publisher(entries)`` for :class:`cuzk_tasks.state.StateStore`: publishes
-    ``[(id, entry JSON), ...]`` in order with ``app.send_task``; returns the ids done with
+    """The ``publisher`` of :class:`cuzk_tasks.state.StateStore`: publishes ``[(id, entry
+    JSON), ...]`` in order with ``app.send_task``, then calls ``done`` with the ids done with
     (published, or dropped as unsendable).  Stops at the first outage: that entry and the
     ones after it stay for the sweeper (``StateStore.publish_overdue``)."""
 
     def __init__(self, app):
         self.app = app
 
-    def __call__(self, entries) -> list:
+    def __call__(self, entries, done_fn) -> None:
+        done_fn(self.send(entries))
+
+    def send(self, entries) -> list:
+        """Publish ``entries``; the ids done with."""
         done = []
         for entry_id, text in entries:
             try:
@@ -55,6 +63,38 @@ class CeleryPublisher:
                           type(exc).__name__, exc)
             done.append(entry_id)
         return done
+
+
+class BackgroundPublisher:
+    """A publisher that hands the entries to a thread of its own, which publishes them with
+    ``inner`` (a :class:`CeleryPublisher`) in order: the step that added them returns at once.
+    A device worker's: its gpu_end then costs the device one Redis round trip between two
+    partitions, not Celery's publish path too.  Entries still queued when the process dies
+    are in the outbox; a sweeper publishes them."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self._queue = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def __call__(self, entries, done_fn) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:  # started in the process that publishes (after fork)
+                    self._thread = threading.Thread(target=self._run, name="cuzk-publisher",
+                                                    daemon=True)
+                    self._thread.start()
+        self._queue.put((entries, done_fn))
+
+    def _run(self):
+        while True:
+            entries, done_fn = self._queue.get()
+            try:
+                self.inner(entries, done_fn)
+            except Exception:  # noqa: BLE001 - the outbox keeps them; the thread goes on
+                log.exception("publishing %d outbox message(s) failed; a sweeper sends them",
+                              len(entries))
 
 
 def _is_outage(exc) -> bool:

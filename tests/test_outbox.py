@@ -24,22 +24,10 @@ from cuzk_tasks import defaults, queues
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
 from cuzk_tasks.messages import StageMessages
+from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
-
-
-class Recorder:
-    """A publisher that records what it is given; ``outage``: refuses everything."""
-
-    def __init__(self, outage=False):
-        self.sent, self.outage = [], outage
-
-    def __call__(self, entries):
-        if self.outage:
-            return []
-        self.sent += [json.loads(e) for _, e in entries]
-        return [i for i, _ in entries]
 
 
 def _messages():
@@ -263,3 +251,26 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
     finally:
         for proc in procs:
             stop_process_group(proc)
+
+
+def test_a_background_publisher_sends_in_order_from_its_thread_and_then_clears(store_factory):
+    import threading
+
+    from cuzk_tasks.publisher import BackgroundPublisher
+
+    threads = []
+
+    class Inner(Recorder):
+        def __call__(self, entries, done):
+            threads.append(threading.current_thread().name)
+            super().__call__(entries, done)
+
+    inner = Inner()
+    store = store_factory(publisher=BackgroundPublisher(inner))
+    _job(store, n=3)
+    deadline = time.monotonic() + 10
+    while store.outbox_entries():
+        assert time.monotonic() < deadline, store.outbox_entries()
+        time.sleep(0.01)
+    assert [e["args"][1] for e in inner.sent] == [0, 1, 2]
+    assert threads == ["cuzk-publisher"]

@@ -65,9 +65,11 @@ class Context:
             publisher = None
             if self.app is not None:
                 # lazy: the publisher's kombu is loaded only where a Celery app is
-                from ..publisher import CeleryPublisher
+                from ..publisher import BackgroundPublisher, CeleryPublisher
 
                 publisher = CeleryPublisher(self.app)
+                if self.identity.role == "device":  # the device's next partition waits for nothing
+                    publisher = BackgroundPublisher(publisher)
             self._store = StateStore.from_settings(self.settings, publisher=publisher)
         return self._store
 

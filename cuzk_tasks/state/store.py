@@ -352,9 +352,11 @@ class StateStore:
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
-        #: publishes outbox entries (``publisher([(id, entry JSON), ...])`` -> the ids done
-        #: with: published, or refused for good); None: a store that publishes nothing --
-        #: the entries its steps add wait for a sweeper's (:meth:`publish_overdue`)
+        #: publishes outbox entries: ``publisher([(id, entry JSON), ...], done)`` sends them
+        #: (now or from a thread of its own) and calls ``done(ids)`` with the ids it is done
+        #: with -- published, or refused for good -- which deletes them (:meth:`outbox_done`);
+        #: None: a store that publishes nothing -- the entries its steps add wait for a
+        #: sweeper's (:meth:`publish_overdue`)
         self.publisher = publisher
 
     @classmethod
@@ -420,16 +422,19 @@ class StateStore:
         return reply
 
     def _publish(self, entries):
-        if self.publisher is None:
+        if self.publisher is not None:
+            self.publisher(entries, self.outbox_done)
+
+    def outbox_done(self, ids) -> None:
+        """Delete published outbox entries (the publisher's ``done``).  Not retried through an
+        outage: the messages are out; an entry left behind is sent again by a sweeper after
+        OUTBOX_GRACE_S, a stale no-op."""
+        if not ids:
             return
-        done = self.publisher(entries)
-        if not done:
-            return
-        try:  # not retried through an outage: the step has run and its messages are out
-            self._scripts["outbox_done"](keys=[], args=self._common + [str(i) for i in done])
+        try:
+            self._scripts["outbox_done"](keys=[], args=self._common + [str(i) for i in ids])
         except redis_url.outage_errors() as exc:
-            # the sweeper's claim sends them again after OUTBOX_GRACE_S: a stale no-op
-            log.warning("outbox: %d published message(s) not cleared: %s", len(done), exc)
+            log.warning("outbox: %d published message(s) not cleared: %s", len(ids), exc)
 
     def publish_overdue(self, grace_s: float = defaults.OUTBOX_GRACE_S,
                         limit: int = 1000) -> int:
