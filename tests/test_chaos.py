@@ -288,7 +288,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     its heartbeat expires, the sweeper re-dispatches everything routed to it (attempt + 1)
     to the other device.  Every partition finishes there, one proof each; the messages left
     in the dead device's queue are stale when it comes back."""
-    from cuzk_tasks import wire
+    from cuzk_tasks.queues import queue_keys
 
     c = cluster
     queues = {w["worker_id"]: w["queue"] for w in c.store.live_device_workers()}
@@ -303,7 +303,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
             mine = [p for p in parts if p.get("worker") == worker]
             proving = [p for p in mine if p["state"] == "gpu"]
             if proving and not [p for p in mine if p["state"] in ("finalizing", "done")] \
-                    and c.store.queue_depth(queues.queue_keys(queue)) > 0:
+                    and c.store.queue_depth(queue_keys(queue)) > 0:
                 return worker, (proving[0]["job"], proving[0]["idx"], proving[0]["attempt"]), jobs
         return None
 
@@ -316,7 +316,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
         parts = [p for j in jobs for p in c.store.list_partitions(j)]
         at_kill.update(
             victim=victim, name=name, proving=proving, jobs=jobs,
-            depth=c.store.queue_depth(queues.queue_keys(queues[victim])),
+            depth=c.store.queue_depth(queue_keys(queues[victim])),
             routed=c.store.routed_partitions(victim),
             finished=[(p["job"], p["idx"]) for p in parts if p.get("worker") == victim
                       and p["state"] in ("finalizing", "done")],
@@ -328,7 +328,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
         took, parts = _run_through(c, kill, ready=proving_with_a_backlog)
     finally:
         if at_kill:
-            at_kill["left"] = c.store.queue_depth(queues.queue_keys(queues[at_kill["victim"]]))
+            at_kill["left"] = c.store.queue_depth(queue_keys(queues[at_kill["victim"]]))
             _restart(c, at_kill["name"])
     victim = at_kill["victim"]
     survivor = (set(queues) - {victim}).pop()
@@ -354,7 +354,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     # proves again
     completed, done = _completed(c.store), sorted(_done_events(c.store, at_kill["jobs"]))
     deadline = time.monotonic() + 20
-    while c.store.queue_depth(queues.queue_keys(queues[victim])) > 0:
+    while c.store.queue_depth(queue_keys(queues[victim])) > 0:
         assert time.monotonic() < deadline, f"{victim} left its queue\n{c.logs()}"
         time.sleep(0.05)
     time.sleep(2 * PROVE_DELAY_S)  # the last one taken ends (it would be proving)

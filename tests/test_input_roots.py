@@ -24,12 +24,13 @@ import uuid
 
 import pytest
 
-from cuzk_tasks import pipeline, wire
+from cuzk_tasks import pipeline, queues
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
 from cuzk_tasks.paths import (NAME_MAX, OUTSIDE, InputRefError, OutsideInputRootsError,
                               absolute_refs, confined_path, open_input)
 from cuzk_tasks.celery_app import create_app
+from support.outbox import queued
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -275,8 +276,9 @@ def test_submit_job_fails_outside_partitions_with_the_message(tree, ctx):
                      unblock=tree["outside"])
     assert _error(ctx, job) == "partition 1: " + _outside_msg("input_ref", bad)
     assert ctx.store.get_partition(job, 1)["error"] == _outside_msg("input_ref", bad)
-    # nothing was queued for the job
-    assert ctx.store.redis.llen(queues.queue_keys(ctx.settings.cpu_queue)[0]) == 0
+    # nothing was queued for the job (no synthesize sent, none left in the outbox)
+    assert queued(ctx.store.redis, ctx.settings.cpu_queue) == []
+    assert ctx.store.outbox_entries() == {}
 
 
 @pytest.mark.parametrize("field, make", [

@@ -21,6 +21,7 @@ import time
 
 from support import instruments
 import pytest
+from support.outbox import decode
 from support.processes import Cluster, SnapshotPoller, dump_stacks, write_circuits_toml
 
 pytestmark = pytest.mark.slow
@@ -31,6 +32,9 @@ HOST = "e2ehost"
 HB_INTERVAL, HB_TTL = 0.25, 1.5
 MAX_DELIVERIES = 2
 INLINE_LIMIT = 4096
+#: kombu's Redis transport: the hash of delivered, not yet acknowledged messages
+#: (delivery tag -> JSON [envelope, exchange, routing key])
+UNACKED = "unacked"
 
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
@@ -237,7 +241,7 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     too deep for the JSON decoder (which Celery drops)."""
     from celery import Celery
 
-    from cuzk_tasks import wire
+    from cuzk_tasks.queues import queue_keys
     from cuzk_tasks.task_names import TASK_SUBMIT, TASK_SYNTHESIZE
 
     c = cluster
@@ -278,8 +282,8 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     time.sleep(2 * HB_TTL + 4 * HB_INTERVAL)
     assert cpu.poll() is None, "the CPU worker died\n" + c.logs()
     ids = {reply.id, stage.id, raw_reply.id}
-    unacked = [json.loads(raw)[0]["headers"]["id"] for raw in c.store.redis.hvals(wire.UNACKED_KEY)]
-    queued = [json.loads(raw)["headers"]["id"] for key in queues.queue_keys(c.settings.cpu_queue)
+    unacked = [json.loads(raw)[0]["headers"]["id"] for raw in c.store.redis.hvals(UNACKED)]
+    queued = [json.loads(raw)["headers"]["id"] for key in queue_keys(c.settings.cpu_queue)
               for raw in c.store.redis.lrange(key, 0, -1)]
     assert not ids & set(unacked + queued), (unacked, queued)
     assert [r["task_id"] for r in c.store.rejected_requests()].count(reply.id) == 1  # once
@@ -489,7 +493,7 @@ def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
 def _delivered_stage(store, job, n, stage):
     """A partition of ``job`` whose ``stage`` message the CPU worker has taken: synthesize
     running (state synthesizing), or finalize popped into kombu's unacked hash."""
-    from cuzk_tasks import wire
+    from cuzk_tasks.task_names import stage_partition
 
     for idx in range(n):
         part = store.get_partition(job, idx) or {}
@@ -497,9 +501,10 @@ def _delivered_stage(store, job, n, stage):
             continue
         if stage == "synthesizing":
             return idx
-        for raw in store.redis.hvals(wire.UNACKED_KEY):
-            found = wire.message_partition(json.dumps(json.loads(raw)[0]))
-            if found and found[0] == "cuzk.finalize" and found[1:3] == (job, idx):
+        for raw in store.redis.hvals(UNACKED):
+            task, args, kwargs, _ = decode(json.dumps(json.loads(raw)[0]))
+            found = stage_partition(task, args, kwargs)
+            if task == "cuzk.finalize" and found and found[:2] == (job, idx):
                 return idx
     return None
 
@@ -582,7 +587,6 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
     after the visibility timeout (an hour), and the job completes with one proof each."""
     from celery import Celery
 
-    from cuzk_tasks import wire
     from cuzk_tasks.task_names import TASK_SUBMIT
 
     c, n = cluster, 3
@@ -599,7 +603,7 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
         "circuit": "mulchain", "partitions": [{"input": _input("mulchain")}] * n})
     deadline = time.monotonic() + 20
     while not any(json.loads(raw)[0]["headers"]["id"] == reply.id
-                  for raw in c.store.redis.hvals(wire.UNACKED_KEY)):
+                  for raw in c.store.redis.hvals(UNACKED)):
         assert time.monotonic() < deadline, "the CPU worker never took the submit\n" + c.logs()
         time.sleep(0.01)
     time.sleep(2 * HB_INTERVAL)  # a heartbeat reports it held

@@ -1,19 +1,25 @@
 """Routing choice and the sweeper's re-dispatch, on a real redis-server (no Celery workers).
 
-The prove_start messages the transitions push are read back from the device queues' lists."""
+The prove_start messages the transitions record in the outbox are published by the context's
+Celery app (cuzk_tasks/publisher.py) and read back from the device queues' lists."""
 
-import base64
 import json
 import time
 import uuid
 
 import pytest
+from support.outbox import queued
 
-from cuzk_tasks import routing, wire
+from cuzk_tasks import queues, routing
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.pipeline import Context
-from support.message_template import template
+from cuzk_tasks.publisher import CeleryPublisher
+from cuzk_tasks.task_names import stage_partition
 from cuzk_tasks.celery_app import create_app
+
+# kombu's Redis transport: the hash of delivered, unacknowledged messages (delivery tag ->
+# JSON [envelope, exchange, routing key]) and its index (tag -> delivery time)
+UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
 
 
 def test_prove_delay_instrument_parsing():
@@ -32,7 +38,7 @@ def ctx(redis_server_url):
                                   "CUZK_PREFIX": "r" + uuid.uuid4().hex[:8],
                                   "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.5"})
     c = Context(app=create_app(settings), settings=settings, worker_id="test")
-    assert c.enqueue_in_store
+    assert isinstance(c.store.publisher, CeleryPublisher)  # the steps' messages go out at once
     c.queues = {}  # worker id -> its (unique) queue name
     yield c
     c.store.redis.delete(*[k for q in c.queues.values() for k in queues.queue_keys(q)] or ["-"])
@@ -51,13 +57,9 @@ def sent(ctx):
     """(job, idx, attempt, worker) of every prove_start message waiting on a device queue."""
     out = []
     for worker, queue in ctx.queues.items():
-        for key in queues.queue_keys(queue):
-            for raw in ctx.store.redis.lrange(key, 0, -1):
-                envelope = json.loads(raw)
-                assert envelope["properties"]["delivery_info"]["routing_key"] == queue
-                assert envelope["headers"]["task"] == "cuzk.prove_start"
-                args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-                out.append((args[0], args[1], args[2], worker))
+        for task, args, _, _ in queued(ctx.store.redis, queue):
+            assert task == "cuzk.prove_start"
+            out.append((args[0], args[1], args[2], worker))
     return sorted(out)
 
 
@@ -82,15 +84,15 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     part = store.get_partition(job, 0)
     assert part["state"] == "synth_done" and int(part["attempt"]) == 1
     assert store.unrouted_partitions() == [(job, 0)]
     # a second sweep changes nothing (the attempt guard)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     # dev1 comes up: the partition goes there with the new attempt
     store.heartbeat("h:dev1", 5)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0, "requests": 0}
+    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     assert sent(ctx) == [(job, 0, 0, "h:dev0"), (job, 0, 1, "h:dev1")]
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
@@ -142,13 +144,18 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
     assert end.routed.reason == "no_live_device" and store.unrouted_partitions() == [(job, 0)]
+    assert store.outbox_entries() == {}  # nothing recorded for a partition left unrouted
     queue = _register(ctx, "h:dev0", 0)
     assert store.synth_begin(job, 1, 0)
     message = ctx.messages.prove_start(job, 1, 0, "c", "/w1", 3)
     end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
-    # on the list of priority step 3, exactly what wire.fill_queue would have built
-    assert store.redis.lrange(f"{queue}:3", 0, -1) == [wire.fill_queue(message, queue).payload]
+    # published by Celery on the chosen queue's list of priority step 3, as the entry says
+    assert store.redis.llen(queues.queue_list_key(queue, 3)) == 1
+    assert queued(store.redis, queue) == [(
+        "cuzk.prove_start", [job, 1, 0, "c", "/w1"],
+        {"finalize_queue": ctx.settings.cpu_queue, "priority": 3}, 3)]
+    assert store.outbox_entries() == {}  # published, then deleted
     assert store.get_partition(job, 1)["worker"] == "h:dev0"
     assert sent(ctx) == [(job, 1, 0, "h:dev0")]
 
@@ -168,14 +175,33 @@ def lossy(redis_server_url):
     yield c
     r = c.store.redis
     r.delete(*queues.queue_keys(settings.cpu_queue), *[k for q in c.queues.values() for k in queues.queue_keys(q)])
-    for tag, raw in r.hgetall(wire.UNACKED_KEY).items():
+    for tag, raw in r.hgetall(UNACKED).items():
         if settings.cpu_queue in raw:
-            r.hdel(wire.UNACKED_KEY, tag)
+            r.hdel(UNACKED, tag)
+            r.zrem(UNACKED_INDEX, tag)
 
 
 def _cpu_messages(ctx):
-    return [wire.message_partition(raw) for key in queues.queue_keys(ctx.settings.cpu_queue)
-            for raw in ctx.store.redis.lrange(key, 0, -1)]
+    """(task, job, idx, attempt) of every stage message waiting on the cpu queue."""
+    return [(task, *stage_partition(task, args, kwargs))
+            for task, args, kwargs, _ in queued(ctx.store.redis, ctx.settings.cpu_queue)]
+
+
+def _publish(ctx, entry):
+    """Have Celery send one outbox entry (cuzk_tasks/messages.py) as the step's would be."""
+    assert CeleryPublisher(ctx.app)([("test", entry)]) == ["test"]
+
+
+def _strand(ctx, entry):
+    """Send ``entry`` and move the message into kombu's unacked hash, as a worker's delivery
+    does (kombu's QoS.append): delivered, then its worker died."""
+    _publish(ctx, entry)
+    r = ctx.store.redis
+    queue = json.loads(entry)["queue"]
+    (raw,) = [m for key in queues.queue_keys(queue) for m in [r.rpop(key)] if m is not None]
+    tag = json.loads(raw)["properties"]["delivery_tag"]
+    r.zadd(UNACKED_INDEX, {tag: time.time()})
+    r.hset(UNACKED, tag, json.dumps([json.loads(raw), "", queue]))
 
 
 def _sweep_twice(sweeper, ctx):
@@ -195,9 +221,8 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 3)  # queues nothing
     # partition 0's message is stranded in kombu's unacked hash (its worker died): no lease
-    stranded = lossy.messages.synthesize(job, 0, "c", 4)
-    store.redis.hset(wire.UNACKED_KEY, "tag-" + job,
-                     json.dumps([json.loads(stranded.payload), "", lossy.settings.cpu_queue]))
+    _strand(lossy, lossy.messages.synthesize(job, 0, "c", 4))
+    assert _cpu_messages(lossy) == []
     # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
     # reported too, but by a worker that went offline
     _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0)])
@@ -225,8 +250,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
     assert store.synth_begin(job, 0, 0)  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
-    backlog = lossy.messages.synthesize("other-job", 0, "c", 4)
-    store.redis.lpush(backlog.list_key, backlog.payload)  # the queue is busy: irrelevant here
+    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the queue is busy: irrelevant here
     sweeper = routing.Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
     time.sleep(0.25)  # the worker's heartbeat has expired
@@ -304,8 +328,7 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
-    other = lossy.messages.synthesize("other-job", 0, "c", 4)  # the backlog moves
-    store.redis.lpush(other.list_key, other.payload)
+    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the backlog moves
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
 
@@ -329,19 +352,19 @@ def test_sightings_across_a_gap_in_the_sweeps_do_not_count(lossy):
 
 
 def test_stage_messages_name_their_partition_attempt(lossy):
-    synth = lossy.messages.synthesize("j", 3, "c", 4)
-    again = lossy.messages.synthesize("j", 3, "c", 4, attempt=2)
-    prove = wire.fill_queue(lossy.messages.prove_start("j", 4, 2, "c", "/w", 4), "q")
-    assert wire.message_partition(synth.payload) == ("cuzk.synthesize", "j", 3, 0)
-    assert wire.message_partition(again.payload) == ("cuzk.synthesize", "j", 3, 2)
-    assert wire.message_partition(prove.payload) == ("cuzk.prove_start", "j", 4, 2)
-    other = wire.task_message(template("svc.cb"), "svc.cb", (), {"job_id": "j"}, queue="q", priority=0)
-    assert wire.message_partition(other.payload) is None
-    assert wire.message_partition("not json") is None
+    """As a worker reads them (Celery's decoded requests): every stage message the steps
+    send names its partition attempt; other tasks' name none."""
+    m = lossy.messages
     finalize = {"job": "j", "idx": 5, "attempt": 1, "partial": None}
-    assert wire.stage_partition("cuzk.finalize", [finalize], {}) == ("j", 5, 1)
-    assert wire.stage_partition("cuzk.finalize", [], {}) is None
-    assert wire.stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
+    sent = [json.loads(e) for e in (
+        m.synthesize("j", 3, "c", 4), m.synthesize("j", 3, "c", 4, attempt=2),
+        m.prove_start("j", 4, 2, "c", "/w", 4), m.finalize("cpu", 4, finalize),
+        m.on_done({"task": "svc.cb", "queue": "q"}))]
+    assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))
+            for e in sent] == [("j", 3, 0), ("j", 3, 2), ("j", 4, 2), ("j", 5, 1), None]
+    assert stage_partition("cuzk.finalize", [], {}) is None
+    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
+    assert stage_partition("cuzk.prove_start", ["j"], {}) is None  # malformed: names nothing
 
 
 def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monkeypatch):
@@ -376,8 +399,8 @@ def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
     envelope = {"body": "W10=", "headers": headers, "content-type": "application/json",
                 "properties": {"priority": 0, "delivery_tag": tag, "body_encoding": "base64",
                                "delivery_info": {"exchange": "", "routing_key": queue}}}
-    redis.hset(wire.UNACKED_KEY, tag, json.dumps([envelope, "", queue]))
-    redis.zadd(wire.UNACKED_INDEX_KEY, {tag: time.time() - delivered_ago_s})
+    redis.hset(UNACKED, tag, json.dumps([envelope, "", queue]))
+    redis.zadd(UNACKED_INDEX, {tag: time.time() - delivered_ago_s})
 
 
 def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
@@ -402,7 +425,7 @@ def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
     _unacked(r, tag("stage"), "cuzk.synthesize", "t-stage", 5, queue)
     _unacked(r, tag("eta"), "cuzk.status", "t-eta", 5, queue, eta=future)
     _unacked(r, tag("fresh"), "cuzk.result", "t-fresh", 0, queue)
-    leases = RequestLeases(r, store, ttl_s=0.3, interval_s=0.1)
+    leases = RequestLeases(ctx.app, store, ttl_s=0.3, interval_s=0.1)
     try:
         assert leases.recover() == 0  # the first sighting
         assert r.llen(queue) == 0
@@ -410,10 +433,10 @@ def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
         assert leases.recover() == 1
         waiting = [json.loads(m)["headers"]["id"] for m in r.lrange(queue, 0, -1)]
         assert waiting == ["t-lost"]
-        assert set(r.hkeys(wire.UNACKED_KEY)) >= {tag("held"), tag("stage"), tag("eta"), tag("fresh")}
-        assert not r.hexists(wire.UNACKED_KEY, tag("lost"))
-        r.hdel(wire.UNACKED_KEY, tag("fresh"))  # acknowledged by its worker meanwhile
-        r.zrem(wire.UNACKED_INDEX_KEY, tag("fresh"))
+        assert set(r.hkeys(UNACKED)) >= {tag("held"), tag("stage"), tag("eta"), tag("fresh")}
+        assert not r.hexists(UNACKED, tag("lost"))
+        r.hdel(UNACKED, tag("fresh"))  # acknowledged by its worker meanwhile
+        r.zrem(UNACKED_INDEX, tag("fresh"))
         # the holder's heartbeat expires: its request goes back too, after a TTL of sightings
         store.heartbeat("h:cpu:1", 0.05, holding_requests=["t-held"])
         time.sleep(0.1)
@@ -422,10 +445,10 @@ def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
         assert leases.recover() == 1
         waiting = [json.loads(m)["headers"]["id"] for m in r.lrange(queue, 0, -1)]
         assert sorted(waiting) == ["t-held", "t-lost"]
-        assert r.hexists(wire.UNACKED_KEY, tag("stage")) and r.hexists(wire.UNACKED_KEY, tag("eta"))
+        assert r.hexists(UNACKED, tag("stage")) and r.hexists(UNACKED, tag("eta"))
     finally:
-        r.hdel(wire.UNACKED_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
-        r.zrem(wire.UNACKED_INDEX_KEY, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
+        r.hdel(UNACKED, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
+        r.zrem(UNACKED_INDEX, *[tag(n) for n in ("held", "lost", "stage", "eta", "fresh")])
 
 
 def test_the_sweeper_thread_checks_leases_every_half_ttl(ctx):

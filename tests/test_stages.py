@@ -16,7 +16,7 @@ import uuid
 import pytest
 from support.processes import write_circuits_toml
 
-from cuzk_tasks import pipeline, wire
+from cuzk_tasks import pipeline, queues
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.config import load_settings
 
