@@ -80,7 +80,8 @@ class Sweeper(PeriodicThread):
         # messages whose step ran in a process that died before it had them published
         overdue = store.publish_overdue()
         if overdue:
-            log.warning("%d outbox message(s) left unpublished for %.0f s: published", overdue,
+            log.warning("%d outbox message(s) left unpublished for %.0f s: sent to the publisher "
+                        "(left for the next sweep if the broker refuses them)", overdue,
                         defaults.OUTBOX_GRACE_S)
         expired = store.expire_deadlines()
         for job_id in expired:

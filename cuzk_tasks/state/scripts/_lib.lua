@@ -208,12 +208,20 @@ local function send_on_done(job, state, err, proofs)
   local kept = redis.call('GET', key)
   if not kept then return 0 end
   redis.call('DEL', key)
-  local m = cjson.decode(kept)
-  local queue = m.queue
-  local kind = redis.call('TYPE', queue)
-  if type(kind) == 'table' then kind = kind.ok end
+  local ok, m = pcall(cjson.decode, kept)
+  local queue = ok and type(m) == 'table' and m.queue
   local why
-  if string.sub(queue, 1, #P + 1) == P .. ':' then
+  local kind = 'none'
+  if type(queue) ~= 'string' then
+    -- kept by a version before the outbox (a JSON array): the job still ends
+    queue = ''
+    why = 'callback kept in a format of an earlier version: not sent'
+  else
+    kind = redis.call('TYPE', queue)
+    if type(kind) == 'table' then kind = kind.ok end
+  end
+  if why then
+  elseif string.sub(queue, 1, #P + 1) == P .. ':' then
     why = 'queue ' .. queue .. ' is a key of the state store: not sent'
   elseif kind ~= 'none' and kind ~= 'list' then
     why = 'queue ' .. queue .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
