@@ -11,6 +11,7 @@ for ever.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import queue
@@ -85,13 +86,14 @@ class BackgroundPublisher:
                     self._thread = threading.Thread(target=self._run, name="cuzk-publisher",
                                                     daemon=True)
                     self._thread.start()
-        self._queue.put((entries, done_fn))
+        # the caller's context (an OpenTelemetry span, say) goes with them to the thread
+        self._queue.put((contextvars.copy_context(), entries, done_fn))
 
     def _run(self):
         while True:
-            entries, done_fn = self._queue.get()
+            context, entries, done_fn = self._queue.get()
             try:
-                self.inner(entries, done_fn)
+                context.run(self.inner, entries, done_fn)
             except Exception:  # noqa: BLE001 - the outbox keeps them; the thread goes on
                 log.exception("publishing %d outbox message(s) failed; a sweeper sends them",
                               len(entries))

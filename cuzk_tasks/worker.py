@@ -32,7 +32,7 @@ from typing import NamedTuple
 from celery import signals
 from celery.worker import state as celery_state
 
-from . import defaults, pipeline
+from . import defaults, pipeline, tracing
 from .celery_app import create_app
 from .config import Settings
 from .periodic import PeriodicThread
@@ -210,6 +210,7 @@ def _init_child(app):
     @signals.worker_process_init.connect(weak=False)
     def _on_child(**_kwargs):
         dump_stacks_on(STACK_DUMP_SIGNAL)
+        tracing.instrument()  # with the otel extra: a span per task, a trace per job
         ctx = pipeline.context(app)
         if ctx.identity.role == "device":
             backend = ctx.backend  # CUDA (or the CPU core) initialised here, in the child
