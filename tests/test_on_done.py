@@ -409,3 +409,28 @@ def test_a_callback_queue_under_the_prefix_gets_nothing(store):
     store.cancel_job("j1", "stop")
     assert "is a key of the state store" in store.get_job("j1")["on_done_error"]
     assert callbacks(store) == [] and store.outbox_entries() == {}
+
+
+def test_a_callback_the_sweeper_sends_late_is_still_trimmed_once_it_expires(celery_store):
+    """Celery's ``expires`` counts from the send, which can come after the step that ended
+    the job -- the sweeper sends what a process that died left in the outbox, seconds later
+    (or later still, after a broker outage).  The queue stays watched until that callback
+    has expired too, and it is then dropped: not left on a queue no one reads for ever."""
+    import time
+
+    from cuzk_tasks.state import StateStore
+
+    store = celery_store
+    dead = StateStore(store.redis, prefix=store.prefix)  # ends the job, then dies unpublished
+    queue = _expiring_job(dead, "j1", 2)["queue"]
+    dead.cancel_job("j1", "stop")
+    assert len(dead.outbox_entries()) == 1
+    time.sleep(2.2)  # the step's own expiry has passed: the queue's watch is due
+    assert store.publish_overdue(grace_s=0) == 1  # the sweeper sends it: expires in 2 s
+    assert len(queued(store.redis, queue)) == 1
+    assert store.trim_callbacks() == 0  # live: kept, and the queue still watched
+    assert store.redis.zscore(store.keys.on_done_queues(), queue) is not None
+    time.sleep(3.1)
+    assert store.trim_callbacks() == 1
+    assert store.redis.llen(queue) == 0
+    assert store.redis.zscore(store.keys.on_done_queues(), queue) is None
