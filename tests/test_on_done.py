@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from cuzk_tasks import defaults, pipeline
+from cuzk_tasks import defaults, pipeline, queues
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import CuzkError
@@ -117,7 +117,7 @@ def test_a_callback_celery_sends_is_what_a_foreign_send_task_pushes(celery_store
     assert client.llen(spec["queue"]) == 1  # priority 0: the list named by the queue itself
     assert store.outbox_entries() == {}
     celery_app.send_task(spec["task"], kwargs=kwargs, queue=spec["queue"], priority=0,
-                         expires=float(defaults.ON_DONE_TTL_S))
+                         expires=float(defaults.ON_DONE_TTL_S), ignore_result=True)
     theirs, mine = (json.loads(text) for text in client.lrange(spec["queue"], 0, -1))
     assert set(mine) == set(theirs)
     assert mine["content-type"] == theirs["content-type"] == "application/json"
@@ -126,9 +126,31 @@ def test_a_callback_celery_sends_is_what_a_foreign_send_task_pushes(celery_store
                   "shadow", "ignore_result"):
         assert mine["headers"][field] == theirs["headers"][field], field
     assert mine["headers"]["timelimit"] == [None, None]
+    assert mine["headers"]["ignore_result"] is True  # no one waits for a callback's result
     for field in ("delivery_info", "priority", "body_encoding", "delivery_mode", "expiration"):
         assert mine["properties"][field] == theirs["properties"][field], field
     client.delete(spec["queue"])
+
+
+def test_the_publisher_waits_for_no_result(celery_store, celery_app):
+    """No one reads the result of a message the outbox sends (the stages' results are
+    ignored; a callback is fire and forget): Celery is told so, else a process that
+    publishes -- a client submitting jobs -- subscribes to one result channel per message
+    sent, for ever (the results never come)."""
+    store = celery_store
+    queue = "od.cpu." + uuid.uuid4().hex[:8]
+    m = StageMessages(load_settings(env={"CUZK_CPU_QUEUE": queue}))
+    store.create_job("j1", "c", "k", 5, None, [{"input": "{}"}] * 3,
+                     messages=[m.synthesize("j1", i, "c", 5) for i in range(3)],
+                     on_done=on_done_for(spec_for(store)))
+    assert store.cancel_job("j1")
+    assert [t for t, *_ in queued(store.redis, queue)] == ["cuzk.synthesize"] * 3
+    raw = [json.loads(text) for q in (queue, spec_for(store)["queue"])
+           for key in queues.queue_keys(q) for text in store.redis.lrange(key, 0, -1)]
+    assert len(raw) == 4 and all(e["headers"]["ignore_result"] is True for e in raw)
+    assert not celery_app.backend.result_consumer.subscribed_to
+    for q in (queue, spec_for(store)["queue"]):
+        store.redis.delete(*queues.queue_keys(q))
 
 
 def test_lua_writes_the_callback_kwargs_as_json(store):
