@@ -18,36 +18,46 @@ import time
 
 import pytest
 
-from cuzk_tasks import defaults, pipeline, wire
+from cuzk_tasks import defaults, pipeline
+from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import CuzkError, StateError
-from cuzk_tasks.task_names import TASK_SYNTHESIZE
-from support.message_template import template
+from cuzk_tasks.messages import StageMessages
+from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 QUEUE = "bigq"
 
 
-def synth_messages(job_id, n, queue=QUEUE, priority=5):
-    """The job's synthesize messages, as submit_job renders them."""
-    return [wire.task_message(template(TASK_SYNTHESIZE), TASK_SYNTHESIZE, (job_id, i),
-                              {"circuit": "c", "priority": priority}, queue=queue,
-                              priority=priority) for i in range(n)]
+def stage_messages():
+    """The pipeline's outbox entries, as a service with default settings builds them."""
+    return StageMessages(load_settings(env={"CUZK_CPU_QUEUE": QUEUE}))
 
 
-def queued_idx(store, list_key):
-    """Partition indexes of the synthesize messages on ``list_key``, oldest first."""
-    return [wire.message_partition(text)[2]
-            for text in reversed(store.redis.lrange(list_key, 0, -1))]
+def synth_messages(job_id, n, priority=5):
+    """The job's synthesize messages, as submit_job builds them."""
+    m = stage_messages()
+    return [m.synthesize(job_id, i, "c", priority) for i in range(n)]
+
+
+def recording(store_factory, **kw):
+    """A store whose publisher records what it sends (``store.publisher``)."""
+    return store_factory(publisher=Recorder(), **kw)
+
+
+def sent_idx(store, job_id=None):
+    """Partition indexes of the synthesize messages the store sent (of ``job_id``), in
+    order."""
+    return [e["args"][1] for e in store.publisher.sent
+            if e["task"] == "cuzk.synthesize" and job_id in (None, e["args"][0])]
 
 
 def make_job(store, n, job_id="big", window=3, request_id=None, **kw):
-    # a queue of this store's own: the redis-server backend shares one server
-    messages = synth_messages(job_id, n, queue=f"{store.prefix}.{QUEUE}")
+    messages = synth_messages(job_id, n)
     parts = [{"input": json.dumps({"a": i})} for i in range(n)]
     got, created = store.create_job(job_id, "c", "k", 5, request_id, parts, messages=messages,
                                     window=window, **kw)
-    return got, created, messages[0].list_key
+    return got, created
 
 
 @contextlib.contextmanager
@@ -144,92 +154,105 @@ def test_the_limits_are_settings_with_env_vars():
 # --- chunked release (fair order) -------------------------------------------------------
 
 def test_only_the_window_is_queued_and_each_finished_partition_releases_one(store_factory):
-    store = store_factory()
+    store = recording(store_factory)
     device(store)
-    job, created, list_key = make_job(store, 5, window=2)
+    job, created = make_job(store, 5, window=2)
     assert created
-    assert queued_idx(store, list_key) == [0, 1]
+    assert sent_idx(store) == [0, 1]
     assert store.redis.llen(store.keys.held(job)) == 3
     assert store.get_job(job)["n_released"] == 2
     # the sweeper's stage check sees only the released partitions
     assert sorted(i for j, i, *_ in store.stage_partitions() if j == job) == [0, 1]
-    store.redis.delete(list_key)  # (delivered)
     finish_partition(store, job, 0)
-    assert queued_idx(store, list_key) == [2]
+    assert sent_idx(store) == [0, 1, 2]
     assert store.get_job(job)["n_released"] == 3
     for i in (1, 2, 3):
         finish_partition(store, job, i)
-    assert queued_idx(store, list_key) == [2, 3, 4]
+    assert sent_idx(store) == [0, 1, 2, 3, 4]
     assert store.redis.llen(store.keys.held(job)) == 0
     assert finish_partition(store, job, 4).job_complete
-    assert queued_idx(store, list_key) == [2, 3, 4]  # nothing more to release
+    assert sent_idx(store) == [0, 1, 2, 3, 4]  # nothing more to release
+    # each released message is the one submit built for it, sent once
+    assert store.publisher.sent == [json.loads(m) for m in synth_messages(job, 5)]
+    assert store.outbox_entries() == {}
 
 
 def test_ending_a_job_drops_its_held_messages(store_factory):
-    store = store_factory()
-    job, _, list_key = make_job(store, 6, window=2)
+    store = recording(store_factory)
+    job, _ = make_job(store, 6, window=2)
     assert store.cancel_job(job)
     assert not store.redis.exists(store.keys.held(job))
-    assert queued_idx(store, list_key) == [0, 1]  # at most the window is left, each a no-op
+    assert sent_idx(store) == [0, 1]  # at most the window was sent, each a no-op now
     assert not store.synth_begin(job, 0, 0)
+    assert store.outbox_entries() == {}
 
 
 def test_no_window_queues_every_message_at_once(store_factory):
-    store = store_factory()
-    job, _, list_key = make_job(store, 4, window=None)
-    assert queued_idx(store, list_key) == [0, 1, 2, 3]
+    store = recording(store_factory)
+    job, _ = make_job(store, 4, window=None)
+    assert sent_idx(store) == [0, 1, 2, 3]
     assert not store.redis.exists(store.keys.held(job))
 
 
 def test_a_lost_held_list_releases_the_rest_for_the_sweeper_to_redrive(store_factory):
-    store = store_factory()
+    store = recording(store_factory)
     device(store)
-    job, _, list_key = make_job(store, 4, window=1)
+    job, _ = make_job(store, 4, window=1)
     store.redis.delete(store.keys.held(job))
     finish_partition(store, job, 0)
     assert store.get_job(job)["n_released"] == 4
+    assert sent_idx(store) == [0]  # nothing to send: the sweeper's recover_stage re-drives
     assert sorted(i for j, i, *_ in store.stage_partitions() if j == job) == [1, 2, 3]
 
 
 # --- chunked creation ------------------------------------------------------------------------
 
 def test_a_job_over_the_chunk_is_created_in_steps_and_appears_whole(store_factory):
-    store = store_factory(chunk=3)
+    store = recording(store_factory, chunk=3)
     calls = []
     real_run = store._run
-    store._run = lambda name, keys, args: calls.append(name) or real_run(name, keys, args)
-    job, created, list_key = make_job(store, 8, window=2, request_id="r1", deadline_s=600)
-    assert created and calls == ["create_parts"] * 3 + ["create_commit"]
+
+    def run(name, keys, args):  # what was sent before each step
+        calls.append((name, len(store.publisher.sent)))
+        return real_run(name, keys, args)
+
+    store._run = run
+    job, created = make_job(store, 8, window=2, request_id="r1", deadline_s=600)
+    # the job and its first tasks appear together: nothing is sent before the commit
+    assert created and calls == [("create_parts", 0)] * 3 + [("create_commit", 0)]
     rec = store.get_job(job)
     assert rec["state"] == "pending" and rec["n_partitions"] == 8 and rec["deadline_at"]
     assert "n_written" not in rec
     assert [p["idx"] for p in store.list_partitions(job)] == list(range(8))
-    assert queued_idx(store, list_key) == [0, 1]
+    assert sent_idx(store) == [0, 1] and store.outbox_entries() == {}
     assert store.redis.llen(store.keys.held(job)) == 6
     assert store.redis.get(store.keys.request("r1")) == job
     assert store.redis.zscore(store.keys.jobs_active(), job) is not None
     assert not store.redis.zcard(store.keys.jobs_creating())
     # idempotent on the request id: the first step already answers
     calls.clear()
-    assert make_job(store, 8, job_id="other", request_id="r1")[:2] == (job, False)
-    assert calls == ["create_parts"] and not store.redis.exists(store.keys.job("other"))
+    assert make_job(store, 8, job_id="other", request_id="r1") == (job, False)
+    assert calls == [("create_parts", 2)] and not store.redis.exists(store.keys.job("other"))
+    assert sent_idx(store) == [0, 1]
 
 
 def test_a_creation_cut_short_is_invisible_and_the_sweeper_deletes_it(store_factory):
     """A submitter killed between the steps: no read shows the job, its request id maps to
     nothing (a retry creates the job anew), and reap_creating deletes it once stale."""
-    store = store_factory(chunk=3)
+    store = recording(store_factory, chunk=3)
     with killed_before_commit(store):
         make_job(store, 8, job_id="half", request_id="r2")
     assert store.redis.hget(store.keys.job("half"), "state") == "creating"
+    assert store.publisher.sent == [] and store.outbox_entries() == {}  # no message of it
     assert store.job_status("half") is None
     assert store.redis.get(store.keys.request("r2")) is None
     snap = store.snapshot()
     assert all(j["id"] != "half" for j in snap["jobs"] + snap["recent_jobs"])
     assert store.stage_partitions() == []
     # the retry of the request creates it whole
-    job, created, _ = make_job(store, 8, job_id="again", request_id="r2")
+    job, created = make_job(store, 8, job_id="again", request_id="r2")
     assert (job, created) == ("again", True)
+    assert sent_idx(store, "half") == [] and sent_idx(store, "again") == [0, 1, 2]
     # not stale yet: kept; stale: deleted in steps of `chunk` partitions
     assert store.reap_creating(stale_s=3600) == 0 and store.redis.exists(store.keys.job("half"))
     assert store.reap_creating(stale_s=0, max_steps=1) == 1
@@ -259,7 +282,7 @@ def test_a_late_step_of_a_discarded_creation_is_rejected(store_factory):
 
 
 def test_two_submits_of_one_request_commit_once(store_factory):
-    store = store_factory(chunk=3)
+    store = recording(store_factory, chunk=3)
     real_run = store._run
     raced = []
 
@@ -267,21 +290,22 @@ def test_two_submits_of_one_request_commit_once(store_factory):
         if name == "create_commit" and not raced:
             raced.append(1)
             store._run = real_run
-            assert make_job(store, 8, job_id="first", request_id="r4")[:2] == ("first", True)
+            assert make_job(store, 8, job_id="first", request_id="r4") == ("first", True)
         return real_run(name, keys, args)
 
     store._run = other_commits_first
-    assert make_job(store, 8, job_id="second", request_id="r4")[:2] == ("first", False)
+    assert make_job(store, 8, job_id="second", request_id="r4") == ("first", False)
     assert store.reap_creating() == 0  # discarded creations go at once, whatever their age
     assert not store.redis.keys(f"{store.prefix}:*second*")
     assert store.job_status("first")["counts"] == {"pending": 8}
+    assert sent_idx(store, "first") == [0, 1, 2] and sent_idx(store, "second") == []
 
 
 # --- chunked end ----------------------------------------------------------------------------
 
 def test_cancelling_a_big_job_ends_its_partitions_in_steps(store_factory):
     store = store_factory(chunk=3, job_retention_s=3600)
-    job, _, _ = make_job(store, 8, window=2, request_id="r5")
+    job, _ = make_job(store, 8, window=2, request_id="r5")
     real_run = store._run
     calls = []
     store._run = lambda name, keys, args: calls.append(name) or real_run(name, keys, args)
@@ -301,14 +325,14 @@ def test_cancelling_a_big_job_ends_its_partitions_in_steps(store_factory):
 
 def test_a_failed_partition_of_a_big_job_cancels_the_others_via_the_reaper(store_factory):
     store = store_factory(chunk=3)
-    job, _, _ = make_job(store, 7, window=7)
+    job, _ = make_job(store, 7, window=7)
     assert store.fail_partition(job, 2, 0, "boom")
     assert store.job_status(job)["counts"] == {"failed": 1, "cancelled": 6}
 
 
 def test_a_big_job_past_its_deadline_is_reaped(store_factory):
     store = store_factory(chunk=3)
-    job, _, _ = make_job(store, 7, deadline_s=0.05)
+    job, _ = make_job(store, 7, deadline_s=0.05)
     time.sleep(0.1)
     assert store.expire_deadlines() == [job]
     assert store.job_status(job)["counts"] == {"cancelled": 7}
@@ -316,7 +340,7 @@ def test_a_big_job_past_its_deadline_is_reaped(store_factory):
 
 def test_an_ender_that_died_leaves_the_reaping_to_the_sweeper(store_factory):
     store = store_factory(chunk=3)
-    job, _, _ = make_job(store, 7)
+    job, _ = make_job(store, 7)
     store.script("cancel_job")(keys=[store.keys.job(job)], args=store.common_args + [job, "x"])
     assert store.redis.zcard(store.keys.jobs_reaping()) == 1
     # the job is over for every transition already
@@ -330,13 +354,11 @@ def test_a_done_big_job_gets_its_result_and_retention_by_the_reaper(store_factor
     """The last finalize_end of a big job only marks it completing; the reaper steps write
     the result (the same document as a small job's) and end the job with its on_done
     (proofs null: they are read from the result)."""
-    import base64
-
-    store = store_factory(chunk=3, job_retention_s=3600)
+    store = recording(store_factory, chunk=3, job_retention_s=3600)
     device(store)
-    spec = {"task": "svc.done", "queue": f"{store.prefix}.cb"}
-    late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"], queue=spec["queue"])
-    job, _, _ = make_job(store, 7, window=7, on_done=(spec, late), deadline_s=600)
+    spec = {"task": "svc.done", "queue": "svc.cb"}
+    job, _ = make_job(store, 7, window=7, on_done=(spec, stage_messages().on_done(spec)),
+                      deadline_s=600)
     for i in range(6):
         finish_partition(store, job, i)
     store.reap_jobs = lambda max_steps=None: 0  # the finalizer dies before reaping
@@ -347,6 +369,7 @@ def test_a_done_big_job_gets_its_result_and_retention_by_the_reaper(store_factor
     del store.reap_jobs
     assert type(store).reap_jobs(store, max_steps=2) == 1  # 6 of 7 partitions written
     assert store.get_job(job)["state"] == "running" and store.get_result(job) is None
+    assert store.publisher.tasks("svc.done") == []  # the job has not ended yet
     assert type(store).reap_jobs(store) == 0
     rec = store.get_job(job)
     assert rec["state"] == "done" and "completing" not in rec
@@ -356,27 +379,25 @@ def test_a_done_big_job_gets_its_result_and_retention_by_the_reaper(store_factor
     assert result["proofs"][3] == {"idx": 3, "proof": {"pi": 3}, "public": ["3"]}
     assert 0 < store.redis.ttl(store.keys.result(job)) <= store.result_ttl_s
     assert all(0 < store.redis.ttl(store.keys.part(job, i)) <= 3600 for i in range(7))
-    (text,) = store.redis.lrange(spec["queue"], 0, -1)
-    _, kwargs, _ = json.loads(base64.b64decode(json.loads(text)["body"]))
-    assert kwargs == {"job_id": job, "state": "done", "proofs": None}
+    (callback,) = [e for e in store.publisher.sent if e["task"] == "svc.done"]
+    assert (callback["queue"], callback["priority"], callback["args"]) == ("svc.cb", 0, [])
+    assert callback["kwargs"] == {"job_id": job, "state": "done", "proofs": None}
+    assert store.outbox_entries() == {}
     assert not store.redis.exists(store.keys.result_building(job))
 
 
 def test_the_on_done_callback_carries_proofs_only_up_to_a_size(store_factory, monkeypatch):
-    import base64
-
-    store = store_factory()
+    store = recording(store_factory)
     device(store)
-    spec = {"task": "svc.done", "queue": f"{store.prefix}.cb"}
+    spec = {"task": "svc.done", "queue": "svc.cb"}
     for n, limit, carried in ((2, 1000, True), (2, 40, False)):
         monkeypatch.setattr(defaults, "ON_DONE_PROOFS_MAX_BYTES", limit)
-        late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"],
-                                             queue=spec["queue"])
-        job, _, _ = make_job(store, n, job_id=f"j{limit}", window=n, on_done=(spec, late))
+        job, _ = make_job(store, n, job_id=f"j{limit}", window=n,
+                          on_done=(spec, stage_messages().on_done(spec)))
         for i in range(n):
             finish_partition(store, job, i)
-        text = store.redis.rpop(spec["queue"])
-        _, kwargs, _ = json.loads(base64.b64decode(json.loads(text)["body"]))
+        kwargs = store.publisher.sent[-1]["kwargs"]
+        assert kwargs["job_id"] == job
         proofs = store.get_result(job)["proofs"]
         assert kwargs["proofs"] == (proofs if carried else None), (limit, kwargs)
 
@@ -397,7 +418,7 @@ def test_stage_partitions_reads_in_steps(store_factory):
 def test_a_done_big_job_without_retention_leaves_the_reaper_at_once(store_factory):
     store = store_factory(chunk=3, job_retention_s=0)
     device(store)
-    job, _, _ = make_job(store, 7, window=7)
+    job, _ = make_job(store, 7, window=7)
     for i in range(7):
         finish_partition(store, job, i)
     assert store.get_job(job)["state"] == "done" and len(store.get_result(job)["proofs"]) == 7
@@ -410,7 +431,7 @@ def test_a_done_big_job_without_retention_leaves_the_reaper_at_once(store_factor
 def test_job_status_pages_partitions_and_counts_all_of_them(store_factory):
     store = store_factory(chunk=3)
     device(store)
-    job, _, _ = make_job(store, 8, window=8)
+    job, _ = make_job(store, 8, window=8)
     finish_partition(store, job, 1)
     st = store.job_status(job, offset=0, limit=3)
     assert [p["idx"] for p in st["partitions"]] == [0, 1, 2]
@@ -433,7 +454,7 @@ def test_the_web_job_document_pages(store_factory):
     from webapp.config import WebConfig
 
     store = store_factory(chunk=3)
-    job, _, _ = make_job(store, 8, window=8)
+    job, _ = make_job(store, 8, window=8)
     app = create_app(WebConfig(prefix=store.prefix), store=store)
     client = app.test_client()
     doc = client.get(f"/api/jobs/{job}?offset=2&limit=4").get_json()
@@ -494,13 +515,14 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
 
     client = redis_py.Redis.from_url(redis_server_url, decode_responses=True)
     prefix = "big" + os.urandom(4).hex()
-    store = StateStore(client, prefix=prefix, job_retention_s=3600)
+    # its messages published and cleared from the outbox as a service's are (outbox_done)
+    store = StateStore(client, prefix=prefix, job_retention_s=3600, publisher=Recorder())
     n = defaults.MAX_PARTITIONS_PER_JOB
     inputs = [{"input": json.dumps({"a": str(i), "b": "7" * 80})} for i in range(n)]
     log = Slowlog(client)
     try:
         def create(job_id, **kw):
-            messages = synth_messages(job_id, n, queue=f"{prefix}.q")
+            messages = synth_messages(job_id, n)
             got, created = store.create_job(job_id, "c", "k", 5, f"req-{job_id}", inputs,
                                             messages=messages, window=defaults.JOB_WINDOW, **kw)
             assert created
@@ -544,16 +566,16 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
         # a job of one chunk with an on_done callback: its last finalize_end stores the
         # result and sends the callback in one step (the proofs left out: over 64 KiB)
         spec = {"task": "svc.done", "queue": f"{prefix}.cb"}
-        late = wire.task_message_late_kwargs(template(spec["task"]), spec["task"],
-                                             queue=spec["queue"])
-        store.create_job("f", "c", "k", 5, None, inputs[:500], on_done=(spec, late))
+        store.create_job("f", "c", "k", 5, None, inputs[:500],
+                         on_done=(spec, stage_messages().on_done(spec)))
         client.hset(store.keys.job("f"), "state", "running")
         for i in range(500):
             client.hset(store.keys.part("f", i), "state", "finalizing")
         client.slowlog_reset()
         for i in range(500):
             end = store.finalize_end("f", i, 0, 1.0, proof, ["5" * 77])
-        assert end.job_complete and client.llen(spec["queue"]) == 1
+        assert end.job_complete and len(store.publisher.tasks("svc.done")) == 1
+        assert store.publisher.sent[-1]["kwargs"]["proofs"] is None
         log.phase("on_done")
 
         # the sweeper's stage check over a running 10,000-partition job

@@ -11,8 +11,10 @@ import pytest
 
 from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
+from cuzk_tasks.config import load_settings
+from cuzk_tasks.messages import StageMessages
 from cuzk_tasks.state.store import script_text
-from support.message_template import template
+from support.outbox import Recorder
 
 # --- helpers ----------------------------------------------------------------------------
 
@@ -79,6 +81,11 @@ def to_finalizing(store, job_id, idx, worker_id, attempt=0):
 
 def pstate(store, job_id, idx):
     return store.get_partition(job_id, idx)["state"]
+
+
+def stage_messages():
+    """The pipeline's outbox entries, as a service with default settings builds them."""
+    return StageMessages(load_settings(env={}))
 
 
 # --- construction, keys ------------------------------------------------------------------
@@ -175,7 +182,9 @@ def test_a_completed_partition_is_counted_in_the_phase_histograms(store):
 
 
 def test_every_key_is_under_the_prefix_and_named_by_keys(store):
-    new_job(store, n=2, request_id="req")
+    # with its messages, left in the outbox (this store has no publisher)
+    msgs = [stage_messages().synthesize("j1", i, "c", 5) for i in (0, 1)]
+    assert store.create_job("j1", "c", "k", 5, "req", [{"input": "{}"}] * 2, messages=msgs)[1]
     w = device(store)
     to_finalizing(store, "j1", 0, w)
     store.finalize_end("j1", 0, 0, 5.0, "{}", "[]")
@@ -185,7 +194,8 @@ def test_every_key_is_under_the_prefix_and_named_by_keys(store):
     k = store.keys
     expected = {k.job("j1"), k.part("j1", 0), k.part("j1", 1), k.jobs_recent(), k.request("req"),
                 k.result("j1"), k.workers(), k.worker(w), k.hb(w), k.counters(), k.completions(),
-                k.failures(), k.events(), k.phase_histograms()}
+                k.failures(), k.events(), k.phase_histograms(), k.outbox(), k.outbox_due(),
+                k.outbox_seq()}
     assert names == expected
 
 
@@ -293,24 +303,27 @@ def test_synth_deliveries_are_counted_and_bounded(store):
     assert store.get_partition("j2", 0).get("synth_deliveries") is None
 
 
-def test_synth_retry_hands_the_partition_back_uncounted(store):
+def test_synth_retry_hands_the_partition_back_uncounted(store_factory):
     """A full spool disk: synthesizing -> pending, attempt + 1, the synthesize queued; the
     delivery that met the outage does not count towards max deliveries."""
-    from cuzk_tasks.wire import QueuedMessage
-
+    rec = Recorder()
+    store = store_factory(publisher=rec)
     new_job(store)
     assert store.synth_begin("j1", 0, 0, max_deliveries=1)
-    msg = QueuedMessage(list_key="q.cpu", payload="synthesize j1/0 attempt 1")
+    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
     assert store.synth_retry("j1", 0, 0, "spool disk full (/s)", message=msg)
     p = store.get_partition("j1", 0)
     assert (p["state"], p["attempt"], p["synth_deliveries"], p["outage_retries"]) == \
         ("pending", 1, 0, 1)
     assert p["last_outage"] == "spool disk full (/s)"
-    assert store.redis.lrange("q.cpu", 0, -1) == ["synthesize j1/0 attempt 1"]
-    assert not store.synth_retry("j1", 0, 0, "again")  # stale: the attempt moved on
+    assert rec.sent == [json.loads(msg)]
+    assert rec.sent[0]["kwargs"]["attempt"] == 1
+    assert not store.synth_retry("j1", 0, 0, "again", message=msg)  # stale: the attempt moved on
+    assert len(rec.sent) == 1  # a refused step records nothing
     assert store.synth_begin("j1", 0, 1, max_deliveries=1)  # the retry is delivery 1 of 1
     assert store.cancel_job("j1")
-    assert not store.synth_retry("j1", 0, 1, "full")  # an ended job stays ended
+    assert not store.synth_retry("j1", 0, 1, "full", message=msg)  # an ended job stays ended
+    assert len(rec.sent) == 1 and store.outbox_entries() == {}
 
 
 def test_synth_on_cancelled_or_failed_job_rejected(store):
@@ -348,73 +361,94 @@ def test_route_happy_and_once_per_attempt(store):
 # --- gpu_start / gpu_end ---------------------------------------------------------------------
 
 
-def _queued(store, list_key):
-    return [json.loads(m) for m in store.redis.lrange(list_key, 0, -1)]
-
-
-def test_create_job_pushes_its_messages_once(store):
-    from cuzk_tasks import wire
-
-    queue = "q.create." + store.prefix
-    msgs = [wire.task_message(template("cuzk.synthesize"), "cuzk.synthesize", ("jm", i), queue=queue, priority=4) for i in (0, 1)]
+def test_create_job_sends_its_messages_once(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    msgs = [stage_messages().synthesize("jm", i, "c", 4) for i in (0, 1)]
     parts = [{"input": "{}"}] * 2
     assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
-    assert [m["headers"]["id"] for m in _queued(store, f"{queue}:4")] == \
-        [json.loads(m.payload)["headers"]["id"] for m in reversed(msgs)]
-    # the idempotent resubmit creates nothing and pushes nothing
+    assert rec.sent == [json.loads(m) for m in msgs]  # in partition order
+    assert [(e["task"], e["args"], e["queue"], e["priority"]) for e in rec.sent] == \
+        [("cuzk.synthesize", ["jm", i], "cuzk.cpu", 4) for i in (0, 1)]
+    # the idempotent resubmit creates nothing and sends nothing (not even an outbox entry)
     assert store.create_job("jm2", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", False)
     assert store.create_job("jm", "c", "k", 4, None, parts, messages=msgs) == ("jm", False)
-    assert len(_queued(store, f"{queue}:4")) == 2
+    assert len(rec.sent) == 2 and store.outbox_entries() == {}
+    assert store.redis.get(store.keys.outbox_seq()) == "2"
 
 
-def test_synth_end_and_route_push_prove_start_on_the_chosen_queue(store):
-    from cuzk_tasks import wire
-
+def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
     new_job(store, n=2)
-    late = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j1", 0, 0, "c", "/w"), priority=2)
+    late = stage_messages().prove_start("j1", 0, 0, "c", "/w", 2)
     assert store.synth_begin("j1", 0, 0)
     end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
-    w = device(store, "w1" + store.prefix)  # queue names are not prefixed: unique per test
+    assert rec.sent == [] and store.outbox_entries() == {}     # ... and nothing sent
+    w = device(store, "w1")
     queue = f"cuzk.dev.host.{w}"
     routed = store.route("j1", 0, 0, circuit="c", message=late)
     assert routed and (routed.worker, routed.queue) == (w, queue)
-    assert store.redis.lrange(f"{queue}:2", 0, -1) == [wire.fill_queue(late, queue).payload]
+    assert rec.sent == [{**json.loads(late), "queue": queue}]
     assert not store.route("j1", 0, 0, circuit="c", message=late)  # once per attempt
+    assert len(rec.sent) == 1
+    late1 = stage_messages().prove_start("j1", 1, 0, "c", "/w", 2)
     assert store.synth_begin("j1", 1, 0)
-    end = store.synth_end("j1", 1, 0, "/w", 1.0, route_circuit="c", message=late)
+    end = store.synth_end("j1", 1, 0, "/w", 1.0, route_circuit="c", message=late1)
     assert end.routed and end.routed.worker == w
-    assert len(store.redis.lrange(f"{queue}:2", 0, -1)) == 2
+    assert rec.tasks() == [("cuzk.prove_start", ["j1", i, 0, "c", "/w"], queue) for i in (0, 1)]
+    assert rec.sent[1]["priority"] == 2 and rec.sent[1]["kwargs"]["finalize_queue"] == "cuzk.cpu"
     assert store.get_partition("j1", 1)["worker"] == w and store.unrouted_partitions() == []
 
 
-def test_gpu_end_pushes_finalize_only_when_the_partition_advances(store):
-    from cuzk_tasks import wire
-
+def test_gpu_end_sends_finalize_only_when_the_partition_advances(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
     new_job(store, n=1)
     w = device(store, "w1")
     token = to_gpu(store, "j1", 0, w)
-    fin = wire.task_message(template("cuzk.finalize"), "cuzk.finalize", ({"job": "j1"},), queue="q.fin." + store.prefix,
-                            priority=0)
+    fin = stage_messages().finalize("cuzk.cpu", 0, {"job": "j1", "idx": 0, "attempt": 0})
     stale = store.gpu_end(w, "not-the-token", "j1", 0, 0, 5.0, message=fin)
-    assert not stale.partition_advanced and store.redis.llen(fin.list_key) == 0
+    assert not stale.partition_advanced and rec.sent == []
     end = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)
-    assert end.partition_advanced and store.redis.lrange(fin.list_key, 0, -1) == [fin.payload]
+    assert end.partition_advanced and rec.sent == [json.loads(fin)]
+    assert rec.tasks() == [("cuzk.finalize", [{"job": "j1", "idx": 0, "attempt": 0}], "cuzk.cpu")]
     again = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)   # a duplicate end
-    assert not again.partition_advanced and store.redis.llen(fin.list_key) == 1
+    assert not again.partition_advanced and len(rec.sent) == 1
 
 
-def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store):
-    from cuzk_tasks import wire
-
+def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_factory):
+    """The sweeper re-drives a lost stage: a pending or synthesizing partition gets its
+    synthesize for attempt + 1 in the same step; a later stage goes back to unrouted
+    synth_done (the sweeper routes it), sending nothing."""
+    rec = Recorder()
+    store = store_factory(publisher=rec)
     new_job(store, n=2)
-    w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
+    w = device(store)
+    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
+    assert not store.recover_stage("j1", 0, "synthesizing", 0, message=msg)  # it is pending
+    assert rec.sent == []
+    assert store.recover_stage("j1", 0, "pending", 0, message=msg)
+    assert rec.sent == [json.loads(msg)]
+    assert store.get_partition("j1", 0)["attempt"] == 1
+    to_gpu(store, "j1", 1, w)
+    other = stage_messages().synthesize("j1", 1, "c", 5, attempt=1)
+    assert store.recover_stage("j1", 1, "gpu", 0, message=other)
+    assert len(rec.sent) == 1 and store.unrouted_partitions() == [("j1", 1)]
+
+
+def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store_factory):
+    rec = Recorder()
+    store = store_factory(publisher=rec)
+    new_job(store, n=2)
+    w1, w2 = device(store, "w1"), device(store, "w2")
     token = to_gpu(store, "j1", 0, w1)
-    retry = wire.task_message_any_queue(template("cuzk.prove_start"), "cuzk.prove_start", ("j1", 0, 1, "c", "/w"), priority=5)
+    retry = stage_messages().prove_start("j1", 0, 1, "c", "/w", 5)
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
     stale = store.gpu_fault(w1, "other-token", "j1", 0, 0, "late", "c", 3, message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")
-    assert store.get_worker(w1)["state"] == "proving"
+    assert store.get_worker(w1)["state"] == "proving" and rec.sent == []
     fault = store.gpu_fault(w1, token, "j1", 0, 0, "CUDA error: illegal address", "c", 3,
                             message=retry)
     assert (fault.worker_cleared, fault.outcome, fault.worker) == (True, "rerouted", w2)
@@ -424,17 +458,18 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     assert "illegal address" in part["last_device_error"]
     assert store.get_worker(w1)["state"] == "idle"
     q2 = f"cuzk.dev.host.{w2}"
-    assert store.redis.lrange(f"{q2}:5", 0, -1) == [wire.fill_queue(retry, q2).payload]
+    assert rec.sent == [{**json.loads(retry), "queue": q2}]
+    assert rec.sent[0]["args"] == ["j1", 0, 1, "c", "/w"] and rec.sent[0]["priority"] == 5
     assert store.gpu_start(w1, "j1", 0, 0, 3).reason == "stale"  # the old message, if redelivered
     assert store.get_job("j1")["state"] == "running"
     # the retry faults on w2 as well: w1 is avoided, so no device is left -> failed, clearly
     t2 = store.gpu_start(w2, "j1", 0, 1, 3).token
     again = store.gpu_fault(w2, t2, "j1", 0, 1, "out of memory", "c", 3, message=retry)
     assert again.outcome == "failed" and store.get_worker(w2)["state"] == "idle"
+    assert len(rec.sent) == 1  # no retry sent for a failed partition
     job = store.get_job("j1")
     assert job["state"] == "failed"
     assert "no other live device" in job["error"] and "out of memory" in job["error"]
-    store.redis.delete(f"{q2}:5")
 
 
 def test_gpu_fault_fails_after_max_faults(store):
