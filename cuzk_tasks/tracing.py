@@ -26,6 +26,7 @@ def instrument(environ=None) -> bool:
     """Instrument Celery in this process; False when the ``otel`` extra is not installed."""
     environ = os.environ if environ is None else environ
     try:
+        # lazy: the otel extra is optional
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
     except ImportError:
         return False
@@ -39,14 +40,18 @@ def instrument(environ=None) -> bool:
 
 def _export_with_otlp(environ) -> None:
     """A tracer provider exporting over OTLP/HTTP, unless the process has one already."""
+    # lazy: the otel extra is optional (instrument checked it is installed)
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return
     try:
+        # lazy: the exporter may be missing from an install without the whole extra
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        # lazy: as above
         from opentelemetry.sdk.resources import Resource
+        # lazy: as above
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         log.warning("OTLP endpoint set but its exporter is missing (%s): no traces exported", exc)

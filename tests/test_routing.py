@@ -189,7 +189,7 @@ def _cpu_messages(ctx):
 
 def _publish(ctx, entry):
     """Have Celery send one outbox entry (cuzk_tasks/messages.py) as the step's would be."""
-    assert CeleryPublisher(ctx.app)([("test", entry)]) == ["test"]
+    assert CeleryPublisher(ctx.app).send([("test", entry)]) == ["test"]
 
 
 def _strand(ctx, entry):

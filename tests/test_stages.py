@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import time
 import uuid
 
 import pytest
@@ -146,7 +147,12 @@ def _finalize_message(stack):
     pipeline.synthesize(cpu, *args, **kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     pipeline.prove_start(device, *args, **kwargs)
-    (task, args, _), = _pop(cpu, settings.cpu_queue)
+    # a device publishes from its own thread (publisher.BackgroundPublisher): wait for it
+    deadline = time.monotonic() + 10
+    while not (found := _pop(cpu, settings.cpu_queue)):
+        assert time.monotonic() < deadline, "finalize was never published"
+        time.sleep(0.01)
+    (task, args, _), = found
     assert task == "cuzk.finalize"
     return job, args
 
