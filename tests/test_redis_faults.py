@@ -52,9 +52,9 @@ if shutil.which("redis-server") is None:
 @pytest.fixture
 def redis_server():
     """A throwaway redis-server without persistence: killed and restarted, it comes back empty."""
-    from cuzk_tasks.local_redis import LocalRedis
+    from support.redis_server import RedisServer
 
-    server = LocalRedis()
+    server = RedisServer()
     try:
         yield server
     finally:
