@@ -6,9 +6,9 @@ partition -- cpu queue -> device queue -> cpu queue -- on workers configured exa
 the product's (``cuzk_tasks.celery_app.create_app``, prefork, one process each, the device
 worker with ``DEVICE_WORKER_TUNING``), spending the same T ms of "GPU" and F ms of finalize
 time (the ``busy_wait`` instrument) so the processes go just as cold between hops.  Each
-task publishes the next with one LPUSH of a ``cuzk_tasks.wire`` message, the cheapest
-publish there is; no state store, no prover.  What is left over T + F is Celery's floor
-for a lone partition on this host.
+task publishes the next with Celery's own ``app.send_task`` (the app's settings: task
+events on, as the product's); no state store, no prover.  What is left over T + F is
+Celery's floor for a lone partition on this host.
 
     python bench/celery_floor.py worker cpu|device     (started by bench/pipeline.py)
 """
@@ -23,7 +23,6 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cuzk_tasks import wire  # noqa: E402
 from cuzk_tasks.config import load_settings  # noqa: E402
 
 DONE_KEY = "bench:floor:overhead_ms"
@@ -35,18 +34,13 @@ def work_ms():
     return gpu_ms, finalize_ms
 
 
-def message(app, task, t0, queue):
-    """The bare task's message, from the template Celery renders for it (as the product's)."""
-    templates = getattr(app, "bench_templates", None)
-    if templates is None:
-        from cuzk_tasks.message_templates import Templates
-
-        templates = app.bench_templates = Templates(app)
-    return wire.task_message(templates(task), task, (t0,), queue=queue, priority=5)
+def send(app, task, t0, queue):
+    """Send the bare task as the product's publisher does (cuzk_tasks/publisher.py)."""
+    app.send_task(task, (t0,), queue=queue, priority=5, ignore_result=True)
 
 
 def first_message(app, settings, t0):
-    return message(app, T_SYNTHESIZE, t0, settings.cpu_queue)
+    send(app, T_SYNTHESIZE, t0, settings.cpu_queue)
 
 
 def make_app(settings):
@@ -58,28 +52,24 @@ def make_app(settings):
     app = create_app(settings)
     state = {}
 
-    def push(message):
-        client = state.get("redis")
-        if client is None:
-            client = state["redis"] = redis.Redis.from_url(settings.broker_url)
-        client.lpush(message.list_key, message.payload)
-        return client
-
     @app.task(name=T_SYNTHESIZE)
     def synthesize(t0):
-        push(message(app, T_PROVE, t0, settings.device_queue(0)))
+        send(app, T_PROVE, t0, settings.device_queue(0))
 
     @app.task(name=T_PROVE)
     def prove(t0):
         busy_wait(work_ms()[0])
-        push(message(app, T_FINALIZE, t0, settings.cpu_queue))
+        send(app, T_FINALIZE, t0, settings.cpu_queue)
 
     @app.task(name=T_FINALIZE)
     def finalize(t0):
         gpu_ms, finalize_ms = work_ms()
         busy_wait(finalize_ms)
         overhead_ms = (time.time() - t0) * 1000.0 - gpu_ms - finalize_ms
-        push(wire.QueuedMessage(DONE_KEY, str(overhead_ms)))
+        client = state.get("redis")
+        if client is None:
+            client = state["redis"] = redis.Redis.from_url(settings.broker_url)
+        client.lpush(DONE_KEY, str(overhead_ms))  # the benchmark's tally, not a task
 
     return app
 
