@@ -72,7 +72,9 @@ def create_app(settings: Settings | None = None) -> Celery:
         },
         task_ignore_result=True,  # progress and results live in the state store
         result_expires=settings.result_ttl_s,
-        worker_send_task_events=False,
+        # task events (task-sent, -received, -started, -succeeded ...): Flower and `celery events`
+        worker_send_task_events=True,
+        task_send_sent_event=True,
         worker_disable_rate_limits=True,
     )
     app.cuzk_settings = settings

@@ -174,9 +174,11 @@ def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
 def run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
     """Run a prefork Celery worker in this process (what ``celery worker`` runs) until it
     stops; ``tuning`` takes WorkController options the command line cannot express."""
+    # Celery's event heartbeat stays on (worker-online, worker-heartbeat every 2 s,
+    # worker-offline: one PUBLISH each): Flower and `celery events` show a worker online by it
     worker = app.Worker(queues=[queue], concurrency=concurrency, pool_cls="prefork",
                         hostname=nodename, loglevel=loglevel, without_gossip=True,
-                        without_mingle=True, without_heartbeat=True, **tuning)
+                        without_mingle=True, **tuning)
     worker.start()
     return worker.exitcode
 

@@ -99,6 +99,14 @@ def test_app_settings_json_only_acks_late():
         assert name in app.tasks
 
 
+def test_task_events_are_on_for_flower_and_celery_events():
+    """Issue 26: Flower and `celery events` see the tasks (tests/test_celery_tools.py runs Flower)."""
+    from cuzk_tasks.celery_app import create_app
+
+    c = create_app(load_settings(env={})).conf
+    assert c.worker_send_task_events is True and c.task_send_sent_event is True
+
+
 def test_pickle_message_is_refused():
     from kombu.exceptions import ContentDisallowed
     from kombu.serialization import loads
