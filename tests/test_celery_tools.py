@@ -12,17 +12,15 @@ A real redis-server, two device workers (CPU backend) and one CPU worker, all re
   ``-A``: Celery's and kombu's defaults), each get a reply from every worker; so does Flower's
   own inspect (``/api/workers?refresh=true``), ``test_flower_inspect_lists_every_worker``.
 
-Why a default client got no reply (issue 26): kombu's Redis transport joins the fields of an
-exchange binding (``_kombu.binding.<exchange>`` set members: routing key, pattern, queue) with
-its ``sep`` transport option, the same separator it puts between a queue name and its priority
-step.  A default client binds its reply queue as ``<id>\\x06\\x16\\x06\\x16<id>.reply.celery.pidbox``;
-a worker whose ``sep`` is ``":"`` splits that member on ``":"``, gets one field instead of
-three, and its reply publish fails ("Control command error: ValueError('not enough values to
-unpack (expected 3, got 1)')" in the worker log).  Until the workers use kombu's default
-``sep``, those checks are expected failures (strict: they must fail while the cause is there).
-With kombu 5.6 (not 5.7) that error also leaves the worker's event loop without its BRPOP and
-pidbox subscription: the worker consumes nothing more, so Flower's own inspect at its start
-stops the stack and the Flower test fails there too.
+Why a default client got no reply before the workers used kombu's defaults (issue 26):
+kombu's Redis transport joins the fields of an exchange binding (``_kombu.binding.<exchange>``
+set members: routing key, pattern, queue) with its ``sep`` transport option, the same
+separator it puts between a queue name and its priority step.  A default client binds its
+reply queue as ``<id>\\x06\\x16\\x06\\x16<id>.reply.celery.pidbox``; a worker whose ``sep`` was
+``":"`` split that member on ``":"``, got one field instead of three, and its reply publish
+failed ("Control command error: ValueError('not enough values to unpack (expected 3, got
+1)')").  With kombu 5.6 that error also left the worker's event loop without its BRPOP:
+Flower's own inspect at its start stopped the stack.
 """
 
 from __future__ import annotations
@@ -58,24 +56,6 @@ STAGE_TASKS = ("cuzk.submit", "cuzk.synthesize", "cuzk.prove_start", "cuzk.final
 
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
-
-
-def _workers_use_kombus_separator():
-    """Whether our app's Redis transport options keep kombu's default ``sep`` (see above)."""
-    from kombu.transport.redis import Channel
-
-    from cuzk_tasks.celery_app import create_app
-    from cuzk_tasks.config import load_settings
-
-    options = create_app(load_settings(env={})).conf.broker_transport_options or {}
-    return options.get("sep", Channel.sep) == Channel.sep
-
-
-#: The replies a default client waits for never come while the workers' ``sep`` differs.
-needs_default_separator = pytest.mark.xfail(
-    not _workers_use_kombus_separator(), strict=True,
-    reason="issue 26: the workers' broker_transport_options 'sep' is not kombu's default, so a "
-           "default client's reply-queue binding does not parse and no worker replies")
 
 
 @pytest.fixture(scope="module")
@@ -240,14 +220,12 @@ def test_flower_lists_the_workers_and_a_jobs_tasks(stack, flower):
     assert found["cuzk.prove_start"][0]["worker"] in {f"dev0@{HOST}", f"dev1@{HOST}"}
 
 
-@needs_default_separator
 def test_flower_inspect_lists_every_worker(stack, flower):
     url, logs = flower
     workers = _get_json(f"{url}/api/workers?refresh=true", timeout=INSPECT_TIMEOUT_S * 3)
     assert set(workers) >= stack.nodes, (sorted(workers), logs())
 
 
-@needs_default_separator
 @pytest.mark.parametrize("command", [("inspect", "ping"), ("inspect", "active"), ("status",)],
                          ids=lambda c: "-".join(c))
 def test_celery_cli_without_our_code_lists_every_worker(stack, tmp_path, command):
