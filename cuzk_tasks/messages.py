@@ -4,7 +4,8 @@ A step that makes the next stage due records that stage's message in the state s
 outbox in the same Lua step (docs/architecture.md, "The outbox"); Celery publishes it right
 after (:mod:`cuzk_tasks.publisher`).  An entry is JSON text: ``{"task", "queue",
 "priority", "args", "kwargs"}`` (plus ``argsrepr`` for a short log form, ``expires_s`` for
-a message that expires), the arguments of ``app.send_task``.  :class:`StageMessages` makes
+a message that expires, ``trace`` for the trace context of the task that recorded it), the
+arguments of ``app.send_task``.  :class:`StageMessages` makes
 them: synthesize (cpu queue), prove_start (no queue: the route step puts the chosen device's
 in front), finalize (cpu queue) and a job's on_done callback (kwargs written by the step
 that ends the job).  It reads no state and imports neither Celery nor Redis.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from . import tracing
 from .task_names import TASK_FINALIZE, TASK_PROVE_START, TASK_SYNTHESIZE
 
 
@@ -23,6 +25,9 @@ def entry(task: str, args=(), kwargs=None, *, queue: str | None, priority: int,
     Lua step chooses (_lib.lua ``route_core`` writes it in front)."""
     fields = {} if queue is None else {"queue": queue}
     fields.update(task=task, priority=int(priority), args=list(args), kwargs=dict(kwargs or {}))
+    trace = tracing.carrier()  # with the otel extra: the job's trace, for a later publisher
+    if trace:
+        fields["trace"] = trace
     fields.update(extra)
     return json.dumps(fields, separators=(",", ":"))
 

@@ -11,12 +11,12 @@ for ever.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
-import queue
-import threading
+import time
 
+from . import tracing
+from .periodic import PeriodicThread
 from .redis_url import is_outage
 
 log = logging.getLogger("cuzk_tasks.publisher")
@@ -53,7 +53,8 @@ class CeleryPublisher:
         for entry_id, text in entries:
             try:
                 entry = json.loads(text)
-                self.app.send_task(entry["task"], **send_options(entry))
+                with tracing.attached(entry.get("trace")):  # the job's trace, if recorded
+                    self.app.send_task(entry["task"], **send_options(entry))
             except Exception as exc:  # noqa: BLE001 - kombu and redis-py raise many kinds
                 if _is_outage(exc):
                     log.warning("broker unavailable (%s: %s): %d message(s) left in the outbox "
@@ -66,37 +67,30 @@ class CeleryPublisher:
         return done
 
 
-class BackgroundPublisher:
-    """A publisher that hands the entries to a thread of its own, which publishes them with
-    ``inner`` (a :class:`CeleryPublisher`) in order: the step that added them returns at once.
-    A device worker's: its gpu_end then costs the device one Redis round trip between two
-    partitions, not Celery's publish path too.  Entries still queued when the process dies
-    are in the outbox; a sweeper publishes them."""
+class OutboxRelay(PeriodicThread):
+    """A CPU worker's thread that publishes what devices handed on
+    (``StateStore.hand_to_relay``): it waits on the relay list and has Celery publish each
+    entry still in the outbox, then deletes it.  A device's pool process so spends no time on
+    Celery's publish path between two partitions; an entry whose relay died after taking it
+    is published by a sweeper after OUTBOX_GRACE_S."""
 
-    def __init__(self, inner):
-        self.inner = inner
-        self._queue = queue.SimpleQueue()
-        self._thread = None
-        self._lock = threading.Lock()
+    thread_name = "cuzk-outbox-relay"
 
-    def __call__(self, entries, done_fn) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:  # started in the process that publishes (after fork)
-                    self._thread = threading.Thread(target=self._run, name="cuzk-publisher",
-                                                    daemon=True)
-                    self._thread.start()
-        # the caller's context (an OpenTelemetry span, say) goes with them to the thread
-        self._queue.put((contextvars.copy_context(), entries, done_fn))
+    def __init__(self, store, app, wait_s: float = 1.0):
+        super().__init__(0.0)  # each step blocks on the list for up to wait_s
+        self.store = store
+        self.publisher = CeleryPublisher(app)
+        self.wait_s = wait_s
 
-    def _run(self):
-        while True:
-            context, entries, done_fn = self._queue.get()
-            try:
-                context.run(self.inner, entries, done_fn)
-            except Exception:  # noqa: BLE001 - the outbox keeps them; the thread goes on
-                log.exception("publishing %d outbox message(s) failed; a sweeper sends them",
-                              len(entries))
+    def step(self):
+        try:
+            entries = self.store.take_relayed(timeout_s=self.wait_s)
+        except Exception as exc:
+            if is_outage(exc):
+                time.sleep(self.wait_s)  # not a busy loop while Redis is away
+            raise
+        if entries:
+            self.publisher(entries, self.store.outbox_done)
 
 
 def _is_outage(exc) -> bool:

@@ -10,10 +10,17 @@ has: one set up by the caller (``opentelemetry-instrument``, a test's), else -- 
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set -- an OTLP/HTTP
 exporter with ``service.name`` from ``OTEL_SERVICE_NAME`` (default ``cuzk-tasks``).
 Without the extra installed this does nothing.
+
+A message a device's step records is published later by a CPU worker's relay thread
+(cuzk_tasks/publisher.py ``OutboxRelay``), outside the task's span: :func:`carrier` keeps the
+task's trace context in the outbox entry and :func:`attached` makes it the current one while
+the relay publishes it, so that message stays in the job's trace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 
@@ -60,3 +67,42 @@ def _export_with_otlp(environ) -> None:
         {"service.name": environ.get("OTEL_SERVICE_NAME") or "cuzk-tasks"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+
+
+@functools.lru_cache(maxsize=1)
+def _otel():
+    """``(opentelemetry.context, opentelemetry.propagate)``, or None without the otel extra
+    (looked up once: a failed import is not cached by Python, and this is on every message)."""
+    try:
+        # lazy: the otel extra is optional
+        from opentelemetry import context, propagate
+    except ImportError:
+        return None
+    return context, propagate
+
+
+def carrier() -> dict | None:
+    """The current trace context as W3C headers (``{"traceparent": ...}``), or None without
+    the otel extra or outside a span."""
+    otel = _otel()
+    if otel is None:
+        return None
+    headers = {}
+    otel[1].inject(headers)
+    return headers or None
+
+
+@contextlib.contextmanager
+def attached(headers):
+    """The trace context of ``headers`` (:func:`carrier`) as the current one for the block;
+    nothing without them or without the otel extra."""
+    otel = _otel() if headers else None
+    if otel is None:
+        yield
+        return
+    context, propagate = otel
+    token = context.attach(propagate.extract(headers))
+    try:
+        yield
+    finally:
+        context.detach(token)

@@ -36,6 +36,7 @@ from . import defaults, pipeline, tracing
 from .celery_app import create_app
 from .config import Settings
 from .periodic import PeriodicThread
+from .publisher import OutboxRelay
 from .redis_url import is_outage
 from .request_leases import held_requests
 from .routing import Sweeper
@@ -351,7 +352,9 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
         sweep.step_logged()
-    _start_after_pool_fork(app, heartbeat, sweep)
+    # publishes what the devices' steps record (their pool processes publish nothing)
+    relay = OutboxRelay(pipeline.context(app).store, app)
+    _start_after_pool_fork(app, heartbeat, sweep, relay)
     log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
                 concurrency)
     try:
@@ -359,7 +362,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                                       f"cpu{os.getpid()}@{host}", loglevel,
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:
-        stop_loops(sweep, heartbeat)
+        stop_loops(relay, sweep, heartbeat)
         mark_offline(settings, worker_id, slot)
     if exitcode:
         raise SystemExit(exitcode)

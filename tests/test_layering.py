@@ -43,11 +43,11 @@ def test_importing_the_library_loads_no_queue_or_store_module():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_state_store_wire_and_web_app_do_not_load_celery():
-    """The state store, the message builder it is handed messages from, and the web app
+def test_state_store_messages_and_web_app_do_not_load_celery():
+    """The state store, the outbox entries it is handed (messages, queues), and the web app
     (which reads through the store) never need Celery or kombu."""
     code = (
-        "import sys, cuzk_tasks.state, cuzk_tasks.wire, webapp, webapp.status\n"
+        "import sys, cuzk_tasks.state, cuzk_tasks.messages, cuzk_tasks.queues, webapp, webapp.status\n"
         "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('celery', 'kombu'))\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
     )

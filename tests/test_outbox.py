@@ -253,27 +253,38 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
             stop_process_group(proc)
 
 
-def test_a_background_publisher_sends_in_order_from_its_thread_and_then_clears(store_factory):
-    import threading
+def test_a_device_hands_its_messages_to_the_relay_which_publishes_them(store_factory):
+    """A device's pool process publishes nothing itself (StateStore.hand_to_relay); a CPU
+    worker's relay thread (publisher.OutboxRelay) takes the ids and publishes the entries."""
+    from cuzk_tasks.publisher import OutboxRelay
 
-    from cuzk_tasks.publisher import BackgroundPublisher
+    device = store_factory()
+    device.publisher = device.hand_to_relay
+    _job(device, n=3)
+    assert len(device.outbox_entries()) == 3
+    rec = Recorder()
+    relay = OutboxRelay(device, app=None, wait_s=0.1)
+    relay.publisher = rec
+    relay.step()
+    assert [e["args"][1] for e in rec.sent] == [0, 1, 2]
+    assert device.outbox_entries() == {}
+    relay.step()  # nothing more: waits wait_s and returns
+    assert len(rec.sent) == 3
 
-    threads = []
 
-    class Inner(Recorder):
-        def __call__(self, entries, done):
-            threads.append(threading.current_thread().name)
-            super().__call__(entries, done)
+def test_the_relay_skips_what_a_sweeper_published_meanwhile(store_factory):
+    from cuzk_tasks.publisher import OutboxRelay
 
-    inner = Inner()
-    store = store_factory(publisher=BackgroundPublisher(inner))
-    _job(store, n=3)
-    deadline = time.monotonic() + 10
-    while store.outbox_entries():
-        assert time.monotonic() < deadline, store.outbox_entries()
-        time.sleep(0.01)
-    assert [e["args"][1] for e in inner.sent] == [0, 1, 2]
-    assert threads == ["cuzk-publisher"]
+    device = store_factory()
+    device.publisher = device.hand_to_relay
+    _job(device, n=2)
+    sweeper = device.__class__(device.redis, prefix=device.prefix, publisher=Recorder())
+    assert sweeper.publish_overdue(grace_s=0) == 2
+    rec = Recorder()
+    relay = OutboxRelay(device, app=None, wait_s=0.1)
+    relay.publisher = rec
+    relay.step()
+    assert rec.sent == [] and device.redis.llen(device.keys.outbox_relay()) == 0
 
 
 def test_a_callback_kept_by_an_earlier_version_ends_the_job_unsent(store_factory):

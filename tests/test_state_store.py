@@ -139,7 +139,7 @@ return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request(
         K.counters(), K.completions(), K.failures(), K.events(), K.host_slot('G', 4),
         K.histograms(), K.held('J'), K.jobs_creating(), K.jobs_reaping(),
         K.result_building('J'), K.rejected(), K.on_done_queues(), K.outbox(),
-        K.outbox_due(), K.outbox_seq()}
+        K.outbox_due(), K.outbox_seq(), K.outbox_relay()}
 """
     got = store.redis.eval(body, 0, *store.common_args)
     assert got == [keys.job("J"), keys.part("J", 3), keys.jobs_active(), keys.jobs_recent(),
@@ -148,7 +148,7 @@ return {K.job('J'), K.part('J', 3), K.jobs_active(), K.jobs_recent(), K.request(
                    keys.completions(), keys.failures(), keys.events(), keys.host_slot("G", 4),
                    keys.phase_histograms(), keys.held("J"), keys.jobs_creating(),
                    keys.jobs_reaping(), keys.result_building("J"), keys.rejected(), keys.on_done_queues(),
-                   keys.outbox(), keys.outbox_due(), keys.outbox_seq()]
+                   keys.outbox(), keys.outbox_due(), keys.outbox_seq(), keys.outbox_relay()]
 
 
 def test_phase_histogram_buckets_are_one_list_in_lua_and_python(store):

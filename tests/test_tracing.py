@@ -1,7 +1,8 @@
 """OpenTelemetry (the ``otel`` extra): every task is traced, and a job's stages share one trace.
 
 A real Celery worker in this process (``celery.contrib.testing.worker.start_worker``, solo
-pool) serving both the CPU queue and a registered device's queue (CPU backend), with the
+pool) serving both the CPU queue and a registered device's queue (CPU backend) -- and a CPU
+worker's outbox relay, which publishes what the device's steps record -- with the
 instrumentation ``cuzk_tasks.tracing.instrument`` installs in every pool process, on a real
 redis-server; spans go to the SDK's in-memory exporter.  The job is sent the way a
 Celery user sends it, ``send_task("cuzk.submit")``.
@@ -57,6 +58,7 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
     from cuzk_tasks import pipeline
     from cuzk_tasks.celery_app import create_app
     from cuzk_tasks.config import load_settings
+    from cuzk_tasks.publisher import OutboxRelay
 
     tag = uuid.uuid4().hex[:8]
     config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", FIX / "mulchain")})
@@ -71,6 +73,7 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
     store.register_worker(device_id, "device", settings.hostname, device=0, queue=device_queue)
     store.heartbeat(device_id, 300)
     inputs = json.loads((FIX / "mulchain" / "input.json").read_text())
+    relay = OutboxRelay(store, app, wait_s=0.2).start()  # a CPU worker's: publishes the device's
     with start_worker(app, queues=[settings.cpu_queue, device_queue], pool="solo",
                       perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30):
         job = app.send_task("cuzk.submit", queue=settings.cpu_queue, kwargs={
@@ -80,6 +83,7 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
             assert time.monotonic() < deadline, store.get_job(job)
             time.sleep(0.1)
         time.sleep(0.5)  # the last spans end after the state changes
+    relay.stop()
     spans = exporter.get_finished_spans()
     runs = [s for s in spans if s.name.startswith("run/")]
     submit = [s for s in runs if s.name == "run/cuzk.submit"]

@@ -62,15 +62,17 @@ class Context:
     @property
     def store(self):
         if self._store is None:
-            publisher = None
-            if self.app is not None:
+            store = StateStore.from_settings(self.settings)
+            if self.identity.role == "device":
+                # the device's next partition waits for no publish: a CPU worker's relay
+                # thread publishes what this process's steps record (publisher.OutboxRelay)
+                store.publisher = store.hand_to_relay
+            elif self.app is not None:
                 # lazy: the publisher's kombu is loaded only where a Celery app is
-                from ..publisher import BackgroundPublisher, CeleryPublisher
+                from ..publisher import CeleryPublisher
 
-                publisher = CeleryPublisher(self.app)
-                if self.identity.role == "device":  # the device's next partition waits for nothing
-                    publisher = BackgroundPublisher(publisher)
-            self._store = StateStore.from_settings(self.settings, publisher=publisher)
+                store.publisher = CeleryPublisher(self.app)
+            self._store = store
         return self._store
 
     @property

@@ -178,6 +178,12 @@ class Keys:
         sweeper, ``outbox_claim.lua``)."""
         return f"{self.prefix}:outbox:due"
 
+    def outbox_relay(self) -> str:
+        """list: ids of outbox entries a device's pool process handed on instead of
+        publishing them itself (``StateStore.hand_to_relay``); a CPU worker's relay thread
+        takes them (``take_relayed``) and Celery publishes them there."""
+        return f"{self.prefix}:outbox:relay"
+
     def outbox_seq(self) -> str:
         """string: the last outbox entry id (INCR)."""
         return f"{self.prefix}:outbox:seq"

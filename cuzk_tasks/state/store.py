@@ -436,6 +436,29 @@ class StateStore:
         except redis_url.outage_errors() as exc:
             log.warning("outbox: %d published message(s) not cleared: %s", len(ids), exc)
 
+    def hand_to_relay(self, entries, done) -> None:
+        """A ``publisher`` for a process whose time is not its own to spend publishing (a
+        device's pool process, between two partitions): the entries' ids go on the relay list
+        (one LPUSH), where a CPU worker's relay thread takes them (:meth:`take_relayed`) and
+        Celery publishes them; ``done`` is the relay's to call.  In an outage the ids are not
+        handed on: the sweeper publishes the entries after OUTBOX_GRACE_S."""
+        try:
+            self.redis.lpush(self.keys.outbox_relay(), *[str(i) for i, _ in entries])
+        except redis_url.outage_errors() as exc:
+            log.warning("outbox: %d message(s) left for the sweeper: %s", len(entries), exc)
+
+    def take_relayed(self, timeout_s: float = 1.0, limit: int = 100) -> list:
+        """The relay's take: waits up to ``timeout_s`` for ids on the relay list, takes up to
+        ``limit`` of them, oldest first, and returns ``[(id, entry JSON), ...]`` of those
+        still in the outbox (one a sweeper published meanwhile is gone)."""
+        key = self.keys.outbox_relay()
+        got = self.redis.brpop([key], timeout=timeout_s)
+        if not got:
+            return []
+        ids = [got[1]] + (self.redis.rpop(key, limit - 1) or [] if limit > 1 else [])
+        entries = self.redis.hmget(self.keys.outbox(), ids)
+        return [(i, e) for i, e in zip(ids, entries) if e]
+
     def publish_overdue(self, grace_s: float = defaults.OUTBOX_GRACE_S,
                         limit: int = 1000) -> int:
         """The sweeper's look at the outbox: entries added more than ``grace_s`` seconds ago

@@ -49,6 +49,7 @@ function K.result_building(j) return P .. ':result_building:' .. j end
 function K.outbox() return P .. ':outbox' end
 function K.outbox_due() return P .. ':outbox:due' end
 function K.outbox_seq() return P .. ':outbox:seq' end
+function K.outbox_relay() return P .. ':outbox:relay' end
 
 local function member(j, i) return j .. ':' .. i end
 
