@@ -353,7 +353,8 @@ class StateStore:
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
         #: publishes outbox entries: ``publisher([(id, entry JSON), ...], done)`` sends them
-        #: (now or from a thread of its own) and calls ``done(ids)`` with the ids it is done
+        #: (now, or hands them to a relay: :meth:`hand_to_relay`) and calls ``done(ids)`` --
+        #: or the relay does -- with the ids it is done
         #: with -- published, or refused for good -- which deletes them (:meth:`outbox_done`);
         #: None: a store that publishes nothing -- the entries its steps add wait for a
         #: sweeper's (:meth:`publish_overdue`)
