@@ -90,9 +90,11 @@ class SentinelGroup:
               lambda: replica.info("replication").get("master_link_status") == "up")
         for port in self.sentinel_ports:
             s = redis.Redis(port=port, decode_responses=True)
+            # sentinel_masters(), not sentinel_master(): redis-py 6.4.0's parser of the latter
+            # refuses its own return_responses argument (TypeError)
             _wait(f"sentinel {port} to know the replica and its peers",
-                  lambda s=s: s.sentinel_master(MASTER)["num-slaves"] >= 1
-                  and s.sentinel_master(MASTER)["num-other-sentinels"] >= 2)
+                  lambda s=s: s.sentinel_masters()[MASTER]["num-slaves"] >= 1
+                  and s.sentinel_masters()[MASTER]["num-other-sentinels"] >= 2)
 
     @property
     def url(self):
@@ -101,8 +103,10 @@ class SentinelGroup:
     def master_port(self):
         import redis
 
-        host, port = redis.Redis(port=self.sentinel_ports[0]).sentinel_get_master_addr_by_name(MASTER)
-        return int(port)
+        # as discover_master asks; redis-py 6.4.0's sentinel_get_master_addr_by_name() passes
+        # its parser an argument the parser refuses (TypeError)
+        master = redis.Redis(port=self.sentinel_ports[0]).sentinel_masters()[MASTER]
+        return int(master["port"])
 
     def stop(self):
         for proc in self.procs.values():
