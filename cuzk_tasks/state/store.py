@@ -456,7 +456,9 @@ class StateStore:
         got = self.redis.brpop([key], timeout=timeout_s)
         if not got:
             return []
-        ids = [got[1]] + (self.redis.rpop(key, limit - 1) or [] if limit > 1 else [])
+        ids = [got[1]]
+        if limit > 1:
+            ids += self.redis.rpop(key, limit - 1) or []
         entries = self.redis.hmget(self.keys.outbox(), ids)
         return [(i, e) for i, e in zip(ids, entries) if e]
 
