@@ -96,3 +96,21 @@ def test_a_live_holder_is_named_and_the_second_process_refused(store):
         raise AssertionError("a second process took a live worker id")
     assert "process 1 on host box" in text and "CUZK_HOSTNAME" in text
     assert store.redis.hget(store.keys.worker("h:dev0"), "holder") == "box:1"
+
+
+def test_a_holder_that_lost_its_id_is_told_once(store):
+    """A process whose heartbeat lapsed (stalled) and whose id another process claimed
+    meanwhile: its next beat changes nothing and asks it to stop, once."""
+    from cuzk_tasks.worker import Heartbeat
+
+    assert store.register_worker("h:dev0", "device", "h", device=0, queue="q0",
+                                 holder="box:2", ttl_s=TTL_S)
+    lost = []
+    beat = Heartbeat(store, "h:dev0", _settings(), extra={"pid": 1}, holder="box:1",
+                     on_lost=lambda: lost.append(1))
+    assert beat.beat().held_by == "box:2" and beat.beat().held_by == "box:2"
+    assert lost == [1] and beat.lost_to == "box:2"
+    assert store.get_worker("h:dev0").get("pid") is None  # nothing of box:1's was written
+    # nor does its stop (worker.mark_offline) take the holder's heartbeat away
+    assert not store.worker_offline("h:dev0", holder="box:1")
+    assert store.get_worker("h:dev0")["online"]
