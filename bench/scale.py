@@ -19,11 +19,12 @@ Per fleet it measures, in this order:
    CPU (INFO cpu, user + sys) -- heartbeats, Celery's polling and event heartbeats, the
    sweepers, the outbox relays;
 2. per device time T: ``--device-s`` seconds of work per device (at least 2 partitions each,
-   ``--min-partitions`` in all),
-   submitted at once in jobs of 8 partitions; per-device duty cycle = its partitions x T /
-   (its first gpu_start .. last gpu_end); hand-over (gpu_end .. next gpu_start on one
-   device); Redis commands and Redis CPU per partition (the whole run's, and less the idle
-   traffic of the run's duration);
+   ``--min-partitions`` in all), submitted at once in jobs of 8 partitions; per-device duty
+   cycle = its partitions x T / (its first gpu_start .. last gpu_end); hand-over (gpu_end ..
+   next gpu_start on one device); Redis commands and Redis CPU per partition (the whole
+   run's, and less the idle traffic of the run's duration); the workers' own CPU per
+   partition (/proc, device workers apart) and how busy the whole machine was (/proc/stat:
+   other tenants show there);
 3. the sweep: with a backlog of 4 x N partitions in flight, every worker process is frozen
    (SIGSTOP) so Redis serves nothing else, and this process runs the product's Sweeper
    (leases included, as every half heartbeat TTL) for a second; the same at 0 in flight
@@ -32,10 +33,12 @@ Per fleet it measures, in this order:
 
 Heartbeat interval and TTL are the product's defaults (5 s, 15 s).  Each CPU worker's
 concurrency covers its host's stand-in work at the shortest T with a margin
-(:func:`cpu_concurrency`).
+(:func:`cpu_concurrency`): the worker runs Celery's prefork pool only.  Every simulated
+host has a CPU worker of its own, so the bench holds whether synthesize and finalize run
+anywhere (the shared cpu queue) or on the device's host (issue 27 item 1).
 
-    python bench/scale.py                 # the full sweep, ~15 min on 2 cores
-    python bench/scale.py --quick         # 1x1 and 4x2, short runs, ~1.5 min
+    python bench/scale.py                 # the full sweep, 13-14 min on 2 shared cores
+    python bench/scale.py --quick         # 1x1 and 4x2, short runs, ~70 s
     python bench/scale.py --fleets 64x16 --device-ms 2000 --json out.json
 
 Progress goes to stderr, the tables to stdout.  On a shared 2-core machine the numbers are
@@ -134,8 +137,9 @@ class Fleet:
         self.workdir.mkdir(parents=True)
         config = self.workdir / "cuzk.toml"
         circuits = "".join(
-            f'\n[circuits.sleep{int(t)}]\nkind = "bench-scale"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
-            f'wasm = "{FIXTURE / "circuit.wasm"}"\n' for t in [*args.device_ms, BACKLOG_MS])
+            f'\n[circuits.sleep{int(t)}]\nkind = "bench-scale"\n'
+            f'zkey = "{FIXTURE / "circuit.zkey"}"\nwasm = "{FIXTURE / "circuit.wasm"}"\n'
+            for t in [*args.device_ms, BACKLOG_MS])
         config.write_text(
             f'redis_url = "{redis_url}"\nprefix = "scale{self.tag}"\n'
             f'spool_dir = "{self.workdir / "spool"}"\n'
@@ -155,6 +159,7 @@ class Fleet:
         self.client = Client(settings=self.settings)
         self.store = self.client.store
         self.procs = ProcessGroup(self.workdir)
+        self.sweeper = None  # the bench's own Sweeper (measure_sweep), made at first use
         self.concurrency = cpu_concurrency(n // h, args.synth_ms, args.finalize_ms,
                                            min(args.device_ms))
 
@@ -272,7 +277,7 @@ def measure_sweep(fleet, r, min_s=1.0, min_runs=3):
     from cuzk_tasks.celery_app import create_app
     from cuzk_tasks.routing import Sweeper
 
-    if not hasattr(fleet, "sweeper"):
+    if fleet.sweeper is None:
         app = create_app(fleet.settings)
         app.cuzk_identity = pipeline.WorkerIdentity("bench-sweep", "cpu", "cpu")
         fleet.sweeper = Sweeper(pipeline.context(app))
@@ -427,8 +432,9 @@ def print_tables(results, args):
                       f"({r['cmds_per_part'] / b['cmds_per_part']:.2f}) | "
                       f"{r['work_cmds_per_part']:.1f} "
                       f"({r['work_cmds_per_part'] / b['work_cmds_per_part']:.2f}) | "
-                      f"{r['cpu_ms_per_part']:.2f} ({r['cpu_ms_per_part'] / b['cpu_ms_per_part']:.2f}) "
-                      f"| {r['work_cpu_ms_per_part']:.2f} "
+                      f"{r['cpu_ms_per_part']:.2f} "
+                      f"({r['cpu_ms_per_part'] / b['cpu_ms_per_part']:.2f}) | "
+                      f"{r['work_cpu_ms_per_part']:.2f} "
                       f"({r['work_cpu_ms_per_part'] / b['work_cpu_ms_per_part']:.2f}) | "
                       f"{r['redis_cpu_pct']:.1f} | {r['fleet_cpu_ms_per_part']:.0f} "
                       f"({r['dev_cpu_ms_per_part']:.0f}) | "
