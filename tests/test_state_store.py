@@ -1260,14 +1260,20 @@ def test_a_run_not_held_since_the_previous_beat_is_over(store):
     store.heartbeat(w, 30, holding=[])  # its snapshot may predate the run: nothing changes
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     time.sleep(0.002)
-    # the run began before the previous beat and is not held now: its end was never recorded
+    # the run began before the previous beat and is not held now, but its partition still
+    # names it (in gpu under its token): it may be live (a main process reconnecting has not
+    # seen its acceptance yet) -- the sweeper's stage lease decides, not the heartbeat
+    store.heartbeat(w, 30, holding=[])
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value
+    # the partition moved on (re-dispatched elsewhere): the run's end was never recorded
+    assert store.redispatch(job, 0, 0)
+    time.sleep(0.002)
     store.heartbeat(w, 30, holding=[])
     worker = store.get_worker(w)
     assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
     (idle,) = _worker_idle_events(store)
     assert idle["token"] == token and idle["reason"] == "stale"
-    # the partition is the sweeper's business (recover_stage): untouched here
-    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value
 
 
 def test_a_held_or_newer_run_stays_proving(store):
@@ -1288,7 +1294,8 @@ def test_a_held_or_newer_run_stays_proving(store):
         store.heartbeat(w, 30)
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     assert _worker_idle_events(store) == []
-    # another attempt of the same partition held is not this run
+    # another attempt of the same partition held is not this run (once it moved on to it)
+    assert store.redispatch(job, 0, 0)
     time.sleep(0.002)
     store.heartbeat(w, 30, holding=[(job, 0, 1)])
     assert store.get_worker(w)["stored_state"] == WorkerState.IDLE.value

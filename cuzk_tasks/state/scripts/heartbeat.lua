@@ -22,8 +22,9 @@
 -- proving a run whose job:idx:attempt is not in it, although that run's gpu_start
 -- (`since`) came before the previous holding beat (`holding_at`, whose snapshot this beat's
 -- follows), the run is over without its gpu_end having been recorded (given up in a long
--- outage, or its pool process died): the worker goes idle, by compare-and-delete on its
--- token (worker_idle, reason stale).
+-- outage, or its pool process died) -- if its partition has moved on from it (no longer in
+-- gpu under this token) -- and the worker goes idle, by compare-and-delete on its token
+-- (worker_idle, reason stale).
 -- Returns {1 when the worker came (back) online else 0, 1 when it was registered again
 -- else 0, the hash's resident JSON or false, the other holder of the id or ''}.
 local was = redis.call('EXISTS', KEYS[1])
@@ -69,7 +70,17 @@ if holding then
     for _, m in ipairs(cjson.decode(holding)) do
       if m == run then held = true end
     end
-    if run and not held then clear_worker_if(A(1), w[2], 'stale') end
+    -- and only a run its partition has moved on from: while the partition is in gpu under
+    -- this token the run may still be live (its acceptance not yet seen by a main process
+    -- that is busy reconnecting); a run that is really gone there is the sweeper's stage
+    -- lease's to end (recover_stage clears the worker by the same compare-and-delete)
+    local job, idx = string.match(w[2], '^([^:]*):([^:]*):')
+    local current = false
+    if job and idx then
+      local p = redis.call('HMGET', K.part(job, idx), 'state', 'token')
+      current = p[1] == 'gpu' and p[2] == w[2]
+    end
+    if run and not held and not current then clear_worker_if(A(1), w[2], 'stale') end
   end
   redis.call('HSET', KEYS[2], 'holding_at', NOW_S)
 end
