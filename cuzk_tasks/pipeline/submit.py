@@ -161,6 +161,20 @@ def request_digest(circuit, parts, priority, on_done, deadline_s) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _unserved(ctx: Context, circuit) -> str | None:
+    """Why no live device worker can prove ``circuit`` -- device workers are up, but none
+    of them (with host-affine stages: none on a host whose live CPU worker serves it too)
+    advertises it in its registry -- or None.  With no live device worker at all the job
+    is accepted and waits, as for a device restart."""
+    workers = ctx.store.all_workers()
+    devices = ctx.store.live_device_workers(workers)
+    if not devices or ctx.store.devices_serving(circuit, workers):
+        return None
+    where = " with a live CPU worker on their host" if ctx.store.host_affine else ""
+    return (f"no live device worker serves circuit {circuit!r}{where} ({len(devices)} device "
+            f"worker(s) online; add the circuit to their hosts' circuits file)")
+
+
 def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None,
                on_done=None, deadline_s=None):
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
@@ -194,8 +208,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex
     kind = spec.kind if spec else "unknown"
+    unserved = _unserved(ctx, circuit) if spec is not None else None
     messages = []
-    if spec is not None and not rejected:
+    if spec is not None and not rejected and not unserved:
         messages = [ctx.messages.synthesize(job_id, i, circuit, priority)
                     for i in range(len(parts))]
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
@@ -212,6 +227,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if spec is None:
         known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
         fail(ctx, job_id, 0, 0, f"unknown circuit {circuit!r} (known circuits: {known})")
+        return job_id
+    if unserved:
+        fail(ctx, job_id, 0, 0, unserved)
         return job_id
     if rejected:
         for i, message in rejected.items():
