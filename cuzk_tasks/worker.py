@@ -102,6 +102,23 @@ class HeldMessages(NamedTuple):
     requests: list  # Celery task ids of the by-name requests: its request leases
 
 
+def abandoned(request) -> bool:
+    """True for a request Celery still lists but will never run: reserved, not yet accepted
+    by a pool process, on a broker channel that has closed since (a lost connection).
+
+    On a reconnect Celery's consumer means to drop such requests from its registry, but its
+    ``on_close`` looks the reserved *Request objects* up among the registry's *task ids*, so
+    they stay; the pool's flush drops their jobs, and kombu could not put their messages back
+    while Redis was down (they sit in its ``unacked`` hash).  Reported as held, such a
+    request would keep its stage's lease alive for ever and the sweeper would never re-drive
+    the partition.  A request a pool process accepted (``time_start`` set) still runs and
+    keeps its lease, whatever became of its channel."""
+    if getattr(request, "time_start", None) is not None:
+        return False
+    channel = getattr(getattr(request, "message", None), "channel", None)
+    return bool(getattr(channel, "closed", False))
+
+
 def held_messages() -> HeldMessages:
     """Every message this Celery worker process holds -- reserved (prefetched) or running in
     a pool process: the ``(job, idx, attempt)`` of each stage message (its stage leases,
@@ -118,6 +135,7 @@ def held_messages() -> HeldMessages:
             continue
     else:
         requests = ()
+    requests = tuple(r for r in requests if not abandoned(r))
     held = set()
     for request in requests:
         try:
