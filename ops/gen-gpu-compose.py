@@ -52,7 +52,7 @@ SERVICE = """\
       CUZK_CONFIG: /srv/circuits/cuzk.toml
       CUZK_WORKER_RETIRE_S: "${{CUZK_WORKER_RETIRE_S:-}}"
       CUZK_SPOOL_DIR: /srv/spool
-      CUZK_SHARED_SPOOL: "1"
+      CUZK_SHARED_SPOOL: "${{CUZK_SHARED_SPOOL:-1}}"
       CUZK_RESULTS_DIR: /srv/results
       CUZK_HOSTNAME: "${{CUZK_HOSTNAME:-gpuhost}}"
       CUZK_BACKEND: gpu

@@ -10,6 +10,7 @@ import uuid
 
 from .. import queues, request_checks
 from ..errors import CuzkError
+from ..state import serves
 from .context import Context, fail, log, ref_path
 
 
@@ -162,16 +163,14 @@ def request_digest(circuit, parts, priority, on_done, deadline_s) -> str:
 
 
 def _unserved(ctx: Context, circuit) -> str | None:
-    """Why no live device worker can prove ``circuit`` -- device workers are up, but none
-    of them (with host-affine stages: none on a host whose live CPU worker serves it too)
-    advertises it in its registry -- or None.  With no live device worker at all the job
-    is accepted and waits, as for a device restart."""
-    workers = ctx.store.all_workers()
-    devices = ctx.store.live_device_workers(workers)
-    if not devices or ctx.store.devices_serving(circuit, workers):
+    """Why no live device worker can prove ``circuit`` -- device workers are up, but none of
+    them advertises it in its registry (``circuits``) -- or None.  Only the configuration
+    counts here: with no live device worker at all, or none with a live CPU worker on its
+    host (host-affine stages), the job is accepted and waits, as for a restart."""
+    devices = ctx.store.live_device_workers()
+    if not devices or any(serves(w, circuit) for w in devices):
         return None
-    where = " with a live CPU worker on their host" if ctx.store.host_affine else ""
-    return (f"no live device worker serves circuit {circuit!r}{where} ({len(devices)} device "
+    return (f"no live device worker serves circuit {circuit!r} ({len(devices)} device "
             f"worker(s) online; add the circuit to their hosts' circuits file)")
 
 

@@ -321,7 +321,7 @@ def _check_int(name, value, allow_none=False):
     return value
 
 
-def _serves(worker: dict, circuit) -> bool:
+def serves(worker: dict, circuit) -> bool:
     """A worker record advertises ``circuit`` (its ``circuits`` field, a JSON list of names;
     none, or one that is not a list: any circuit), as _lib.lua ``serves`` reads it."""
     text = worker.get("circuits")
@@ -724,7 +724,12 @@ class StateStore:
         the circuit, then the smallest id).  At most one route per attempt succeeds.
 
         ``message``: the partition's prove_start (an outbox entry without a queue), sent to
-        the chosen worker's queue; None: none is sent."""
+        the chosen worker's queue; None: none is sent.
+
+        With host-affine stages (:attr:`host_affine`) a *pending* partition is placed the
+        same way, among the devices whose host has a live CPU worker serving ``circuit``;
+        ``message`` is then its synthesize, sent to that host's CPU queue (docs/
+        architecture.md, "Placement")."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         if worker_id is not None:
             _check_worker_id(worker_id)
@@ -1064,8 +1069,8 @@ class StateStore:
         workers = self._workers() if workers is None else workers
         cpu_hosts = {w.get("host") for w in workers
                      if w.get("role") == WorkerRole.CPU.value and w["online"]
-                     and w.get("host_queue") and _serves(w, circuit)}
-        return [w for w in self.live_device_workers(workers) if _serves(w, circuit)
+                     and w.get("host_queue") and serves(w, circuit)}
+        return [w for w in self.live_device_workers(workers) if serves(w, circuit)
                 and (not self.host_affine or w.get("host") in cpu_hosts)]
 
     def dead_workers_with_routed(self, workers=None) -> list[str]:
