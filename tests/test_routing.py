@@ -171,7 +171,8 @@ def lossy(redis_server_url):
     settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url,
                                   "CUZK_PREFIX": "l" + uuid.uuid4().hex[:8],
                                   "CUZK_CPU_QUEUE": "cpu." + uuid.uuid4().hex[:8],
-                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.3"})
+                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.3",
+                                  "CUZK_SHARED_SPOOL": "1"})  # cluster-wide stages
     c = Context(app=create_app(settings), settings=settings, worker_id="test")
     c.queues = {}
     yield c
