@@ -65,7 +65,9 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
     settings = load_settings(env={
         "CUZK_CONFIG": str(config), "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": "tr" + tag,
         "CUZK_CPU_QUEUE": "tr.cpu." + tag, "CUZK_HOSTNAME": "tr" + tag,
-        "CUZK_SPOOL_DIR": str(tmp_path / "spool"), "CUZK_THREADS": "1"})
+        "CUZK_SPOOL_DIR": str(tmp_path / "spool"), "CUZK_THREADS": "1",
+        # one in-process worker consumes the cpu and device queues: cluster-wide stages
+        "CUZK_SHARED_SPOOL": "1"})
     device_id, device_queue = settings.device_worker_id(0), settings.device_queue(0)
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(device_id, "device", "cpu")
