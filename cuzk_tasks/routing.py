@@ -80,11 +80,24 @@ class Sweeper(PeriodicThread):
         self._last_look = None  # when the last sweep read the workers' leases (monotonic)
         self._requests = None  # RequestLeases (made at the first sweep)
         self._leases_looked = None  # when the lease checks last ran (monotonic)
+        #: who holds the cluster-wide sweep (StateStore.claim_sweep): this worker's id
+        self.holder = ctx.worker_id or "sweeper"
 
     def run_once(self, leases: bool = True) -> dict:
         """One sweep; ``leases``: run the lease checks too (the periodic thread runs them
-        every half heartbeat TTL, :meth:`_leases_due`)."""
+        every half heartbeat TTL, :meth:`_leases_due`).
+
+        Only one CPU worker's sweeper at a time does the cluster-wide checks (a lease of a
+        heartbeat TTL, renewed by each sweep: ``StateStore.claim_sweep``), so their cost
+        does not grow with the number of hosts; the others sweep only their own host's
+        spool (which may be private) and stand by to take over."""
         store = self.ctx.store
+        if not store.claim_sweep(self.holder, self.ctx.settings.heartbeat_ttl_s):
+            self._suspects, self._last_look = {}, None  # another's sightings, not ours
+            if leases:
+                self.sweep_spool()
+            return {"standby": True, "redispatched": 0, "routed": 0, "retired": 0,
+                    "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
         redispatched = routed = 0
         # messages whose step ran in a process that died before it had them published
         overdue = store.publish_overdue()

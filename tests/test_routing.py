@@ -533,3 +533,26 @@ def test_a_periodic_loop_logs_a_redis_outage_once_and_its_end_once(caplog):
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert [level for level, _ in lines] == ["WARNING", "WARNING", "ERROR"], lines
     assert "Redis unavailable" in lines[0][1] and "back" in lines[1][1]
+
+
+def test_one_sweeper_at_a_time_does_the_cluster_wide_checks(ctx):
+    """The sweep's lease (StateStore.claim_sweep): a second CPU worker's sweeper stands by --
+    it re-dispatches nothing -- while the first holds the lease, and takes over once the
+    first stops renewing it (a heartbeat TTL, here 0.5 s)."""
+    store = ctx.store
+    _register(ctx, "h:dev0", 0, alive=False)
+    store.heartbeat("h:dev0", 0.3)
+    job = _job_in_synth_done(store)
+    assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    first = routing.Sweeper(ctx)
+    first.holder = "h:cpu:1"
+    other = routing.Sweeper(ctx)
+    other.holder = "g:cpu:2"
+    assert "standby" not in first.run_once()
+    time.sleep(0.4)  # dev0's heartbeat lapses; the first sweeper's lease (0.5 s) does not
+    assert other.run_once()["standby"] is True
+    assert store.get_partition(job, 0)["attempt"] == 0  # the standby touched nothing
+    time.sleep(0.6)  # the first sweeper is gone: its lease lapses
+    taken = other.run_once()
+    assert "standby" not in taken and taken["redispatched"] == 1
+    assert first.run_once()["standby"] is True

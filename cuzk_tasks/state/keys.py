@@ -182,6 +182,12 @@ class Keys:
         sweeper, ``outbox_claim.lua``)."""
         return f"{self.prefix}:outbox:due"
 
+    def sweeper(self) -> str:
+        """string with TTL: the worker id of the one CPU worker whose sweeper does the
+        cluster-wide checks now (``StateStore.claim_sweep``); renewed by its sweeps, taken
+        over by another once it lapses."""
+        return f"{self.prefix}:sweeper"
+
     def outbox_relay(self) -> str:
         """list: ids of outbox entries a device's pool process handed on instead of
         publishing them itself (``StateStore.hand_to_relay``); a CPU worker's relay thread

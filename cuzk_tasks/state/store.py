@@ -42,7 +42,7 @@ SCRIPTS = (
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
-    "synth_retry", "outbox_claim", "outbox_done",
+    "synth_retry", "outbox_claim", "outbox_done", "claim_sweep",
 )
 
 #: First element of a script reply that carries the outbox entries the script added
@@ -1126,6 +1126,14 @@ class StateStore:
         for :meth:`live_device_workers`)."""
         return [w["worker_id"] for w in (self._workers() if workers is None else workers)
                 if not w["online"] and w["outstanding"]]
+
+    def claim_sweep(self, holder: str, ttl_s: float) -> bool:
+        """The cluster-wide sweep's lease: True when ``holder`` (a worker id) has it -- it
+        was free, or ``holder``'s -- now renewed for ``ttl_s`` seconds; False when another
+        sweeper holds it (``claim_sweep.lua``)."""
+        _check_worker_id(holder)
+        ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
+        return bool(self._run("claim_sweep", [self.keys.sweeper()], [holder, ttl_ms]))
 
     def held_stages(self, workers=None) -> set[tuple[str, int, int]]:
         """``(job, idx, attempt)`` of every stage message an ONLINE worker reported holding in
