@@ -52,7 +52,8 @@ PARTITION_S = 30.0
 #: item 1); "shared": one directory seen by both (shared storage)
 SPOOL = "shared"
 #: each device host's workers: (name suffix, worker arguments)
-WORKERS = (("cpu", ("--cpu", "--concurrency", "2")), ("dev0", ("--device", "0", "--backend", "cpu")))
+WORKERS = (("cpu", ("--cpu", "--concurrency", "2")),
+           ("dev0", ("--device", "0", "--backend", "cpu")))
 
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)",

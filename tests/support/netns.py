@@ -6,7 +6,8 @@ by a veth pair and given one address of a private subnet (``10.213.7.0/24``) tha
 only inside these namespaces -- nothing is added to the machine's own network.  A host's
 pid 1 (:data:`INIT`) sets its host name, bind-mounts the host's private directory over a
 shared path if asked (the same spool path, other contents on each host), then reaps
-orphans until it is killed; killing it (SIGKILL) kills every process of the host at once:
+orphans until it is killed or the test process ends (its stdin closes: no host outlives a
+killed test).  Killing it (SIGKILL) kills every process of the host at once:
 :meth:`Host.kill` is a host's power cut.  :meth:`Network.partition` takes a host's cable
 out (the switch-side end of its veth down: its packets vanish, its sockets stay open)
 and :meth:`Network.heal` puts it back.
@@ -33,7 +34,9 @@ PREFIX_LEN = 24
 
 #: a host's pid 1: argv host name, then optionally "<private dir> <shared path>" to bind
 INIT = r"""
-import os, socket, subprocess, sys, time
+import os, socket, subprocess, sys, threading, time
+# the test's end of stdin closes when it exits, even killed: the host goes with it
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
 socket.sethostname(sys.argv[1])
 if len(sys.argv) > 3:
     subprocess.run(["mount", "--bind", sys.argv[2], sys.argv[3]], check=True)
@@ -56,10 +59,13 @@ def unavailable() -> str | None:
     if missing:
         return (f"multi-host test needs {', '.join(missing)} "
                 "(apt-get install util-linux iproute2)")
-    probe = subprocess.run(
-        [*UNSHARE, "sh", "-c", "ip link add v0 type veth peer name v1 && "
-                               "ip link add br0 type bridge && ip link set lo up"],
-        capture_output=True, text=True, timeout=30)
+    try:
+        probe = subprocess.run(
+            [*UNSHARE, "sh", "-c", "ip link add v0 type veth peer name v1 && "
+                                   "ip link add br0 type bridge && ip link set lo up"],
+            capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"multi-host test: cannot run unshare here ({type(exc).__name__}: {exc})"
     if probe.returncode != 0:
         return ("multi-host test: cannot create namespaces with a veth pair and a bridge "
                 f"here (exit {probe.returncode}: {probe.stderr.strip()[:200]})")
@@ -86,13 +92,14 @@ class Host:
         argv = [*UNSHARE, sys.executable, "-c", INIT, name]
         if bind is not None:
             argv += [str(bind[0]), str(bind[1])]
-        self.unshare = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+        self.unshare = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
         line = self.unshare.stdout.readline()  # blocks until "ready" or the init's exit
         if line.strip() != "ready":
             err = self.unshare.stderr.read() if self.unshare.poll() is not None else ""
             self.unshare.kill()
-            raise RuntimeError(f"host {name}: its namespaces did not come up ({err.strip()[:300]})")
+            raise RuntimeError(f"host {name}: its namespaces did not come up "
+                               f"({err.strip()[:300]})")
         deadline = time.monotonic() + timeout
         while not (kids := _children(self.unshare.pid)):
             if time.monotonic() > deadline:
@@ -131,7 +138,7 @@ class Host:
             except ProcessLookupError:
                 pass
             self.unshare.wait(10)
-        for stream in (self.unshare.stdout, self.unshare.stderr):
+        for stream in (self.unshare.stdin, self.unshare.stdout, self.unshare.stderr):
             stream.close()
 
 
