@@ -140,9 +140,9 @@ class Hosts:
         return names
 
     def close(self):
+        self.net.close()  # every host's pid 1 killed: every process in them ends at once
         if hasattr(self, "cluster"):
-            self.cluster.stop_all()
-        self.net.close()
+            self.cluster.stop_all()  # reaps them
 
 
 @pytest.fixture(scope="module")
