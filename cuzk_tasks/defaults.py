@@ -252,6 +252,12 @@ queued finalizes, which free spool space, run first) -- a full disk is an outage
 "spool disk full (<dir>)", never a failed job.  Short, so the CPU worker's processes do not
 all sit waiting while the finalizes that would free the disk wait for one."""
 
+SPOOL_FORGOTTEN_S = 7 * 86400
+"""Seconds, when ``JOB_RETENTION_S`` is 0 (job records kept for ever), that the spool files of
+a job the state store does not know -- Redis lost it (back empty) -- are kept after their
+directory last changed; then each CPU worker's sweep deletes them (cuzk_tasks/spool.py).  With
+a retention above 0 that retention is the wait instead.  Fixed: no setting."""
+
 ALLOWED_INPUT_ROOTS = ()
 """Directories a job's ``input_ref`` / ``witness_ref`` paths may point into, besides SPOOL_DIR
 (always allowed) (env ``CUZK_ALLOWED_INPUT_ROOTS``: absolute directories separated by os.pathsep

@@ -57,6 +57,17 @@ class ConfigError(CuzkError):
     """
 
 
+class IdentityHeldError(ConfigError):
+    """A worker refused to start: a live heartbeat of another process holds its worker id
+    (host name and device).  ``holder``: that process (``<container host>:<pid>``, None
+    when unknown)."""
+
+    def __init__(self, worker_id, holder, message):
+        self.worker_id = worker_id
+        self.holder = holder
+        super().__init__(message)
+
+
 class StateError(CuzkError):
     """The Redis state store was misused or misconfigured.
 

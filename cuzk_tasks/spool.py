@@ -5,8 +5,10 @@ deletes it once the partition is proved; a job that fails, is cancelled or passe
 leaves the witnesses it had written (a cancelled 310-partition job: 310 files).
 :func:`sweep_spool` -- run by every CPU worker's sweeper with its lease checks, each CPU host
 sweeping the spool it sees -- deletes them: the spool files of a job that is terminal, and of
-a job the store no longer knows (its keys expired after ``job_retention_s``) once its
-directory has not changed for ``job_retention_s``.  It deletes only the names synthesize
+a job the store no longer knows (its keys expired after ``job_retention_s``, or Redis lost
+them) once its directory has not changed for ``job_retention_s`` -- with a retention of 0
+(records kept for ever) for ``SPOOL_FORGOTTEN_S``.  Every host sweeps the spool IT sees, so
+with a private spool per host each host deletes what it wrote.  It deletes only the names synthesize
 writes (``<idx>.wtns`` and their ``.tmp<pid>`` siblings), never a file a submitter put
 there, and the job's directory only when that leaves it empty.
 """
@@ -18,6 +20,7 @@ import os
 import re
 import time
 
+from . import defaults
 from .state.enums import JobState
 
 log = logging.getLogger("cuzk_tasks.spool")
@@ -29,7 +32,8 @@ _ENDED = {s.value for s in JobState if s.terminal}
 
 
 def sweep_spool(store, spool_dir, retention_s, now=None) -> int:
-    """Delete the spool files of ended or forgotten jobs; returns how many files went."""
+    """Delete the spool files of ended or forgotten jobs; returns how many files went.
+    ``retention_s``: ``job_retention_s`` (0: a forgotten job's wait is ``SPOOL_FORGOTTEN_S``)."""
     try:
         entries = [e for e in os.scandir(spool_dir)
                    if e.is_dir(follow_symlinks=False) and _JOB_DIR.fullmatch(e.name)]
@@ -38,6 +42,9 @@ def sweep_spool(store, spool_dir, retention_s, now=None) -> int:
     if not entries:
         return 0
     now = time.time() if now is None else now
+    # a job unknown to the store for this long is gone (its keys expired, or Redis lost them);
+    # a younger one may be another deployment's on a shared spool, or still being created
+    forgotten_s = retention_s if retention_s > 0 else defaults.SPOOL_FORGOTTEN_S
     states = store.job_states(e.name for e in entries)
     removed = 0
     for entry in entries:
@@ -47,7 +54,7 @@ def sweep_spool(store, spool_dir, retention_s, now=None) -> int:
                 age = now - entry.stat(follow_symlinks=False).st_mtime
             except OSError:
                 continue
-            if retention_s <= 0 or age < retention_s:
+            if age < forgotten_s:
                 continue
         elif state not in _ENDED:
             continue

@@ -35,6 +35,7 @@ from celery.worker import state as celery_state
 from . import defaults, pipeline, tracing
 from .celery_app import create_app
 from .config import Settings
+from .errors import IdentityHeldError
 from .periodic import PeriodicThread
 from .publisher import OutboxRelay
 from .redis_url import is_outage
@@ -52,7 +53,8 @@ class Heartbeat(PeriodicThread):
     thread_name = "cuzk-heartbeat"
 
     def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
-                 slot=None, holding_fn=None, registration: Registration | None = None):
+                 slot=None, holding_fn=None, registration: Registration | None = None,
+                 holder=None, on_lost=None):
         super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
@@ -64,6 +66,12 @@ class Heartbeat(PeriodicThread):
         # what register_worker recorded: a beat that finds it gone (Redis back empty) records
         # it again, with the resident set the pool process last published (seen by the beats)
         self.registration = registration
+        # the process that claimed the worker id (register_identity); on_lost() is called
+        # once when a beat finds another process holding it (it claimed the id while this
+        # one's heartbeat had lapsed): this process must stop, not share the id's queue
+        self.holder = holder
+        self.on_lost = on_lost
+        self.lost_to = None
 
     def beat(self):
         extra = dict(self.extra)
@@ -76,7 +84,17 @@ class Heartbeat(PeriodicThread):
         beat = self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
                                     slot=self.slot, holding=held.stages if held else None,
                                     holding_requests=held.requests if held else None,
-                                    registration=self.registration)
+                                    registration=self.registration, holder=self.holder)
+        if beat.held_by is not None:
+            if self.lost_to is None:
+                self.lost_to = beat.held_by
+                log.error("worker %s: another process (%s) holds this worker id now -- it "
+                          "started while this one's heartbeat had lapsed; this process stops "
+                          "so that one id is one process (give each a unique CUZK_HOSTNAME)",
+                          self.worker_id, beat.held_by)
+                if self.on_lost is not None:
+                    self.on_lost()
+            return beat
         if self.registration is not None:
             if beat.registered:
                 log.warning("worker %s: its registration was gone from Redis (restarted "
@@ -101,13 +119,31 @@ class HeldMessages(NamedTuple):
     requests: list  # Celery task ids of the by-name requests: its request leases
 
 
-def held_messages() -> HeldMessages:
+def abandoned(request) -> bool:
+    """True for a request Celery still lists but will never run: reserved, not yet accepted
+    by a pool process, on a broker channel that has closed since (a lost connection).
+
+    On a reconnect Celery's consumer means to drop such requests from its registry, but its
+    ``on_close`` looks the reserved *Request objects* up among the registry's *task ids*, so
+    they stay; the pool's flush drops their jobs, and kombu could not put their messages back
+    while Redis was down (they sit in its ``unacked`` hash).  Reported as held, such a
+    request would keep its stage's lease alive for ever and the sweeper would never re-drive
+    the partition.  A request a pool process accepted (``time_start`` set) still runs and
+    keeps its lease, whatever became of its channel."""
+    if getattr(request, "time_start", None) is not None:
+        return False
+    channel = getattr(getattr(request, "message", None), "channel", None)
+    return bool(getattr(channel, "closed", False))
+
+
+def held_messages() -> HeldMessages | None:
     """Every message this Celery worker process holds -- reserved (prefetched) or running in
     a pool process: the ``(job, idx, attempt)`` of each stage message (its stage leases,
     docs/architecture.md, "Stage leases") and the task id of each by-name request (its
     request leases, :mod:`cuzk_tasks.request_leases`).  Read in the worker's MAIN process,
     where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
-    active`` reads it)."""
+    active`` reads it).  None when the registry kept changing while it was copied: holding
+    unknown (a beat then leaves the last report as it is)."""
     for _ in range(5):
         try:
             # a copy: the consumer thread mutates it
@@ -116,7 +152,8 @@ def held_messages() -> HeldMessages:
         except RuntimeError:  # changed size during the copy
             continue
     else:
-        requests = ()
+        return None
+    requests = tuple(r for r in requests if not abandoned(r))
     held = set()
     for request in requests:
         try:
@@ -252,6 +289,63 @@ def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
     return sorted(stale)
 
 
+def _refusal(worker_id, claim, settings: Settings) -> IdentityHeldError:
+    holder = claim.holder
+    host, _, pid = (holder or "").rpartition(":")
+    who = (f"process {pid} on host {host}" if holder
+           else f"a process that recorded no holder (pid {claim.pid or 'unknown'})")
+    return IdentityHeldError(worker_id, holder, (
+        f"worker id {worker_id} is held by a live heartbeat of another process: {who}.  Two "
+        f"processes with one id would share its queue.  Give this one a unique host name "
+        f"(CUZK_HOSTNAME, or CUZK_HOST_SLOT) or another --device, or stop the other; if that "
+        f"process is gone, its heartbeat lapses within {settings.heartbeat_ttl_s:g} s "
+        f"(CUZK_HEARTBEAT_TTL_S) and a restart then succeeds"))
+
+
+def register_identity(store, settings: Settings, worker_id, registration: Registration,
+                      holder: str, sleep=None):
+    """Register this process as worker ``worker_id`` and claim the id for it (``holder``,
+    :func:`slot_holder`): one identity, one process.  When a heartbeat of another process
+    holds the id, watch it for one and a half heartbeat intervals, as
+    :func:`await_lapsing_slots` does: renewed, the holder lives and this raises
+    :class:`IdentityHeldError` naming it; not renewed, the holder stopped without releasing
+    the id (``kill -9``, or Redis unreachable at its stop) -- its own restart, say -- and
+    this waits (one log line) for its heartbeat to lapse, at most one TTL, and claims again;
+    refused again (another process won meanwhile), it raises."""
+    sleep = time.sleep if sleep is None else sleep
+    interval = settings.heartbeat_interval_s
+
+    def claim():
+        return store.register_worker(worker_id, registration.role, registration.host,
+                                     device=registration.device, queue=registration.queue,
+                                     holder=holder, ttl_s=settings.heartbeat_ttl_s)
+
+    got = claim()
+    if got:
+        return got
+    before = got.ttl_ms
+    sleep(1.5 * interval)
+    left = store.heartbeat_ttl_ms(worker_id)
+    # a live holder renews its heartbeat within one interval; a dead one's TTL just falls
+    # (-1: a key without a TTL, written by hand: it never lapses)
+    if left == -1 or (left > 0 and before - left < 1.25 * interval * 1000):
+        raise _refusal(worker_id, got, settings)
+    if left > 0:
+        log.warning("worker %s: the heartbeat of %s, which held this id, is not renewed (it "
+                    "stopped without releasing it): waiting %.1f s for it to lapse",
+                    worker_id, got.holder or "an unknown process", left / 1000)
+        sleep(left / 1000 + 0.05)
+    got = claim()
+    if not got:
+        raise _refusal(worker_id, got, settings)
+    return got
+
+
+def _stop_this_worker():
+    """Ask this Celery worker's main process for a warm shutdown (what SIGTERM does)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def stop_loops(*loops, timeout_s: float = defaults.WORKER_STOP_REDIS_S) -> None:
     """Stop the periodic threads (heartbeat, sweeper) together, waiting up to ``timeout_s``
     in all for a step in progress: one waiting out a Redis outage is left behind."""
@@ -263,7 +357,7 @@ def stop_loops(*loops, timeout_s: float = defaults.WORKER_STOP_REDIS_S) -> None:
         loop.stop(timeout_s=max(0.0, deadline - time.monotonic()))
 
 
-def mark_offline(settings: Settings, worker_id, slot=None) -> bool:
+def mark_offline(settings: Settings, worker_id, slot=None, holder=None) -> bool:
     """At a worker's stop: delete its heartbeat key and release its host slot, in one try
     bounded by ``WORKER_STOP_REDIS_S`` (a fresh connection, no outage retry).  With Redis
     unavailable it logs one warning and returns False: the key expires within a heartbeat
@@ -272,7 +366,7 @@ def mark_offline(settings: Settings, worker_id, slot=None) -> bool:
         store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
                                     sentinel_master=settings.sentinel_master,
                                     socket_timeout_s=defaults.WORKER_STOP_REDIS_S, retries=0)
-        store.worker_offline(worker_id, slot=slot)
+        store.worker_offline(worker_id, slot=slot, holder=holder)
         return True
     except Exception as exc:
         if not is_outage(exc):
@@ -311,14 +405,19 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     dump_stacks_on(STACK_DUMP_SIGNAL)
     registration = Registration(WorkerRole.DEVICE, host, device=device, queue=queue)
-    store.register_worker(worker_id, WorkerRole.DEVICE, host, device=device, queue=queue)
+    holder = slot_holder()
+    try:
+        register_identity(store, settings, worker_id, registration, holder)
+    except IdentityHeldError:
+        mark_offline(settings, worker_id, slot, holder)  # the host slot, if any; never its key
+        raise
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
                           extra_fn=probe, slot=slot, holding_fn=held_messages,
-                          registration=registration)
+                          registration=registration, holder=holder, on_lost=_stop_this_worker)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
@@ -328,7 +427,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
             max_memory_per_child=max_memory_per_child_kib(settings, "device"))
     finally:
         stop_loops(heartbeat)
-        mark_offline(settings, worker_id, slot)
+        mark_offline(settings, worker_id, slot, holder)
     if exitcode:
         raise SystemExit(exitcode)
 
@@ -342,12 +441,18 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
     dump_stacks_on(STACK_DUMP_SIGNAL)
     registration = Registration(WorkerRole.CPU, host, queue=settings.cpu_queue)
-    store.register_worker(worker_id, WorkerRole.CPU, host, queue=settings.cpu_queue)
+    holder = slot_holder()
+    try:
+        register_identity(store, settings, worker_id, registration, holder)
+    except IdentityHeldError:
+        mark_offline(settings, worker_id, slot, holder)
+        raise
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
-                          holding_fn=held_messages, registration=registration)
+                          holding_fn=held_messages, registration=registration, holder=holder,
+                          on_lost=_stop_this_worker)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
@@ -363,6 +468,6 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:
         stop_loops(relay, sweep, heartbeat)
-        mark_offline(settings, worker_id, slot)
+        mark_offline(settings, worker_id, slot, holder)
     if exitcode:
         raise SystemExit(exitcode)

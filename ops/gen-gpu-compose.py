@@ -12,8 +12,9 @@ Container Toolkit must be installed).  Inside the container that GPU is the only
 The override also sets ``worker-prover-cpu`` to 0 replicas: on a GPU host the CPU-backend
 provers would take partitions away from the GPUs.
 
-Set ``CUZK_HOSTNAME`` (in .env) to a name unique per host: queues and worker ids include
-it, and a stable name lets an upgraded worker pick up its own queue.
+Set ``CUZK_HOSTNAME`` (in .env; required: no default, so two GPU hosts cannot share one) to a
+name unique per host: queues and worker ids include it, and a stable name lets an upgraded
+worker pick up its own queue.
 
 Standard library only (runs on any GPU host).  The environment and volumes repeat
 docker-compose.yml's ``x-cuzk-env`` and worker volumes; tests/test_compose.py checks they
@@ -53,7 +54,8 @@ SERVICE = """\
       CUZK_WORKER_RETIRE_S: "${{CUZK_WORKER_RETIRE_S:-}}"
       CUZK_SPOOL_DIR: /srv/spool
       CUZK_RESULTS_DIR: /srv/results
-      CUZK_HOSTNAME: "${{CUZK_HOSTNAME:-gpuhost}}"
+      # no default: two GPU hosts that forgot it would share one name, and its queues
+      CUZK_HOSTNAME: "${{CUZK_HOSTNAME:?set CUZK_HOSTNAME in .env to this host's unique, stable name, e.g. hostname -s}}"
       CUZK_BACKEND: gpu
       # the container sees only its reserved GPU, as ordinal 0
       CUDA_VISIBLE_DEVICES: "0"

@@ -116,9 +116,13 @@ def mounts(service):
     return out
 
 
+#: what a GPU host's .env must set: docker-compose.gpu.yml has no default host name
+GPU_HOST_ENV = {"CUZK_HOSTNAME": "gpu-a"}
+
+
 def compose_services(env=None):
     """Every service of docker-compose.yml + docker-compose.gpu.yml, interpolated."""
-    return merged_compose(COMPOSE, COMPOSE_GPU, env=env)["services"]
+    return merged_compose(COMPOSE, COMPOSE_GPU, env=dict(GPU_HOST_ENV, **(env or {})))["services"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -314,7 +318,7 @@ def test_paths_in_env_live_on_mounted_volumes():
 
 
 def test_volumes_and_bind_mounts_exist():
-    doc = merged_compose(COMPOSE, COMPOSE_GPU)
+    doc = merged_compose(COMPOSE, COMPOSE_GPU, env=GPU_HOST_ENV)
     declared = set(doc.get("volumes") or {})
     used = set()
     for name, svc in doc["services"].items():
@@ -510,7 +514,7 @@ def test_redis_is_durable_and_never_evicts():
 
 def test_redis_password_comes_from_env_and_is_not_exposed():
     raw = COMPOSE.read_text() + COMPOSE_GPU.read_text()
-    doc = merged_compose(COMPOSE, COMPOSE_GPU, env={"REDIS_PASSWORD": "SENTINEL-PW"})
+    doc = merged_compose(COMPOSE, COMPOSE_GPU, env=dict(GPU_HOST_ENV, REDIS_PASSWORD="SENTINEL-PW"))
     redis = doc["services"]["redis"]
     # not on the redis command line (ps) and not given to redis-cli with -a (warns into logs)
     cmd = " ".join(redis["command"])
@@ -553,7 +557,7 @@ def test_generator_pins_one_worker_per_gpu(tmp_path, args, devices):
     validator = _validator()
     assert not list(validator.iter_errors(yaml.safe_load(proc.stdout)))
     base = load_compose()
-    services = merged_compose(COMPOSE, path)["services"]
+    services = merged_compose(COMPOSE, path, env=GPU_HOST_ENV)["services"]
     gpu = sorted(n for n in services if n.startswith("worker-gpu"))
     assert gpu == sorted(f"worker-gpu{d}" for d in devices)
     base_env = interpolate(dict(base["x-cuzk-env"], **base["x-cuzk-paths"]))
@@ -569,6 +573,18 @@ def test_generator_pins_one_worker_per_gpu(tmp_path, args, devices):
         assert {k: env[k] for k in base_env} == base_env, "GPU env drifted from x-cuzk-env"
         assert svc["volumes"] == prover["volumes"]
         assert svc["depends_on"] == prover["depends_on"]
+
+
+def test_gpu_hosts_have_no_shared_default_host_name():
+    """Two GPU hosts that forget CUZK_HOSTNAME must not share a name (and so their device
+    queues and worker ids): the GPU file requires it, and says how to set it."""
+    with pytest.raises(KeyError, match="CUZK_HOSTNAME") as err:
+        merged_compose(COMPOSE, COMPOSE_GPU)
+    assert "unique" in str(err.value)
+    for name, svc in compose_services({"CUZK_HOSTNAME": "rack7"}).items():
+        if name.startswith("worker-gpu"):
+            assert service_env(svc)["CUZK_HOSTNAME"] == "rack7", name
+    assert "gpuhost" not in COMPOSE_GPU.read_text()
 
 
 def test_generator_rejects_bad_input():

@@ -331,3 +331,57 @@ def test_sigterm_while_redis_is_gone_stops_a_worker_in_bounded_time(cluster, red
     print(f"stopped after (s): {took}")
     assert all(t is not None and t < STOP_BOUND_S for t in took.values()), \
         f"stop times {took} (None: still running)\n{c.logs()}"
+
+
+def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redis_server,
+                                                                            tmp_path):
+    """Issue 27 item 4: an outage longer than the device's retry window (here 1 s) while it
+    proves: its gpu_end is given up, so its worker hash would stay "proving" a run that is
+    over.  Within a heartbeat or two of Redis answering again the worker shows its true
+    state -- heartbeat.lua ends the stale record (worker_idle, reason stale) -- long before
+    the sweeper re-drives the partition (two sweeps a TTL apart); the job then completes."""
+    from cuzk_tasks.config import load_settings
+
+    env = dict(os.environ)
+    env.update({
+        "CUZK_CONFIG": str(write_circuits_toml(tmp_path / "cuzk.toml", {
+            "mulchain": ("test-mul", FIX / "mulchain")})),
+        "CUZK_REDIS_URL": redis_server.url, "CUZK_PREFIX": "stale", "CUZK_HOSTNAME": HOST,
+        "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL), "CUZK_HEARTBEAT_TTL_S": "10",
+        "CUZK_REDIS_OUTAGE_S": "1", "CUZK_SPOOL_DIR": str(tmp_path / "spool"),
+        "CUZK_THREADS": "1", **instruments.env(env.get("PYTHONPATH", "")),
+        "CUZK_TEST_PROVE_DELAY_MS": "2000",  # TEST INSTRUMENT: the run spans the outage
+    })
+    c = Cluster(tmp_path, env, load_settings(env=env), ROOT)
+    try:
+        for name, args in WORKERS.items():
+            c.start(name, *args)
+        _await_workers(c, 60)
+        worker_id = f"{HOST}:dev0"
+        job = c.client.submit("mulchain", [{"input": _inputs()}])
+        deadline = time.monotonic() + 60
+        while (c.store.get_worker(worker_id) or {}).get("stored_state") != "proving":
+            assert time.monotonic() < deadline, c.logs()
+            time.sleep(0.02)
+        token = c.store.get_worker(worker_id)["token"]
+        operator = _operator(redis_server)
+        assert operator.replicaof("127.0.0.1", 1)  # every write answers READONLY
+        try:
+            time.sleep(2.0 + 1.0 + 2.0)  # the run ends, its gpu_end gives up after 1 s
+        finally:
+            assert operator.replicaof("NO", "ONE")
+        back = time.monotonic()
+        while True:
+            worker = c.store.get_worker(worker_id)
+            if worker.get("token") != token:
+                break
+            assert time.monotonic() - back < 3.0, f"still shown proving {token}: {worker}"
+            time.sleep(0.02)
+        stale = [f for _, f in c.store.events("0-0", count=10000)
+                 if f["type"] == "worker_idle" and f.get("reason") == "stale"]
+        assert [f["token"] for f in stale] == [token], (stale, c.logs())
+        _job_completes(c, job, timeout=90)
+        _assert_alive(c)
+        _no_unrecoverable(c)
+    finally:
+        c.stop_all()

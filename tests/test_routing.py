@@ -393,6 +393,43 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
     assert held.requests == ["t-status", "t-submit"]
 
 
+def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
+    """A reconnect leaves the requests Celery had reserved in its registry (its consumer's
+    on_close misses them) though they will never run: the heartbeat must not report them,
+    or their stages' leases would never lapse (the chaos test's Redis kill -9 stranded a
+    partition so).  Real Celery requests on real kombu channels (the memory transport): one
+    reserved on a channel since closed is dropped; one on an open channel, and one a pool
+    process accepted before its channel closed, are still held."""
+    from celery.worker import state
+    from celery.worker.request import Request
+    from kombu import Connection
+
+    from cuzk_tasks.celery_app import create_app
+    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.worker import held_messages
+
+    app = create_app(load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0"}))
+
+    def reserved(conn, idx, task_id):
+        """A request as Celery's consumer makes one from a message it delivered."""
+        queue = conn.SimpleQueue(f"cuzk.cpu.{task_id}")
+        queue.put((["j", idx], {"circuit": "c", "attempt": 0}, {}), serializer="json",
+                  headers={"task": "cuzk.synthesize", "id": task_id})
+        message = queue.get(timeout=5)
+        return Request(message, app=app, task=app.tasks["cuzk.synthesize"]), message.channel
+
+    with Connection("memory://") as old, Connection("memory://") as live:
+        lost, lost_channel = reserved(old, 0, "t0")
+        running, running_channel = reserved(old, 1, "t1")
+        running.on_accepted(pid=123, time_accepted=time.monotonic())
+        kept, _ = reserved(live, 2, "t2")
+        monkeypatch.setattr(state, "requests", {r.id: r for r in (lost, running, kept)})
+        assert held_messages().stages == [("j", 0, 0), ("j", 1, 0), ("j", 2, 0)]
+        lost_channel.close()
+        running_channel.close()
+        assert held_messages().stages == [("j", 1, 0), ("j", 2, 0)]
+
+
 def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
     """An entry of kombu's unacked hash and index, as kombu's Redis transport writes one."""
     headers = {"task": task, "id": task_id, "eta": eta}

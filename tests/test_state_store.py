@@ -1185,3 +1185,110 @@ def test_outage_retry_waits_out_busy_and_oom_but_not_a_wrong_command(caplog):
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         retry.call(wrong)
     assert len(calls) == 1
+
+
+# --- one identity, one process (register_worker with a holder) -----------------------------
+
+
+def test_a_live_worker_id_is_not_registered_by_another_process(store):
+    w = "h:dev0"
+    assert store.register_worker(w, "device", "h", device=0, queue="q0", holder="box:10", ttl_s=30)
+    assert store.get_worker(w)["online"]  # the claim sets the heartbeat in the same step
+    before = store.redis.hgetall(store.keys.worker(w))
+    store.heartbeat(w, 30, extra={"pid": 10}, holder="box:10")
+    refused = store.register_worker(w, "device", "other", device=0, queue="q9",
+                                    holder="box2:20", ttl_s=30)
+    assert not refused and refused.holder == "box:10" and refused.pid == "10"
+    assert 0 < refused.ttl_ms <= 30000
+    after = store.redis.hgetall(store.keys.worker(w))
+    assert after["queue"] == "q0" and after["holder"] == "box:10" and after.keys() >= before.keys()
+    # the holder itself again (a container restarted with the same pid): accepted
+    assert store.register_worker(w, "device", "h", device=0, queue="q0", holder="box:10", ttl_s=30)
+    # the other one's beat changes nothing and says who holds the id
+    beat = store.heartbeat(w, 30, extra={"pid": 20}, holder="box2:20")
+    assert beat.held_by == "box:10" and store.get_worker(w)["pid"] == 10
+    # ...nor does its stop take the holder's heartbeat away
+    assert not store.worker_offline(w, holder="box2:20") and store.get_worker(w)["online"]
+    # once the holder is offline the id is free
+    assert store.worker_offline(w, holder="box:10")
+    assert store.register_worker(w, "device", "h", device=0, queue="q0", holder="box2:20", ttl_s=30)
+    assert store.redis.hget(store.keys.worker(w), "holder") == "box2:20"
+    # a process without a claim (tests, older workers) registers as before
+    assert store.register_worker("h:dev1", "device", "h", device=1, queue="q1")
+
+
+def test_the_holders_heartbeat_lapsing_frees_the_id(store):
+    w = "h:dev0"
+    assert store.register_worker(w, "device", "h", device=0, queue="q0", holder="box:10", ttl_s=0.2)
+    assert not store.register_worker(w, "device", "h", device=0, queue="q0", holder="box:11",
+                                     ttl_s=0.2)
+    deadline = time.monotonic() + 10
+    while store.heartbeat_ttl_ms(w) != -2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.register_worker(w, "device", "h", device=0, queue="q0", holder="box:11", ttl_s=30)
+    # the old holder, back after its key lapsed, finds the id taken: its beat is refused
+    assert store.heartbeat(w, 30, holder="box:10").held_by == "box:11"
+
+
+def test_two_claims_at_once_one_wins(store):
+    results, barrier = {}, threading.Barrier(8)
+
+    def claim(n):
+        barrier.wait()
+        results[n] = bool(store.register_worker("h:dev0", "device", "h", device=0, queue="q",
+                                                holder=f"box:{n}", ttl_s=30))
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results.values()) == 1, results
+
+
+# --- a stale "proving" record ends at the next beat that reports holding --------------------
+
+
+def _worker_idle_events(store):
+    return [f for _, f in store.events("0-0", count=1000) if f["type"] == "worker_idle"]
+
+
+def test_a_run_not_held_since_the_previous_beat_is_over(store):
+    job, w = new_job(store, n=1), device(store, "h:dev0")
+    token = to_gpu(store, job, 0, w)
+    time.sleep(0.002)
+    store.heartbeat(w, 30, holding=[])  # its snapshot may predate the run: nothing changes
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    time.sleep(0.002)
+    # the run began before the previous beat and is not held now: its end was never recorded
+    store.heartbeat(w, 30, holding=[])
+    worker = store.get_worker(w)
+    assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
+    (idle,) = _worker_idle_events(store)
+    assert idle["token"] == token and idle["reason"] == "stale"
+    # the partition is the sweeper's business (recover_stage): untouched here
+    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value
+
+
+def test_a_held_or_newer_run_stays_proving(store):
+    job, w = new_job(store, n=2), device(store, "h:dev0")
+    store.heartbeat(w, 30, holding=[])
+    time.sleep(0.002)
+    to_gpu(store, job, 0, w)  # after that beat's snapshot
+    time.sleep(0.002)
+    # this beat's snapshot may have been taken before the message arrived: not stale yet
+    store.heartbeat(w, 30, holding=[])
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    for _ in range(3):  # held (reserved or running): proving, however long it runs
+        time.sleep(0.002)
+        store.heartbeat(w, 30, holding=[(job, 0, 0), (job, 1, 0)])
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    for _ in range(3):  # beats that report no holding (a pool process's) decide nothing
+        time.sleep(0.002)
+        store.heartbeat(w, 30)
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    assert _worker_idle_events(store) == []
+    # another attempt of the same partition held is not this run
+    time.sleep(0.002)
+    store.heartbeat(w, 30, holding=[(job, 0, 1)])
+    assert store.get_worker(w)["stored_state"] == WorkerState.IDLE.value

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -105,7 +106,9 @@ def test_recreated_prover_keeps_its_id_and_queue_and_ghosts_are_retired(stack):
     assert stop_process_group(s.procs.pop("dev-a")) is not None
     assert "prover-cpu-0:dev0" not in s.live()
     s.start("dev-a2", "--device", "0", "--backend", "cpu", **slot)
-    s.wait_for("the recreated prover", lambda: "prover-cpu-0:dev0" in s.live())
+    # online from its claim (register_worker), with its pid from its first beat just after
+    s.wait_for("the recreated prover", lambda: "prover-cpu-0:dev0" in s.live() and (
+        s.store.get_worker("prover-cpu-0:dev0") or {}).get("pid") == s.procs["dev-a2"].pid)
     worker = s.store.get_worker("prover-cpu-0:dev0")
     assert worker["queue"] == "cuzk.dev.prover-cpu-0.0" and worker["host"] == "prover-cpu-0"
     assert worker["pid"] == s.procs["dev-a2"].pid  # the new process, under the old id
@@ -137,3 +140,42 @@ def test_recreated_prover_keeps_its_id_and_queue_and_ghosts_are_retired(stack):
     assert all(verify(vkey, p["public"], p["proof"]) for p in result["proofs"])
     provers = {part["worker"] for part in s.store.list_partitions(job)}
     assert provers == {"prover-cpu-0:dev0", "prover-cpu-1:dev0"}, provers
+
+
+def test_a_second_process_with_a_live_id_refuses_to_start_and_the_first_keeps_working(stack):
+    """One identity, one process: a worker started with the host name (and device) of a
+    live one exits non-zero naming it; the live one keeps its id, queue and work.  After a
+    kill -9 the holder's own restart waits for the dead heartbeat to lapse and takes over."""
+    s = stack
+    # a TTL longer than a worker's start, so that the restart below finds the dead heartbeat
+    host = {"CUZK_HOSTNAME": "box", "CUZK_HEARTBEAT_TTL_S": "10"}
+    first = s.start("dev-a", "--device", "0", "--backend", "cpu", **host)
+    s.wait_for("the first prover", lambda: "box:dev0" in s.live())
+    s.start("cpu", "--cpu", "--concurrency", "1")
+
+    second = s.start("dev-b", "--device", "0", "--backend", "cpu", **host)
+    assert second.wait(timeout=60) != 0, s.logs()
+    text = (s.base / "dev-b.log").read_text()
+    assert "worker id box:dev0 is held by a live heartbeat of another process" in text, s.logs()
+    assert f"process {first.pid} on host " in text and "CUZK_HOSTNAME" in text, text[-2000:]
+
+    worker = s.store.get_worker("box:dev0")
+    assert worker["online"] and worker["pid"] == first.pid and first.poll() is None
+    from cuzk_tasks.groth16 import verify
+
+    vkey = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
+    witness = {"witness_ref": str(FIX / "mulchain" / "witness.wtns")}
+    job = s.client.submit("mulchain", [witness] * 2)
+    result = s.client.wait(job, timeout=120)
+    assert all(verify(vkey, p["public"], p["proof"]) for p in result["proofs"])
+    assert {part["worker"] for part in s.store.list_partitions(job)} == {"box:dev0"}
+    assert s.store.get_worker("box:dev0")["pid"] == first.pid
+
+    # kill -9: no release; the restart waits out the dead heartbeat (<= one TTL) and proves
+    stop_process_group(s.procs.pop("dev-a"), grace=0.1, sig=signal.SIGKILL)
+    again = s.start("dev-a2", "--device", "0", "--backend", "cpu", **host)
+    s.wait_for("the restarted prover",
+               lambda: (s.store.get_worker("box:dev0") or {}).get("pid") == again.pid)
+    assert again.poll() is None and "is not renewed" in (s.base / "dev-a2.log").read_text()
+    job = s.client.submit("mulchain", [witness])
+    assert verify(vkey, *(lambda p: (p["public"], p["proof"]))(s.client.wait(job, 120)["proofs"][0]))

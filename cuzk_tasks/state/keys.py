@@ -112,12 +112,16 @@ class Keys:
     def worker(self, worker_id: str) -> str:
         """hash: state, job, partition, kind, token, since, device, host, role, queue, gpu_name,
         resident (JSON list), registered_at, last_hb, hb_ttl_ms, holding (JSON list of
-        ``job:idx:attempt``: the stage messages it holds, its stage leases), holding_requests
-        (JSON list of the task ids of the by-name requests it holds), extra heartbeat fields."""
+        ``job:idx:attempt``: the stage messages it holds, its stage leases), holding_at (when
+        a beat last reported holding), holding_requests (JSON list of the task ids of the
+        by-name requests it holds), holder (``<container host>:<pid>`` of the process that
+        claimed the worker id, register_worker.lua), extra heartbeat fields."""
         return f"{self.prefix}:worker:{worker_id}"
 
     def hb(self, worker_id: str) -> str:
-        """string with TTL: the worker's last heartbeat time; absent = offline."""
+        """string with TTL: the worker's last heartbeat time; absent = offline.  While it
+        lives, the worker id is its holder's (the worker hash's ``holder``): another process
+        cannot register under it (register_worker.lua)."""
         return f"{self.prefix}:hb:{worker_id}"
 
     def host_slot(self, group: str, index: int) -> str:

@@ -52,7 +52,7 @@ OUTBOX_MARK = "\x00outbox"
 
 _RESERVED_WORKER_FIELDS = {"state", "job", "partition", "kind", "token", "since", "role",
                            "last_hb", "hb_ttl_ms", "resident", "registered_at", "holding",
-                           "holding_requests"}
+                           "holding_requests", "holding_at", "holder"}
 
 
 log = logging.getLogger("cuzk_tasks.state")
@@ -238,14 +238,33 @@ class Registration:
 class Beat:
     """Outcome of :meth:`StateStore.heartbeat`; truthy when the worker came (back) online.
     ``registered``: the hash had lost its registration and the beat recorded it again;
-    ``resident``: the hash's resident set after the beat (None: none recorded)."""
+    ``resident``: the hash's resident set after the beat (None: none recorded);
+    ``held_by``: another process holds the worker id now (its holder text) -- the beat
+    changed nothing, and this process should stop -- else None."""
 
     came_online: bool
     registered: bool = False
     resident: list | None = None
+    held_by: str | None = None
 
     def __bool__(self):
         return self.came_online
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """Outcome of :meth:`StateStore.register_worker`; truthy when the worker was registered.
+    When not: a live heartbeat of another process holds the worker id -- ``holder`` (its
+    ``<container host>:<pid>``, None when it recorded none), ``ttl_ms`` (what its heartbeat
+    has left), ``pid`` (the pid its heartbeats report, None when unknown)."""
+
+    ok: bool
+    holder: str | None = None
+    ttl_ms: int = 0
+    pid: str | None = None
+
+    def __bool__(self):
+        return self.ok
 
 
 def script_text(name: str) -> str:
@@ -923,16 +942,32 @@ class StateStore:
 
     # --- workers ----------------------------------------------------------------------
 
-    def register_worker(self, worker_id, role, host, device=None, queue=None, gpu_name=None) -> None:
+    def register_worker(self, worker_id, role, host, device=None, queue=None, gpu_name=None,
+                        holder: str | None = None, ttl_s: float | None = None) -> "Claim":
         """Call when a worker PROCESS starts: records it and resets its assignment to idle
-        (a fresh process runs nothing)."""
+        (a fresh process runs nothing).
+
+        ``holder`` (``<container host>:<pid>``) with ``ttl_s``: also claim the worker id for
+        this process, in the same step -- refused (a falsy :class:`Claim` naming the holder;
+        nothing changes) while a live heartbeat of another process holds it; else the
+        heartbeat key is set for ``ttl_s`` seconds and the hash records the holder, which the
+        process's beats (:meth:`heartbeat` ``holder=``) keep.  Without a holder: no claim."""
         _check_worker_id(worker_id)
-        self._run("register_worker", [self.keys.workers(), self.keys.worker(worker_id)],
-                  [worker_id, _check_role(role).value, host, device, queue, gpu_name])
+        if holder and not (ttl_s and float(ttl_s) > 0):
+            raise StateError(f"register_worker: a holder needs ttl_s > 0 seconds, got {ttl_s!r}")
+        ttl_ms = max(1, int(round(float(ttl_s) * 1000))) if holder else ""
+        reply = self._run("register_worker",
+                          [self.keys.workers(), self.keys.worker(worker_id),
+                           self.keys.hb(worker_id)],
+                          [worker_id, _check_role(role).value, host, device, queue, gpu_name,
+                           holder or "", ttl_ms])
+        if int(reply[0]):
+            return Claim(True)
+        return Claim(False, reply[1] or None, int(reply[2]), reply[3] or None)
 
     def heartbeat(self, worker_id, ttl_s, resident=None, extra: dict | None = None,
                   slot: HostSlot | None = None, holding=None, holding_requests=None,
-                  registration: Registration | None = None) -> "Beat":
+                  registration: Registration | None = None, holder: str | None = None) -> "Beat":
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
         the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
@@ -942,13 +977,18 @@ class StateStore:
         leases, None = unchanged).  Never touches the worker's state or token.
         ``registration``: what :meth:`register_worker` recorded; when the worker hash has lost
         it (Redis came back empty) the beat records it again, with its resident set.
+        ``holder``: the process that claimed the worker id (:meth:`register_worker`): while
+        the id's heartbeat lives under another holder, the beat changes nothing and says so
+        (``Beat.held_by``).  With ``holding`` the beat also ends a stale "proving" record: a
+        run that began before the previous beat with ``holding`` and is not held now is over
+        (heartbeat.lua; docs/architecture.md, "Worker state after an outage").
         Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         args = [worker_id, ttl_ms, "1" if resident is not None else "0",
                 json.dumps(list(resident)) if resident is not None else "",
                 slot.holder if slot else "",
-                registration.to_json() if registration is not None else ""]
+                registration.to_json() if registration is not None else "", holder or ""]
         for k, v in (extra or {}).items():
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
@@ -960,8 +1000,9 @@ class StateStore:
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
-        online, registered, held = self._run("heartbeat", keys, args)
-        return Beat(bool(online), bool(registered), json.loads(held) if held else None)
+        online, registered, held, held_by = self._run("heartbeat", keys, args)
+        return Beat(bool(online), bool(registered), json.loads(held) if held else None,
+                    held_by or None)
 
     def claim_host_slot(self, group, holder, ttl_s, slots=defaults.HOST_SLOTS_MAX) -> HostSlot:
         """The lowest free host name ``<group>-<n>`` (settings.host_slot), claimed for
@@ -999,13 +1040,20 @@ class StateStore:
         self.redis.hset(self.keys.worker(_check_worker_id(worker_id)), "resident",
                         json.dumps(list(names)))
 
-    def worker_offline(self, worker_id, slot: HostSlot | None = None) -> bool:
+    def worker_offline(self, worker_id, slot: HostSlot | None = None,
+                       holder: str | None = None) -> bool:
         """Delete the heartbeat key (what expiry does); the stored state stays.  ``slot``:
-        release the worker's host slot too (if it still holds it)."""
-        keys = [self.keys.hb(worker_id)]
+        release the worker's host slot too (if it still holds it).  ``holder``: only while
+        the worker id is still this process's (:meth:`register_worker`), never another's."""
+        keys = [self.keys.hb(worker_id), self.keys.worker(worker_id)]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
-        return bool(self._run("worker_offline", keys, [worker_id, slot.holder if slot else ""]))
+        return bool(self._run("worker_offline", keys,
+                              [worker_id, slot.holder if slot else "", holder or ""]))
+
+    def heartbeat_ttl_ms(self, worker_id) -> int:
+        """Milliseconds the worker's heartbeat key has left (-2: absent)."""
+        return int(self.redis.pttl(self.keys.hb(_check_worker_id(worker_id))))
 
     def get_worker(self, worker_id) -> dict | None:
         """The worker hash, decoded, with ``state`` derived (offline without a heartbeat),

@@ -116,13 +116,18 @@ local function outbox_reply(reply)
 end
 
 -- THE compare-and-delete: a worker goes idle only if it still holds exactly this token.
-local function clear_worker_if(worker, token)
+-- `reason` (optional) rides on the worker_idle event: why not its run's own end.
+local function clear_worker_if(worker, token, reason)
   if blank(worker) or blank(token) then return 0 end
   local wkey = K.worker(worker)
   if redis.call('HGET', wkey, 'token') ~= token then return 0 end
   redis.call('HSET', wkey, 'state', 'idle', 'since', NOW_S)
   redis.call('HDEL', wkey, 'job', 'partition', 'kind', 'token')
-  emit('worker_idle', 'worker', worker, 'token', token)
+  if blank(reason) then
+    emit('worker_idle', 'worker', worker, 'token', token)
+  else
+    emit('worker_idle', 'worker', worker, 'token', token, 'reason', reason)
+  end
   return 1
 end
 

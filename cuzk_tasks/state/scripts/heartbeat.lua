@@ -1,18 +1,36 @@
 -- heartbeat: SET the heartbeat key with a TTL; update heartbeat fields of the worker hash.
--- Never touches state/job/partition/token.  Emits worker_online when the key was absent.
+-- Emits worker_online when the key was absent.  Touches state/job/partition/token only to
+-- end a stale "proving" record (below).
 -- KEYS[1] heartbeat key, KEYS[2] worker hash, KEYS[3] workers set, KEYS[4] (optional) the
 -- worker's host-slot key (claim_host_slot.lua): its TTL renewed while this holder has it.
 -- A(1) worker, A(2) ttl ms, A(3) '1' to set resident, A(4) resident JSON list,
 -- A(5) host-slot holder ('' without a slot), A(6) the worker's registration, a JSON object
 -- of strings {role, host, device, queue, gpu_name, resident (a JSON list, '' = unknown)}
--- ('' = none), A(7..) extra field/value pairs.
+-- ('' = none), A(7) the process holding the worker id (register_worker.lua; '' = no
+-- claim), A(8..) extra field/value pairs.
+-- One identity, one process: when the id's heartbeat key lives and the hash names another
+-- holder, that process claimed the id after this one's key lapsed (this one stalled or was
+-- cut off for longer than a TTL): the beat changes nothing and returns the holder, and the
+-- caller stops.  A key that lapsed is this holder's again at its next beat.
 -- A worker hash without a role lost its registration (Redis restarted empty, or the worker
 -- was retired while it stalled): with A(6) the beat registers the worker again, as
 -- register_worker.lua does but keeping whatever the hash holds (a resident set or an
 -- assignment written meanwhile), and emits worker_registered.
+-- A stale "proving" record (docs/architecture.md, "Worker state after an outage"): when
+-- the beat reports `holding` (the stage messages the worker's main process holds; a
+-- prove_start is in it from before its gpu_start until after its gpu_end) and the hash says
+-- proving a run whose job:idx:attempt is not in it, although that run's gpu_start
+-- (`since`) came before the previous holding beat (`holding_at`, whose snapshot this beat's
+-- follows), the run is over without its gpu_end having been recorded (given up in a long
+-- outage, or its pool process died): the worker goes idle, by compare-and-delete on its
+-- token (worker_idle, reason stale).
 -- Returns {1 when the worker came (back) online else 0, 1 when it was registered again
--- else 0, the hash's resident JSON or false}.
+-- else 0, the hash's resident JSON or false, the other holder of the id or ''}.
 local was = redis.call('EXISTS', KEYS[1])
+if not blank(A(7)) and was == 1 then
+  local cur = redis.call('HGET', KEYS[2], 'holder')
+  if not blank(cur) and cur ~= A(7) then return {0, 0, false, cur} end
+end
 local registered = 0
 if A(6) ~= '' and redis.call('HEXISTS', KEYS[2], 'role') == 0 then
   local r = cjson.decode(A(6))
@@ -28,16 +46,32 @@ end
 redis.call('SET', KEYS[1], NOW_S, 'PX', A(2))
 redis.call('SADD', KEYS[3], A(1))
 redis.call('HSET', KEYS[2], 'last_hb', NOW_S, 'hb_ttl_ms', A(2))
+if not blank(A(7)) then redis.call('HSET', KEYS[2], 'holder', A(7)) end
 if A(3) == '1' then redis.call('HSET', KEYS[2], 'resident', A(4)) end
 if KEYS[4] then
   local holder = redis.call('GET', KEYS[4])
   -- never take over a slot another process claimed after this one's key lapsed
   if not holder or holder == A(5) then redis.call('SET', KEYS[4], A(5), 'PX', A(2)) end
 end
-local i = 7
+local holding = nil
+local i = 8
 while A(i) ~= nil do
+  if A(i) == 'holding' then holding = A(i + 1) end
   redis.call('HSET', KEYS[2], A(i), A(i + 1))
   i = i + 2
 end
+if holding then
+  local w = redis.call('HMGET', KEYS[2], 'state', 'token', 'since', 'holding_at')
+  if w[1] == 'proving' and not blank(w[2]) and tonumber(w[3]) and tonumber(w[4])
+      and tonumber(w[3]) < tonumber(w[4]) then
+    local run = string.match(w[2], '^(.*):[^:]*$')  -- job:idx:attempt of job:idx:attempt:nonce
+    local held = false
+    for _, m in ipairs(cjson.decode(holding)) do
+      if m == run then held = true end
+    end
+    if run and not held then clear_worker_if(A(1), w[2], 'stale') end
+  end
+  redis.call('HSET', KEYS[2], 'holding_at', NOW_S)
+end
 if was == 0 then emit('worker_online', 'worker', A(1)) end
-return {1 - was, registered, redis.call('HGET', KEYS[2], 'resident')}
+return {1 - was, registered, redis.call('HGET', KEYS[2], 'resident'), ''}
