@@ -77,6 +77,7 @@ class Settings:
     redis_outage_s: float = defaults.REDIS_OUTAGE_S
     sentinel_master: str = defaults.SENTINEL_MASTER
     cpu_queue: str = defaults.CPU_QUEUE
+    shared_spool: bool = defaults.SHARED_SPOOL
     device_queue_pattern: str = defaults.DEVICE_QUEUE_PATTERN
     soft_time_limit_s: float = defaults.SOFT_TIME_LIMIT_S
     time_limit_s: float = defaults.TIME_LIMIT_S
@@ -124,6 +125,17 @@ class Settings:
         URL; the default, both from ``redis_url``): then the queues' depths are read with the
         state store's own client."""
         return self.broker_url == self.state_url
+
+    @property
+    def host_affine(self) -> bool:
+        """True unless the hosts share one spool (``shared_spool``): a partition's stages run
+        on its device's host (defaults.SHARED_SPOOL)."""
+        return not self.shared_spool
+
+    def host_cpu_queue(self, host=None) -> str:
+        """The CPU queue of one host (``<cpu_queue>.<host>``): the synthesize and finalize of
+        the partitions placed on that host's devices (host-affine stages)."""
+        return f"{self.cpu_queue}.{host or self.hostname}"
 
     def device_queue(self, device, host=None) -> str:
         return self.device_queue_pattern.format(host=host or self.hostname, device=device)
@@ -221,6 +233,10 @@ class Settings:
             check_queue_name(self.cpu_queue)
         except Exception as exc:
             bad("cpu_queue", str(exc))
+        try:
+            check_queue_name(self.host_cpu_queue())
+        except Exception as exc:
+            bad("hostname", f"names the host's queue {self.host_cpu_queue()!r}: {exc}")
         for name in ("{host}", "{device}"):
             if name not in self.device_queue_pattern:
                 bad("device_queue_pattern", f"must contain {name}, got {self.device_queue_pattern!r}")
@@ -248,6 +264,7 @@ _FIELDS = [
     ("redis_outage_s", "CUZK_REDIS_OUTAGE_S", "redis_outage_s", float),
     ("sentinel_master", "CUZK_SENTINEL_MASTER", "sentinel_master", str),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),
+    ("shared_spool", "CUZK_SHARED_SPOOL", "shared_spool", bool),
     ("device_queue_pattern", "CUZK_DEVICE_QUEUE_PATTERN", "device_queue_pattern", str),
     ("soft_time_limit_s", "CUZK_SOFT_TIME_LIMIT_S", "soft_time_limit_s", float),
     ("time_limit_s", "CUZK_TIME_LIMIT_S", "time_limit_s", float),
@@ -283,6 +300,15 @@ def _convert(value, typ, where, key):
         if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
             raise ConfigError(f"{where}: {key}: expected a list of directory paths, got {value!r}")
         return tuple(value)
+    if typ is bool:  # a TOML boolean, or 1/0, true/false, yes/no in the environment
+        if isinstance(value, bool):
+            return value
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{where}: {key}: expected true or false (1 or 0), got {value!r}")
     if typ is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: {key}: expected a string, got {value!r}")

@@ -133,6 +133,14 @@ HOSTNAME = None
 CPU_QUEUE = "cuzk.cpu"
 """Queue of synthesize, finalize and submit (env ``CUZK_CPU_QUEUE``, toml ``cpu_queue``)."""
 
+SHARED_SPOOL = False
+"""Whether every host sees one spool (env ``CUZK_SHARED_SPOOL``: 1/0, toml ``shared_spool``).
+False (the default): stages are host-affine -- a partition is placed on a device first, and
+its synthesize and finalize run on that device's host, on the host's own CPU queue
+(``<cpu_queue>.<host>``), so no witness crosses hosts and each host may keep a private
+spool.  True: any CPU worker may synthesize or finalize any partition (one spool that every
+host mounts), as a single-queue cluster does (docs/architecture.md, "Placement")."""
+
 DEVICE_QUEUE_PATTERN = "cuzk.dev.{host}.{device}"
 """Per-device queue name, host-qualified (env ``CUZK_DEVICE_QUEUE_PATTERN``, toml ``device_queue_pattern``)."""
 

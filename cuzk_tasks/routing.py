@@ -59,6 +59,15 @@ def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
     return after_route(ctx, job_id, idx, attempt, routed)
 
 
+def place_partition(ctx, job_id, idx, attempt, circuit, priority):
+    """Host-affine stages: place one pending partition on the best live device whose host
+    can run its synthesize and finalize, and queue its synthesize on that host's CPU queue;
+    True when it was placed."""
+    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt)
+    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
+    return after_route(ctx, job_id, idx, attempt, routed)
+
+
 class Sweeper(PeriodicThread):
     """Re-dispatch partitions of dead devices; route waiting ones.  ``run_once()`` for tests."""
 
@@ -97,8 +106,7 @@ class Sweeper(PeriodicThread):
                 part = store.get_partition(job_id, idx)
                 if not part:
                     continue
-                if part.get("state") not in (PartitionState.SYNTH_DONE.value,
-                                             PartitionState.GPU.value):
+                if part.get("state") not in self._redispatched_states:
                     continue
                 attempt = int(part.get("attempt") or 0)
                 # worker_id: a partition meanwhile routed to a live device is left alone
@@ -117,12 +125,19 @@ class Sweeper(PeriodicThread):
         for job_id, idx in waiting:
             part = store.get_partition(job_id, idx)
             job = store.get_job(job_id)
-            if not part or not job or part.get("state") != PartitionState.SYNTH_DONE.value:
+            if not part or not job:
                 continue
-            if route_partition(self.ctx, job_id, idx, int(part.get("attempt") or 0),
-                               circuit=job["circuit"], witness_ref=part.get("witness_ref"),
-                               priority=self._priority(job)):
-                routed += 1
+            attempt, state = int(part.get("attempt") or 0), part.get("state")
+            if state == PartitionState.SYNTH_DONE.value:
+                done = route_partition(self.ctx, job_id, idx, attempt, circuit=job["circuit"],
+                                       witness_ref=part.get("witness_ref"),
+                                       priority=self._priority(job))
+            elif state == PartitionState.PENDING.value and store.host_affine:
+                done = place_partition(self.ctx, job_id, idx, attempt, job["circuit"],
+                                       self._priority(job))
+            else:
+                continue
+            routed += bool(done)
         # callbacks no consumer took before they expired (a queue no one reads)
         dropped = store.trim_callbacks() if self.ctx.settings.broker_is_state_redis else 0
         if dropped:
@@ -160,6 +175,16 @@ class Sweeper(PeriodicThread):
         self._leases_looked = now
         return True
 
+    @property
+    def _redispatched_states(self):
+        """The states of a partition routed to a dead device that re-dispatch moves: with
+        host-affine stages a partition is placed while pending, and everything before its
+        finalize was to happen on the lost host."""
+        states = {PartitionState.SYNTH_DONE.value, PartitionState.GPU.value}
+        if self.ctx.store.host_affine:
+            states |= {PartitionState.PENDING.value, PartitionState.SYNTHESIZING.value}
+        return states
+
     def _priority(self, job) -> int:
         return self.ctx.settings.priority(job.get("priority"))
 
@@ -184,6 +209,11 @@ class Sweeper(PeriodicThread):
             return 0
         workers = store.all_workers() if workers is None else workers
         queues = {w["worker_id"]: w.get("queue") for w in workers}
+        # host-affine: the CPU queue of each worker's host, where that host has a live CPU
+        # worker -- a message waiting on the queue of a host with none is held by no one
+        host_queues = {w.get("host"): w.get("host_queue") for w in workers
+                       if w.get("role") == "cpu" and w.get("online") and w.get("host_queue")}
+        cpu_queue_of = {w["worker_id"]: host_queues.get(w.get("host")) for w in workers}
         held = store.held_stages(workers)
         now = time.monotonic()
         if self._last_look is not None and now - self._last_look > (
@@ -204,9 +234,17 @@ class Sweeper(PeriodicThread):
             if (job_id, idx, attempt) in held:
                 continue
             if state not in self.RUNNING_STATES:
-                queue = queues.get(worker) if state == PartitionState.SYNTH_DONE.value \
-                    else settings.cpu_queue
-                if not queue or not queue_empty(queue):
+                if state == PartitionState.SYNTH_DONE.value:
+                    queue = queues.get(worker)
+                elif not store.host_affine:
+                    queue = settings.cpu_queue
+                elif not worker:
+                    continue  # pending, not placed yet: it waits in the unrouted set
+                else:
+                    queue = cpu_queue_of.get(worker)
+                if queue and not queue_empty(queue):
+                    continue
+                if not queue and not store.host_affine:
                     continue
             key = (job_id, idx, state, attempt)
             first_seen = self._suspects.get(key, now)

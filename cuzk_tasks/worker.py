@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import json
 import logging
 import os
 import signal
@@ -209,12 +210,14 @@ def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
     return int(mb * 1024)
 
 
-def run_celery_worker(app, queue, concurrency, nodename, loglevel, **tuning):
-    """Run a prefork Celery worker in this process (what ``celery worker`` runs) until it
-    stops; ``tuning`` takes WorkController options the command line cannot express."""
+def run_celery_worker(app, queues, concurrency, nodename, loglevel, **tuning):
+    """Run a prefork Celery worker consuming ``queues`` (a name or a list of names) in this
+    process (what ``celery worker`` runs) until it stops; ``tuning`` takes WorkController
+    options the command line cannot express."""
+    queues = [queues] if isinstance(queues, str) else list(queues)
     # Celery's event heartbeat stays on (worker-online, worker-heartbeat every 2 s,
     # worker-offline: one PUBLISH each): Flower and `celery events` show a worker online by it
-    worker = app.Worker(queues=[queue], concurrency=concurrency, pool_cls="prefork",
+    worker = app.Worker(queues=queues, concurrency=concurrency, pool_cls="prefork",
                         hostname=nodename, loglevel=loglevel, without_gossip=True,
                         without_mingle=True, **tuning)
     worker.start()
@@ -394,6 +397,16 @@ def claim_host_name(settings: Settings, store):
     return dataclasses.replace(settings, hostname=slot.host), slot
 
 
+def advertised(settings: Settings, role: WorkerRole) -> dict:
+    """What a worker's heartbeats advertise for placement (_lib.lua ``live_devices``): the
+    circuits its registry serves (a JSON list of names) and, for a CPU worker with host-affine
+    stages, its host's CPU queue (``host_queue``), which it consumes."""
+    fields = {"pid": os.getpid(), "circuits": json.dumps(sorted(settings.circuits))}
+    if role == WorkerRole.CPU and settings.host_affine:
+        fields["host_queue"] = settings.host_cpu_queue()
+    return fields
+
+
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     store = _open_store(settings)
@@ -415,7 +428,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()},
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE),
                           extra_fn=probe, slot=slot, holding_fn=held_messages,
                           registration=registration, holder=holder, on_lost=_stop_this_worker)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
@@ -450,9 +463,9 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra={"pid": os.getpid()}, slot=slot,
-                          holding_fn=held_messages, registration=registration, holder=holder,
-                          on_lost=_stop_this_worker)
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU),
+                          slot=slot, holding_fn=held_messages, registration=registration,
+                          holder=holder, on_lost=_stop_this_worker)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
     if sweep is not None:
@@ -460,10 +473,13 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     # publishes what the devices' steps record (their pool processes publish nothing)
     relay = OutboxRelay(pipeline.context(app).store, app)
     _start_after_pool_fork(app, heartbeat, sweep, relay)
-    log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, settings.cpu_queue,
+    queues = [settings.cpu_queue]
+    if settings.host_affine:  # the synthesize and finalize of this host's devices' partitions
+        queues.append(settings.host_cpu_queue())
+    log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, ", ".join(queues),
                 concurrency)
     try:
-        exitcode = run_celery_worker(app, settings.cpu_queue, concurrency,
+        exitcode = run_celery_worker(app, queues, concurrency,
                                       f"cpu{os.getpid()}@{host}", loglevel,
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
     finally:

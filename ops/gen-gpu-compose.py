@@ -53,6 +53,7 @@ SERVICE = """\
       CUZK_CONFIG: /srv/circuits/cuzk.toml
       CUZK_WORKER_RETIRE_S: "${{CUZK_WORKER_RETIRE_S:-}}"
       CUZK_SPOOL_DIR: /srv/spool
+      CUZK_SHARED_SPOOL: "${{CUZK_SHARED_SPOOL:-1}}"
       CUZK_RESULTS_DIR: /srv/results
       # no default: two GPU hosts that forgot it would share one name, and its queues
       CUZK_HOSTNAME: "${{CUZK_HOSTNAME:?set CUZK_HOSTNAME in .env to this host's unique, stable name, e.g. hostname -s}}"

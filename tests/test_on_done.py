@@ -139,7 +139,7 @@ def test_the_publisher_waits_for_no_result(celery_store, celery_app):
     sent, for ever (the results never come)."""
     store = celery_store
     queue = "od.cpu." + uuid.uuid4().hex[:8]
-    m = StageMessages(load_settings(env={"CUZK_CPU_QUEUE": queue}))
+    m = StageMessages(load_settings(env={"CUZK_CPU_QUEUE": queue, "CUZK_SHARED_SPOOL": "1"}))
     store.create_job("j1", "c", "k", 5, None, [{"input": "{}"}] * 3,
                      messages=[m.synthesize("j1", i, "c", 5) for i in range(3)],
                      on_done=on_done_for(spec_for(store)))

@@ -31,7 +31,7 @@ FIX = ROOT / "tests" / "fixtures"
 
 
 def _messages():
-    return StageMessages(load_settings(env={}))
+    return StageMessages(load_settings(env={"CUZK_SHARED_SPOOL": "1"}))  # a bare store's mode
 
 
 def _job(store, n=2, on_done=None, window=None):

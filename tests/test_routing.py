@@ -36,7 +36,9 @@ def test_prove_delay_instrument_parsing():
 def ctx(redis_server_url):
     settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url,
                                   "CUZK_PREFIX": "r" + uuid.uuid4().hex[:8],
-                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.5"})
+                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.5",
+                                  # the cluster-wide stages (tests/test_placement.py: host-affine)
+                                  "CUZK_SHARED_SPOOL": "1"})
     c = Context(app=create_app(settings), settings=settings, worker_id="test")
     assert isinstance(c.store.publisher, CeleryPublisher)  # the steps' messages go out at once
     c.queues = {}  # worker id -> its (unique) queue name
@@ -169,7 +171,8 @@ def lossy(redis_server_url):
     settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url,
                                   "CUZK_PREFIX": "l" + uuid.uuid4().hex[:8],
                                   "CUZK_CPU_QUEUE": "cpu." + uuid.uuid4().hex[:8],
-                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.3"})
+                                  "CUZK_HEARTBEAT_INTERVAL_S": "0.1", "CUZK_HEARTBEAT_TTL_S": "0.3",
+                                  "CUZK_SHARED_SPOOL": "1"})  # cluster-wide stages
     c = Context(app=create_app(settings), settings=settings, worker_id="test")
     c.queues = {}
     yield c

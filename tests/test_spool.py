@@ -161,6 +161,10 @@ def test_each_host_sweeps_its_own_private_spool(tmp_path):
             "CUZK_REDIS_URL": server.url, "CUZK_PREFIX": "spool",
             "CUZK_HEARTBEAT_INTERVAL_S": "0.25", "CUZK_HEARTBEAT_TTL_S": "1.5",
             "CUZK_RESULT_TTL_S": "60", "CUZK_JOB_RETENTION_S": "3600", "CUZK_THREADS": "1",
+            # cluster-wide stages: both CPU workers synthesize with no device anywhere (with
+            # host-affine ones nothing is synthesized before it is placed on a device); the
+            # two spools are still separate directories, each swept by its own host
+            "CUZK_SHARED_SPOOL": "1",
             "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         })
         env.pop("CUZK_HOST_SLOT", None)

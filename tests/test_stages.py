@@ -20,6 +20,8 @@ from cuzk_tasks import pipeline, queues
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.publisher import OutboxRelay
+from cuzk_tasks.state import WorkerRole
+from cuzk_tasks.worker import advertised
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 HOST = "stagehost"
@@ -42,8 +44,13 @@ def stack(redis_server_url, tmp_path):
     device = pipeline.Context(app, settings, pipeline.WorkerIdentity(device_id, "device", "cpu"))
     cpu.store.register_worker(device_id, "device", HOST, device=0, queue=settings.device_queue(0))
     cpu.store.heartbeat(device_id, 60)
+    # the host's CPU worker, as its heartbeats advertise it: the partitions are placed on the
+    # device (host-affine stages), their synthesize and finalize on this host's CPU queue
+    cpu.store.register_worker(cpu.worker_id, "cpu", HOST, queue=settings.cpu_queue)
+    cpu.store.heartbeat(cpu.worker_id, 60, extra=advertised(settings, WorkerRole.CPU))
     yield {"cpu": cpu, "device": device, "settings": settings, "device_id": device_id}
-    keys = [k for q in (settings.cpu_queue, settings.device_queue(0)) for k in queues.queue_keys(q)]
+    keys = [k for q in (settings.cpu_queue, settings.host_cpu_queue(), settings.device_queue(0))
+            for k in queues.queue_keys(q)]
     cpu.store.redis.delete(*keys)
 
 
@@ -66,11 +73,11 @@ def test_submit_creates_the_job_and_queues_one_synthesize_per_partition(stack):
     cpu, settings = stack["cpu"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 3, request_id="r-1")
     assert cpu.store.get_job(job)["state"] == "pending"
-    queued = _pop(cpu, settings.cpu_queue)
+    queued = _pop(cpu, settings.host_cpu_queue())
     assert [(t, a[:2]) for t, a, _ in queued] == [("cuzk.synthesize", [job, i]) for i in range(3)]
     # idempotent on the request id: the same job, nothing queued again
     assert pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 3, request_id="r-1") == job
-    assert _pop(cpu, settings.cpu_queue) == []
+    assert _pop(cpu, settings.host_cpu_queue()) == []
 
 
 def test_submit_refuses_bad_input_without_queueing_work(stack):
@@ -81,13 +88,13 @@ def test_submit_refuses_bad_input_without_queueing_work(stack):
     big = {"input": {"a": "1" * (settings.max_inline_input_bytes + 1)}}
     job = pipeline.submit_job(cpu, "mulchain", [big])
     assert "over the inline limit" in cpu.store.get_job(job)["error"]
-    assert _pop(cpu, settings.cpu_queue) == []
+    assert _pop(cpu, settings.host_cpu_queue()) == []
 
 
 def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(stack):
     cpu, settings = stack["cpu"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     witness_ref = pipeline.synthesize(cpu, *args, **kwargs)
     part = cpu.store.get_partition(job, 0)
     assert part["state"] == "synth_done" and part["worker"] == stack["device_id"]
@@ -104,15 +111,15 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     pipeline.synthesize(cpu, *args, **kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     assert pipeline.prove_start(device, *args, **kwargs) is None  # finalize was queued instead
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
-    assert _pop(cpu, settings.cpu_queue) == []  # a device publishes nothing itself ...
+    assert _pop(cpu, settings.host_cpu_queue()) == []  # a device publishes nothing itself ...
     OutboxRelay(cpu.store, cpu.app, wait_s=5).step()  # ... a CPU worker's relay does
-    (task, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    (task, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize" and args[0]["job"] == job and args[0]["backend"] == "cpu"
     pipeline.finalize(cpu, *args, **kwargs)
     assert cpu.store.get_job(job)["state"] == "done"
@@ -130,7 +137,7 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
 def test_a_stale_prove_start_does_not_touch_the_device(stack):
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     pipeline.synthesize(cpu, *args, **kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     stale = list(args)
@@ -138,20 +145,20 @@ def test_a_stale_prove_start_does_not_touch_the_device(stack):
     assert pipeline.prove_start(device, *stale, **kwargs) is None
     assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
-    assert _pop(cpu, settings.cpu_queue) == []
+    assert _pop(cpu, settings.host_cpu_queue()) == []
 
 
 def _finalize_message(stack):
     """A job proved on the device up to its queued finalize: (job id, finalize's args)."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.cpu_queue)
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     pipeline.synthesize(cpu, *args, **kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     pipeline.prove_start(device, *args, **kwargs)
     # a device hands its messages to a CPU worker's relay (publisher.OutboxRelay): one step
     OutboxRelay(cpu.store, cpu.app, wait_s=5).step()
-    (task, args, _), = _pop(cpu, settings.cpu_queue)
+    (task, args, _), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize"
     return job, args
 

@@ -85,7 +85,7 @@ def pstate(store, job_id, idx):
 
 def stage_messages():
     """The pipeline's outbox entries, as a service with default settings builds them."""
-    return StageMessages(load_settings(env={}))
+    return StageMessages(load_settings(env={"CUZK_SHARED_SPOOL": "1"}))  # a bare store's mode
 
 
 # --- construction, keys ------------------------------------------------------------------

@@ -524,3 +524,30 @@ def test_gunicorn_worker_start_warms_the_status_cache(store):
     while not reader.cached:
         assert time.monotonic() < deadline, "post_worker_init did not read the status"
         time.sleep(0.02)
+
+
+def test_a_device_on_a_host_without_a_cpu_worker_is_flagged(store):
+    """Host-affine stages: a device whose host has no live CPU worker gets no partitions,
+    and the page says so (JSON ``no_cpu_worker``, the card's warning); the circuits a
+    worker advertises are shown."""
+    device(store, "h:dev0", circuits='["mulchain"]')
+    store.register_worker("g:dev1", "device", "g", device=1, queue="cuzk.dev.g.1")
+    store.heartbeat("g:dev1", 30.0)
+    store.register_worker("h:cpu:1", "cpu", "h", queue="cuzk.cpu")
+    store.heartbeat("h:cpu:1", 30.0, extra={"host_queue": "cuzk.cpu.h"})
+    client = make_app(store, cache_max_age_ms=0).test_client()
+    doc = status(client)
+    assert worker_of(doc, "h:dev0")["no_cpu_worker"] is False
+    assert worker_of(doc, "h:dev0")["circuits"] == ["mulchain"]
+    assert worker_of(doc, "g:dev1")["no_cpu_worker"] is True
+    assert worker_of(doc, "g:dev1")["circuits"] is None
+    html = client.get("/").get_data(as_text=True)
+    assert "no CPU worker on g: gets no partitions" in html
+    assert html.count("gets no partitions") == 1
+    # the host's CPU queue is listed with its depth (synthesize and finalize of h's devices)
+    store.redis.lpush("cuzk.cpu.h", "x")
+    try:
+        names = {q["name"]: q["depth"] for q in status(client)["queues"]}
+        assert names.get("cuzk.cpu.h") == 1, names
+    finally:
+        store.redis.delete("cuzk.cpu.h")

@@ -44,6 +44,8 @@ class Stack:
             "CUZK_WORKER_RETIRE_S": str(RETIRE_S),
             "CUZK_ALLOWED_INPUT_ROOTS": str(FIX),
             "CUZK_SPOOL_DIR": str(base / "spool"), "CUZK_THREADS": "1",
+            # as docker-compose.yml runs them (host slots): one spool volume for every container
+            "CUZK_SHARED_SPOOL": "1",
             "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         })
         for name in ("CUZK_HOSTNAME", "CUZK_HOST_SLOT"):

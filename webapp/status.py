@@ -43,7 +43,24 @@ def _num(value):
     return int(f) if f.is_integer() else round(f, 3)
 
 
-def _worker(w: dict, now: float) -> dict:
+def _circuits(w: dict):
+    try:
+        names = json.loads(w.get("circuits") or "null")
+    except ValueError:
+        return None
+    return names if isinstance(names, list) else None
+
+
+def _cpu_hosts(workers: list):
+    """Hosts with a live CPU worker that consumes its host's queue, or None when no CPU
+    worker advertises one (the hosts share a spool: any CPU worker runs any stage)."""
+    live = [w for w in workers if w.get("role") == "cpu" and w.get("host_queue")]
+    if not live:
+        return None
+    return {w.get("host") for w in live if w.get("online")}
+
+
+def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
     proving = w.get("state") == "proving"
     since = w.get("since")
     gpu = {out: _num(w.get(name)) for name, out in GPU_FIELDS.items()}
@@ -65,6 +82,10 @@ def _worker(w: dict, now: float) -> dict:
         "heartbeat_ttl_left_ms": w.get("hb_ttl_left_ms"),
         "resident": list(w.get("resident") or []),
         "outstanding": w.get("outstanding", 0),
+        "circuits": _circuits(w),
+        # host-affine stages: a device on a host with no live CPU worker gets no partitions
+        "no_cpu_worker": (w.get("role") == "device" and cpu_hosts is not None
+                          and w.get("host") not in cpu_hosts),
         "pid": w.get("pid"),
         "gpu": gpu if any(v is not None for v in gpu.values()) else None,
     }
@@ -185,8 +206,10 @@ class StatusModel:
             self.store, self.cursor, self._queues(), PART_FIELDS, recent_jobs=self.recent_jobs,
             failures=self.failures, lookback_s=self.window_s + 600)
         missing = [j for j in d["active"] + d["recent"] if j not in d["jobs"] and j not in self.jobs]
-        new_queues = {w["queue"] for w in d["workers"]
-                      if w.get("role") == "device" and w.get("queue")} - set(self.queue_names)
+        # device queues, and the hosts' CPU queues of host-affine stages
+        new_queues = ({w["queue"] for w in d["workers"] if w.get("role") == "device" and w.get("queue")}
+                      | {w["host_queue"] for w in d["workers"] if w.get("host_queue")}) \
+            - set(self.queue_names)
         if (missing or new_queues) and not d["full"]:
             # a new device queue: read the same delta again with its depth (nothing of this
             # answer was applied yet); a job we never saw (cannot happen while every change
@@ -220,7 +243,8 @@ class StatusModel:
 
     def _document(self, d) -> tuple[dict, bytes, str]:
         now = d["now"]
-        workers = [_worker(w, now) for w in d["workers"]]
+        cpu_hosts = _cpu_hosts(d["workers"])
+        workers = [_worker(w, now, cpu_hosts) for w in d["workers"]]
         online_since = [w.get("registered_at") for w in d["workers"]
                         if w.get("online") and w.get("registered_at")]
         bucket_s = 10

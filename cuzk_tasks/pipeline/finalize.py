@@ -82,8 +82,8 @@ def _reroute_after_wrong_proof(ctx, exc, started):
     independent device agrees (gpu_fault from finalizing; see docs/architecture.md, "Device
     faults")."""
     job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
-    retry = ctx.messages.prove_start(job_id, idx, attempt + 1, started["circuit"],
-                                     started["witness_ref"], started.get("priority"))
+    retry = ctx.messages.after_device_fault(job_id, idx, attempt, started["circuit"],
+                                            started["witness_ref"], started.get("priority"))
     fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
                                 public_error(ctx, exc), started["circuit"],
                                 ctx.settings.max_deliveries,

@@ -77,7 +77,7 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
                                 priority):
     """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
     live device with its next attempt, or fail it after max faults / with no other device."""
-    retry = ctx.messages.prove_start(job_id, idx, attempt + 1, circuit, witness_ref, priority)
+    retry = ctx.messages.after_device_fault(job_id, idx, attempt, circuit, witness_ref, priority)
     fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, public_error(ctx, exc),
                                 circuit, ctx.settings.max_deliveries, message=retry)
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,

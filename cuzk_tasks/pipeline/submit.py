@@ -10,6 +10,7 @@ import uuid
 
 from .. import queues, request_checks
 from ..errors import CuzkError
+from ..state import serves
 from .context import Context, fail, log, ref_path
 
 
@@ -161,6 +162,18 @@ def request_digest(circuit, parts, priority, on_done, deadline_s) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _unserved(ctx: Context, circuit) -> str | None:
+    """Why no live device worker can prove ``circuit`` -- device workers are up, but none of
+    them advertises it in its registry (``circuits``) -- or None.  Only the configuration
+    counts here: with no live device worker at all, or none with a live CPU worker on its
+    host (host-affine stages), the job is accepted and waits, as for a restart."""
+    devices = ctx.store.live_device_workers()
+    if not devices or any(serves(w, circuit) for w in devices):
+        return None
+    return (f"no live device worker serves circuit {circuit!r} ({len(devices)} device "
+            f"worker(s) online; add the circuit to their hosts' circuits file)")
+
+
 def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None, job_id=None,
                on_done=None, deadline_s=None):
     """Create the job and queue its synthesize tasks; returns the job id (idempotent on request_id).
@@ -194,8 +207,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex
     kind = spec.kind if spec else "unknown"
+    unserved = _unserved(ctx, circuit) if spec is not None else None
     messages = []
-    if spec is not None and not rejected:
+    if spec is not None and not rejected and not unserved:
         messages = [ctx.messages.synthesize(job_id, i, circuit, priority)
                     for i in range(len(parts))]
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
@@ -212,6 +226,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if spec is None:
         known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
         fail(ctx, job_id, 0, 0, f"unknown circuit {circuit!r} (known circuits: {known})")
+        return job_id
+    if unserved:
+        fail(ctx, job_id, 0, 0, unserved)
         return job_id
     if rejected:
         for i, message in rejected.items():

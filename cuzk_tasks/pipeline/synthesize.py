@@ -167,7 +167,10 @@ def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
 
 def _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc):
     """The partition goes back to the queue (synth_retry, attempt + 1) after a host outage."""
-    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1)
+    # host-affine: it stays placed on its device, so its synthesize stays on this host
+    queue = ctx.settings.host_cpu_queue() if ctx.settings.host_affine else None
+    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1,
+                                      queue=queue)
     if ctx.store.synth_retry(job_id, idx, attempt, str(exc), message=message):
         log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", job_id, idx,
                     exc, attempt + 1)

@@ -340,6 +340,19 @@ def _check_int(name, value, allow_none=False):
     return value
 
 
+def serves(worker: dict, circuit) -> bool:
+    """A worker record advertises ``circuit`` (its ``circuits`` field, a JSON list of names;
+    none, or one that is not a list: any circuit), as _lib.lua ``serves`` reads it."""
+    text = worker.get("circuits")
+    if not text:
+        return True
+    try:
+        names = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return True
+    return not isinstance(names, list) or circuit in names
+
+
 class StateStore:
     """The Redis state store.  See the module docstring and docs/architecture.md."""
 
@@ -350,7 +363,8 @@ class StateStore:
                  recent_jobs_kept: int = defaults.RECENT_JOBS_KEPT,
                  completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
                  outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S,
-                 chunk: int = defaults.STATE_CHUNK, publisher=None):
+                 chunk: int = defaults.STATE_CHUNK, publisher=None,
+                 host_affine: bool = False):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -367,7 +381,11 @@ class StateStore:
         self.chunk = chunk
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
                         str(int(failures_kept)), str(int(completions_kept_s)),
-                        str(self.job_retention_s), str(chunk)]
+                        str(self.job_retention_s), str(chunk), "1" if host_affine else "0"]
+        #: host-affine stages (defaults.SHARED_SPOOL; docs/architecture.md, "Placement"): a
+        #: pending partition is placed on a device, and its synthesize and finalize run on that
+        #: device's host.  False (a bare store's default): one cluster-wide CPU queue.
+        self.host_affine = bool(host_affine)
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
@@ -405,7 +423,8 @@ class StateStore:
     def from_settings(cls, settings, outage_s: float | None = None,
                       publisher=None) -> "StateStore":
         """The store a service process uses, from its :class:`cuzk_tasks.config.Settings`:
-        ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``; transitions ride out
+        ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``,
+        ``host_affine`` (not ``shared_spool``); transitions ride out
         ``redis_outage_s`` of outage unless ``outage_s`` says otherwise.  ``publisher``: see
         :attr:`publisher`."""
         return cls.from_url(settings.state_url, prefix=settings.prefix,
@@ -413,7 +432,7 @@ class StateStore:
                             result_ttl_s=settings.result_ttl_s,
                             job_retention_s=settings.job_retention_s,
                             outage_s=settings.redis_outage_s if outage_s is None else outage_s,
-                            publisher=publisher)
+                            publisher=publisher, host_affine=settings.host_affine)
 
     @property
     def common_args(self) -> list[str]:
@@ -724,7 +743,12 @@ class StateStore:
         the circuit, then the smallest id).  At most one route per attempt succeeds.
 
         ``message``: the partition's prove_start (an outbox entry without a queue), sent to
-        the chosen worker's queue; None: none is sent."""
+        the chosen worker's queue; None: none is sent.
+
+        With host-affine stages (:attr:`host_affine`) a *pending* partition is placed the
+        same way, among the devices whose host has a live CPU worker serving ``circuit``;
+        ``message`` is then its synthesize, sent to that host's CPU queue (docs/
+        architecture.md, "Placement")."""
         _check_int("idx", idx), _check_int("attempt", attempt)
         if worker_id is not None:
             _check_worker_id(worker_id)
@@ -1084,6 +1108,18 @@ class StateStore:
         :meth:`all_workers` returned, if the caller has it."""
         return [w for w in (self._workers() if workers is None else workers)
                 if w.get("role") == WorkerRole.DEVICE.value and w["online"]]
+
+    def devices_serving(self, circuit, workers=None) -> list[dict]:
+        """The live device workers a partition of ``circuit`` may be routed to, as the route
+        step chooses (_lib.lua ``live_devices``): each advertises the circuit (``circuits``,
+        a JSON list; a worker that advertises none serves any) and, with host-affine stages,
+        its host has a live CPU worker that serves it and consumes the host's queue."""
+        workers = self._workers() if workers is None else workers
+        cpu_hosts = {w.get("host") for w in workers
+                     if w.get("role") == WorkerRole.CPU.value and w["online"]
+                     and w.get("host_queue") and serves(w, circuit)}
+        return [w for w in self.live_device_workers(workers) if serves(w, circuit)
+                and (not self.host_affine or w.get("host") in cpu_hosts)]
 
     def dead_workers_with_routed(self, workers=None) -> list[str]:
         """Ids of workers without a heartbeat whose routed set is not empty (``workers`` as

@@ -91,7 +91,15 @@
       meta.appendChild(h("dt", {text: "memory"})); meta.appendChild(dd);
     }
     meta.appendChild(h("dt", {text: "heartbeat"})); meta.appendChild(h("dd", {text: fmtDur(w.heartbeat_age_s) + " ago"}));
-    meta.appendChild(h("dt", {text: "queued"})); meta.appendChild(h("dd", {text: w.outstanding + " routed"}));
+    var queued = h("dd", {text: w.outstanding + " routed"});
+    if (w.no_cpu_worker) {  // host-affine stages: no partitions without a CPU worker on the host
+      queued.appendChild(document.createTextNode(" · "));
+      queued.appendChild(h("span", {cls: "warn", text: "no CPU worker on " + w.host + ": gets no partitions"}));
+    }
+    meta.appendChild(h("dt", {text: "queued"})); meta.appendChild(queued);
+    if (w.circuits) {
+      meta.appendChild(h("dt", {text: "serves"})); meta.appendChild(h("dd", {cls: "wrap", text: w.circuits.join(", ") || "–"}));
+    }
     meta.appendChild(h("dt", {text: "resident"})); meta.appendChild(h("dd", {cls: "wrap", text: (w.resident || []).join(", ") || "–"}));
     var sub = (w.host || "") + " · device " + (w.device === null || w.device === undefined ? "–" : w.device) + (w.gpu_name ? " · " + w.gpu_name : "");
     return h("article", {cls: "card st-" + w.state, "data-worker": w.id},

@@ -7,7 +7,10 @@
 --   ARGV[6] job retention (s; 0 = for ever): a finished job's keys expire this long after
 --   ARGV[7] chunk: the most partitions a step whose work grows with a job's size handles
 --           (defaults.STATE_CHUNK): a bigger job is created, ended and reaped in steps
---   ARGV[8...] the script's own arguments: A(1), A(2), ...
+--   ARGV[8] '1': host-affine stages (a partition is placed on a device while pending, and
+--           its synthesize and finalize run on that device's host; defaults.SHARED_SPOOL),
+--           '0': any CPU worker runs any partition's (one spool every host sees)
+--   ARGV[9...] the script's own arguments: A(1), A(2), ...
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -18,7 +21,8 @@ local FAILURES_KEPT = tonumber(ARGV[4])
 local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
 local RETENTION_S = tonumber(ARGV[6])
 local CHUNK = tonumber(ARGV[7])
-local function A(n) return ARGV[7 + n] end
+local HOST_AFFINE = ARGV[8] == '1'
+local function A(n) return ARGV[8 + n] end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
@@ -394,54 +398,108 @@ local function csv_set(text)
   return set
 end
 
--- The device worker a partition of `circuit` goes to: a live one (heartbeat key present)
--- with role device and a queue, not in `avoid` (a set: devices that faulted on this
--- partition); least outstanding (size of its routed set), then one whose resident set holds
--- the circuit, then the smallest id.  Returns {worker, queue} or nil.
+-- true when a worker's `circuits` field (a JSON list of the circuit names its registry
+-- serves, written by its heartbeats) holds `circuit`; a worker that reports none serves any
+local function serves(text, circuit)
+  if blank(text) or blank(circuit) then return true end
+  local ok, names = pcall(cjson.decode, text)
+  if not ok or type(names) ~= 'table' then return true end
+  for _, n in ipairs(names) do if n == circuit then return true end end
+  return false
+end
+
+-- The live devices that can prove `circuit`, read once per script run (a step that places
+-- many partitions -- a job's release -- reads the workers once): a list of {worker, its
+-- queue, its host's CPU queue, outstanding (size of its routed set), cold (0 when its
+-- resident set holds the circuit)}.  A device must be live (heartbeat key present), of
+-- role device with a queue, and serve the circuit; with HOST_AFFINE its host must also
+-- have a live CPU worker that serves the circuit (its `host_queue`: that host's CPU queue),
+-- or the partition's synthesize and finalize would have nowhere to run.
+local DEVICES = {}
+local function live_devices(circuit)
+  local key = circuit or ''
+  if DEVICES[key] then return DEVICES[key] end
+  local members = redis.call('SMEMBERS', K.workers())
+  local hosts = {}
+  if HOST_AFFINE then
+    for _, w in ipairs(members) do
+      local f = redis.call('HMGET', K.worker(w), 'role', 'host', 'host_queue', 'circuits')
+      if f[1] == 'cpu' and not blank(f[3]) and serves(f[4], circuit)
+          and redis.call('EXISTS', K.hb(w)) == 1 then
+        hosts[f[2]] = f[3]
+      end
+    end
+  end
+  local list = {}
+  for _, w in ipairs(members) do
+    local f = redis.call('HMGET', K.worker(w), 'role', 'queue', 'resident', 'host', 'circuits')
+    if f[1] == 'device' and not blank(f[2]) and serves(f[5], circuit)
+        and (not HOST_AFFINE or hosts[f[4] or '']) and redis.call('EXISTS', K.hb(w)) == 1 then
+      local cold = 1
+      if not blank(f[3]) then
+        local ok, names = pcall(cjson.decode, f[3])
+        if ok and type(names) == 'table' then
+          for _, n in ipairs(names) do if n == circuit then cold = 0 end end
+        end
+      end
+      list[#list + 1] = {w, f[2], hosts[f[4] or ''] or '', redis.call('SCARD', K.routed(w)), cold}
+    end
+  end
+  DEVICES[key] = list
+  return list
+end
+
+-- The device worker a partition of `circuit` goes to, among live_devices(circuit) not in
+-- `avoid` (a set: devices that faulted on this partition): least outstanding, then one whose
+-- resident set holds the circuit, then the smallest id.  Returns {worker, queue, host queue}
+-- (the latter '' without HOST_AFFINE) or nil.  The choice counts towards the device's
+-- outstanding work for the rest of this script run.
 local function choose_device(circuit, avoid)
   local best
-  for _, w in ipairs(redis.call('SMEMBERS', K.workers())) do
-    if not (avoid and avoid[w]) and redis.call('EXISTS', K.hb(w)) == 1 then
-      local f = redis.call('HMGET', K.worker(w), 'role', 'queue', 'resident')
-      if f[1] == 'device' and not blank(f[2]) then
-        local outstanding = redis.call('SCARD', K.routed(w))
-        local cold = 1
-        if not blank(f[3]) then
-          local ok, names = pcall(cjson.decode, f[3])
-          if ok and type(names) == 'table' then
-            for _, n in ipairs(names) do if n == circuit then cold = 0 end end
-          end
-        end
-        if best == nil or outstanding < best[1]
-            or (outstanding == best[1] and (cold < best[2] or (cold == best[2] and w < best[3]))) then
-          best = {outstanding, cold, w, f[2]}
-        end
+  for _, d in ipairs(live_devices(circuit)) do
+    if not (avoid and avoid[d[1]]) then
+      if best == nil or d[4] < best[4]
+          or (d[4] == best[4] and (d[5] < best[5] or (d[5] == best[5] and d[1] < best[1]))) then
+        best = d
       end
     end
   end
   if best == nil then return nil end
-  return {best[3], best[4]}
+  best[4] = best[4] + 1
+  return {best[1], best[2], best[3]}
 end
 
--- route a synth_done partition of this attempt, not yet routed, to `worker` (blank: the
--- best live device, choose_device) and, when `msg` is not blank, add its prove_start to the
--- outbox for that worker's queue in the same step (`msg`: the entry without its queue, a
--- JSON object written by cuzk_tasks/messages.py; the queue is put in front).  Exactly one route per attempt succeeds.
+-- Route one partition of this attempt, not yet routed, to `worker` (blank: the best live
+-- device, choose_device) and, when `msg` is not blank, add its message to the outbox in the
+-- same step (`msg`: the entry without its queue, a JSON object written by
+-- cuzk_tasks/messages.py; the queue is put in front).  A synth_done partition gets its
+-- prove_start, for the device's queue.  With HOST_AFFINE a pending one is *placed*: its
+-- synthesize goes to the device's host's CPU queue, and its later stages stay on that host
+-- (docs/architecture.md, "Placement").  Exactly one route per attempt succeeds.
 -- Returns {ok 0|1, reason, worker, queue}.
 local function route_core(job, idx, attempt, worker, circuit, msg)
   local js = redis.call('HGET', K.job(job), 'state')
   if not js then return {0, 'unknown', '', ''} end
-  if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
+  if not JOB_LIVE[js] then return {0, 'job_' .. js, '', ''} end
   local pkey = K.part(job, idx)
   local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker', 'avoid')
   if not p[1] then return {0, 'unknown', '', ''} end
-  if p[1] ~= 'synth_done' or tonumber(p[2]) ~= tonumber(attempt) then return {0, 'stale', '', ''} end
+  local placing = HOST_AFFINE and p[1] == 'pending'
+  if (p[1] ~= 'synth_done' and not placing) or tonumber(p[2]) ~= tonumber(attempt) then
+    return {0, 'stale', '', ''}
+  end
   if not blank(p[3]) then return {0, 'already_routed', '', ''} end
   local queue
   if blank(worker) then
     local best = choose_device(circuit, csv_set(p[4]))
     if best == nil then return {0, 'no_live_device', '', ''} end
-    worker, queue = best[1], best[2]
+    worker = best[1]
+    queue = placing and best[3] or best[2]
+  elseif placing then
+    queue = ''
+    for _, d in ipairs(live_devices(circuit)) do
+      if d[1] == worker then queue = d[3] end
+    end
   else
     queue = redis.call('HGET', K.worker(worker), 'queue') or ''
   end
@@ -455,6 +513,19 @@ local function route_core(job, idx, attempt, worker, circuit, msg)
   redis.call('SADD', K.routed(worker), m)
   emit('route', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker)
   return {1, 'ok', worker, queue}
+end
+
+-- HOST_AFFINE: a partition that must be synthesized again (its device or host was lost, a
+-- stage of it was lost, or a device faulted on it) goes back to pending with attempt
+-- `next_attempt`, unplaced: off its worker's routed set, worker/token cleared from the
+-- PARTITION (never from the worker hash), into the unrouted set, where it is placed again
+-- (route_core) -- its witness was on the old host's spool.
+local function back_to_pending(job, idx, worker, next_attempt)
+  local m = member(job, idx)
+  if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
+  redis.call('HSET', K.part(job, idx), 'state', 'pending', 'attempt', next_attempt,
+    'worker', '', 'token', '', 't_redispatched', NOW_S)
+  redis.call('SADD', K.unrouted(), m)
 end
 
 -- phase-duration histograms (GET /metrics): bucket upper bounds in ms, +Inf implied; the
@@ -512,10 +583,19 @@ local function release_held(job, count)
   local released, n = tonumber(j[2]) or 0, tonumber(j[3]) or 0
   if blank(j[1]) or released >= n then return 0 end
   local done = 0
+  local circuit = HOST_AFFINE and redis.call('HGET', jkey, 'circuit') or ''
   while done < count and released < n do
     local msg = redis.call('LPOP', K.held(job))
     if not msg then released = n; break end
-    outbox_add(msg)
+    if HOST_AFFINE then
+      -- placed now: its synthesize goes to the chosen device's host; with no device that
+      -- can take it, it waits unplaced for the sweeper (which builds its message again)
+      local attempt = redis.call('HGET', K.part(job, released), 'attempt') or 0
+      local r = route_core(job, released, attempt, '', circuit, msg)
+      if r[1] ~= 1 then redis.call('SADD', K.unrouted(), member(job, released)) end
+    else
+      outbox_add(msg)
+    end
     released = released + 1
     done = done + 1
   end

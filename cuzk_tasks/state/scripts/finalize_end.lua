@@ -23,6 +23,8 @@ if tonumber(p[2]) ~= tonumber(attempt) or (p[1] ~= 'finalizing' and p[1] ~= 'gpu
 end
 redis.call('HSET', KEYS[2], 'state', 'done', 'finalize_ms', A(4), 'proof', A(5), 'public', A(6),
   't_done', NOW_S)
+-- kept until now with host-affine stages (a lost host's partition is synthesized again)
+redis.call('HDEL', KEYS[2], 'input')
 unindex(job, idx, p[3])
 local tok = A(7)
 if blank(tok) and p[1] == 'finalizing' then tok = p[4] end

@@ -13,8 +13,8 @@
 --    other live device, the partition (and so its job) fails with the error.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) error, A(7) circuit,
--- A(8) max faults, A(9) the retry's prove_start (an outbox entry without its queue; '' =
--- none), A(10) the partition's state for this run: 'gpu' or 'finalizing'.
+-- A(8) max faults, A(9) the retry's prove_start -- with HOST_AFFINE its synthesize: it goes
+-- back to pending -- (an outbox entry without its queue; '' = none), A(10) the partition's state for this run: 'gpu' or 'finalizing'.
 -- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
 local job, idx, attempt, worker, token, err = A(1), A(2), A(3), A(4), A(5), A(6)
 local in_state = blank(A(10)) and 'gpu' or A(10)
@@ -52,7 +52,12 @@ if faults >= tonumber(A(8)) then
 end
 -- back to synth_done with the next attempt, as redispatch does
 local next_attempt = tonumber(p[2]) + 1
-back_to_unrouted(job, idx, p[3], next_attempt)
+if HOST_AFFINE then
+  -- placed again, and synthesized again on the new device's host (A(9): its synthesize)
+  back_to_pending(job, idx, p[3], next_attempt)
+else
+  back_to_unrouted(job, idx, p[3], next_attempt)
+end
 local r = route_core(job, idx, next_attempt, '', A(7), A(9))
 if r[1] ~= 1 then
   return fail(string.format('device error on %s and no other live device to retry on: %s',
