@@ -5,10 +5,12 @@ and PID namespaces, plugged by a veth pair into a bridge in a switch namespace, 
 subnet 10.213.7.0/24, which exists only inside these namespaces.  Host A (``hosta``) runs
 one redis-server bound to its address; hosts B and C (``hostb``, ``hostc``) each run a CPU
 worker and a device worker (CPU backend) with their own ``CUZK_HOSTNAME`` and reach Redis
-only over the subnet.  The spool path is the same on every host; with
-``SPOOL = "private"`` each host has its own directory mounted there (its mount namespace),
-so no witness can cross hosts; ``"shared"`` mounts nothing (one directory, shared storage).
-This test process stays outside: it submits and checks through Redis's unix socket.
+only over the subnet.  Each has a private spool: the spool path is the same on both, with
+the host's own directory mounted there in its mount namespace, so no witness can cross
+hosts -- jobs complete only because a partition's stages stay on its device's host
+(host-affine stages, issue 27 item 1; on a cluster-wide placement they fail "no such
+file").  This test process stays outside: it submits and checks through Redis's unix
+socket.
 
 Scenarios (each checks every job done, every proof valid, one completion and one
 ``partition_done`` per partition; tests/support/outcomes.py):
@@ -48,9 +50,6 @@ REDIS_HOST, DEVICE_HOSTS = "hosta", ("hostb", "hostc")
 HB_INTERVAL, HB_TTL = 0.5, 3.0
 PROVE_DELAY_S = 0.4
 PARTITION_S = 30.0
-#: "private": a spool directory of its own on each host (needs host-affine stages, issue 27
-#: item 1); "shared": one directory seen by both (shared storage)
-SPOOL = "shared"
 #: each device host's workers: (name suffix, worker arguments)
 WORKERS = (("cpu", ("--cpu", "--concurrency", "2")),
            ("dev0", ("--device", "0", "--backend", "cpu")))
@@ -67,10 +66,10 @@ class Hosts:
     """The three hosts, Redis on A, the workers of B and C (``self.cluster``: their
     processes, named ``<host>-cpu`` and ``<host>-dev0``, and a client on Redis's socket)."""
 
-    def __init__(self, base, spool):
+    def __init__(self, base):
         from cuzk_tasks.config import load_settings
 
-        self.base, self.spool = base, spool
+        self.base = base
         self.net = netns.Network()
         try:
             a = self.net.add(REDIS_HOST)
@@ -83,6 +82,7 @@ class Hosts:
                 "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL),
                 "CUZK_HEARTBEAT_TTL_S": str(HB_TTL),
                 "CUZK_SPOOL_DIR": str(base / "spool"),
+                "CUZK_SHARED_SPOOL": "0",  # host-affine stages (the default), said anyway
                 "CUZK_THREADS": "1",
                 **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENT below
                 # TEST INSTRUMENT: partitions stay a while in prove_start, across the faults
@@ -100,12 +100,9 @@ class Hosts:
 
     def start(self, name, timeout=90):
         """(Re)make host ``name`` and start its workers; returns once both heartbeat."""
-        bind = None
-        if self.spool == "private":
-            own = self.base / f"spool-{name}"
-            own.mkdir(exist_ok=True)
-            bind = (own, self.base / "spool")
-        host = self.net.add(name, bind=bind)
+        own = self.base / f"spool-{name}"  # its private spool, at the common spool path
+        own.mkdir(exist_ok=True)
+        host = self.net.add(name, bind=(own, self.base / "spool"))
         sec, usec = self.cluster.store.redis.time()
         since = sec + usec / 1e6
         env = {**self.worker_env, "CUZK_HOSTNAME": name}
@@ -147,7 +144,7 @@ class Hosts:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    h = Hosts(tmp_path_factory.mktemp("multihost"), SPOOL)
+    h = Hosts(tmp_path_factory.mktemp("multihost"))
     try:
         yield h
     finally:
@@ -165,7 +162,13 @@ def _routed_to(c, jobs, host, state="gpu"):
 
 
 def test_jobs_spread_over_both_device_hosts(hosts):
-    """Jobs submitted on A's Redis run on the devices of both B and C, and complete."""
+    """Jobs submitted on A's Redis run on the devices of both B and C, and complete, with
+    spools that are private indeed (a file one host writes there, the other does not see)."""
+    spool = hosts.base / "spool"
+    b, c = (hosts.net.hosts[name] for name in DEVICE_HOSTS)
+    b.run("touch", spool / "written-on-b")
+    assert "written-on-b" not in c.run("ls", "-a", spool)
+    b.run("rm", spool / "written-on-b")
     _, parts = run_through(hosts.cluster, lambda _: None, ready=lambda c, jobs: jobs,
                            n_jobs=3, n_parts=4)
     by_host = {}

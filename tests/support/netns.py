@@ -118,6 +118,7 @@ class Host:
         """Run a short command inside this host; raises with its stderr when it fails.
         ``net_only``: in its network namespace only (``ip`` naming another host by its pid,
         which the machine's PID namespace knows)."""
+        argv = [str(a) for a in argv]
         wrapped = (["nsenter", "-t", str(self.pid), "--net", "--", *argv] if net_only
                    else self.wrap(argv))
         done = subprocess.run(wrapped, capture_output=True, text=True, timeout=30)
