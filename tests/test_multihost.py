@@ -25,7 +25,7 @@ Scenarios (each checks every job done, every proof valid, one completion and one
 
 Skips with the reason where namespaces cannot be made (not root, no unshare/nsenter/ip,
 no veth or bridge in the kernel).  Part of the chaos suite (``-m chaos``); this file alone:
-``python -m pytest -q tests/test_multihost.py`` (about two minutes).
+``python -m pytest -q tests/test_multihost.py`` (70-100 s).
 """
 
 from __future__ import annotations
