@@ -13,7 +13,7 @@ from __future__ import annotations
 from celery import Celery
 
 from .config import Settings, load_settings
-from .redis_url import is_sentinel
+from .redis_url import celery_url, is_sentinel
 
 from .task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
 
@@ -29,8 +29,8 @@ def broker_transport_options(settings: Settings) -> dict:
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or load_settings()
-    app = Celery("cuzk_tasks", broker=settings.broker_url, backend=settings.result_backend,
-                 set_as_current=False)
+    app = Celery("cuzk_tasks", broker=celery_url(settings.broker_url),
+                 backend=celery_url(settings.result_backend), set_as_current=False)
     transport = broker_transport_options(settings)
     result_transport = {"visibility_timeout": transport["visibility_timeout"]}
     if is_sentinel(settings.broker_url):

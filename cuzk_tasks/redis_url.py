@@ -47,6 +47,14 @@ def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], dict]:
     return nodes, master
 
 
+def celery_url(url: str) -> str:
+    """``url`` as kombu (the broker) and Celery's result backend spell it: a ``unix://``
+    socket path is ``redis+socket://`` there (neither knows ``unix://``); other URLs as
+    they are."""
+    url = str(url)
+    return "redis+socket://" + url[len("unix://"):] if url.startswith("unix://") else url
+
+
 def client(url: str, sentinel_master: str = "", **kwargs):
     """A ``redis.Redis`` for ``url``; for a ``sentinel://`` URL, the current master of group
     ``sentinel_master`` (``kwargs`` -- decode_responses, timeouts -- apply to it)."""

@@ -208,3 +208,29 @@ def test_the_witness_time_limit_fires_before_the_soft_time_limit():
     assert s.witness_limit_s == 90
     with pytest.raises(ConfigError, match="witness_time_limit_s"):
         load_settings(env={"CUZK_WITNESS_TIME_LIMIT_S": "0"})
+
+
+def test_a_unix_socket_redis_url_reaches_broker_and_result_backend(tmp_path):
+    """``unix://`` (a Redis unix socket, redis_url.SCHEMES) works for the broker and the
+    result backend too: kombu and Celery know it only as ``redis+socket://``
+    (redis_url.celery_url), so a message sent and a result stored both land in that Redis."""
+    from support.redis_server import RedisServer, have_redis_server
+
+    if not have_redis_server():
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    from cuzk_tasks.celery_app import create_app
+
+    sock = tmp_path / "redis.sock"
+    server = RedisServer(extra_args=["--unixsocket", str(sock), "--unixsocketperm", "700"])
+    try:
+        settings = load_settings(env={"CUZK_REDIS_URL": f"unix://{sock}"})
+        app = create_app(settings)
+        app.send_task("cuzk.test.nothing", queue="unixq").forget()
+        app.backend.store_result("unix-socket-job", {"ok": 1}, "SUCCESS")
+        import redis
+
+        direct = redis.Redis(unix_socket_path=str(sock))
+        assert direct.llen("unixq") == 1
+        assert app.backend.get_task_meta("unix-socket-job")["result"] == {"ok": 1}
+    finally:
+        server.stop()

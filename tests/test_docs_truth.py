@@ -10,6 +10,8 @@
 * Every event type a Lua transition emits is in docs/api.md's SSE type list.
 * The runbook's systemd steps create the spool, results and input directories of
   ops/systemd/cuzk.env.example and install every file its circuit registry names.
+* The runbook's "Scaling out" states the detection time of a lost host as it is: heartbeat
+  TTL plus one sweep interval, with the defaults' numbers.
 
 Each check is a function returning what is missing; the ``*_would_fail`` tests remove
 one entry at a time from the docs and require the check to report it.
@@ -357,3 +359,32 @@ def test_systemd_check_would_fail_if_a_step_were_removed():
 @pytest.mark.parametrize("var", ["CUZK_SPOOL_DIR", "CUZK_RESULTS_DIR", "CUZK_CONFIG"])
 def test_env_example_sets_what_the_steps_rely_on(var):
     assert _env_example().get(var, "").startswith("/"), var
+
+
+# --- runbook: detection time of a lost host ----------------------------------------------
+
+def detection_time_problems(runbook_text) -> list[str]:
+    """What "Scaling out" gets wrong about how long a lost host's partitions wait: the
+    heartbeat TTL and the sweep interval (the heartbeat interval) with their defaults, and
+    their sum as the bound."""
+    from cuzk_tasks import defaults
+
+    section = " ".join(_section(runbook_text, "## Scaling out").split())
+    ttl, sweep = defaults.HEARTBEAT_TTL_S, defaults.HEARTBEAT_INTERVAL_S
+    want = [f"`CUZK_HEARTBEAT_TTL_S` ({ttl:g} s)", f"`CUZK_HEARTBEAT_INTERVAL_S` ({sweep:g} s)",
+            f"up to {ttl + sweep:g} s after the loss"]
+    return [w for w in want if w not in section]
+
+
+def test_runbook_states_the_detection_time_of_a_lost_host():
+    problems = detection_time_problems(RUNBOOK.read_text(encoding="utf-8"))
+    assert not problems, "ops/runbook.md, Scaling out: missing " + "; ".join(problems)
+
+
+def test_detection_time_check_would_fail_if_the_bound_were_wrong():
+    from cuzk_tasks import defaults
+
+    text = RUNBOOK.read_text(encoding="utf-8")
+    ttl, sweep = defaults.HEARTBEAT_TTL_S, defaults.HEARTBEAT_INTERVAL_S
+    assert detection_time_problems(text.replace(f"up to {ttl + sweep:g} s after the loss",
+                                                f"up to {ttl:g} s after the loss"))

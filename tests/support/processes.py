@@ -107,8 +107,13 @@ class Cluster:
         self.client = Client(settings=settings)
         self.store = self.client.store
 
-    def start(self, name, *args):
-        proc = start_logged(worker_argv(*args), self.base / f"{name}.log", self.env, self.cwd)
+    def start(self, name, *args, env=None, wrap=None):
+        """Start worker ``name`` with ``args``; ``env`` instead of the cluster's, ``wrap``: a
+        function of the argv returning the argv to run (another host, tests/support/netns.py)."""
+        argv = worker_argv(*args)
+        if wrap is not None:
+            argv = wrap(argv)
+        proc = start_logged(argv, self.base / f"{name}.log", env or self.env, self.cwd)
         self.procs[name] = proc
         return proc
 
