@@ -55,7 +55,7 @@ class Heartbeat(PeriodicThread):
 
     def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
                  slot=None, holding_fn=None, registration: Registration | None = None,
-                 holder=None, on_lost=None):
+                 holder=None, on_lost=None, run_slot=None):
         super().__init__(settings.heartbeat_interval_s)
         self.store = store
         self.worker_id = worker_id
@@ -73,6 +73,7 @@ class Heartbeat(PeriodicThread):
         self.holder = holder
         self.on_lost = on_lost
         self.lost_to = None
+        self.run_slot = run_slot  # a device worker's pipeline.RunSlot: reported as `running`
 
     def beat(self):
         extra = dict(self.extra)
@@ -81,6 +82,8 @@ class Heartbeat(PeriodicThread):
                 extra.update(self.extra_fn() or {})
             except Exception:  # a flaky probe never stops the heartbeat
                 log.debug("heartbeat extra probe failed", exc_info=True)
+        if self.run_slot is not None:  # what the pool process proves now (heartbeat.lua)
+            extra["running"] = self.run_slot.get()
         held = self.holding_fn() if self.holding_fn is not None else None
         beat = self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
                                     slot=self.slot, holding=held.stages if held else None,
@@ -426,11 +429,14 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
         raise
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
+    # shared with the pool process (made before it forks): what it proves now
+    app.cuzk_run_slot = run_slot = pipeline.RunSlot()
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE),
                           extra_fn=probe, slot=slot, holding_fn=held_messages,
-                          registration=registration, holder=holder, on_lost=_stop_this_worker)
+                          registration=registration, holder=holder, on_lost=_stop_this_worker,
+                          run_slot=run_slot)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)

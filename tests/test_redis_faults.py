@@ -333,19 +333,13 @@ def test_sigterm_while_redis_is_gone_stops_a_worker_in_bounded_time(cluster, red
         f"stop times {took} (None: still running)\n{c.logs()}"
 
 
-STALE_TTL_S = 3
-
-
 def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redis_server,
                                                                             tmp_path):
-    """Issue 27 item 4: an outage longer than the device's retry window (here 1 s) and than
-    its heartbeat TTL (3 s) while it proves: its gpu_end is given up, so its worker hash
-    would stay "proving" a run that is over.  Once Redis answers again the record ends as
-    soon as nothing can still be running it: heartbeat.lua ends it (worker_idle, reason
-    stale) at the first beat after the partition moved on (re-dispatched from the device
-    that was offline), or the sweeper's stage lease does (recover_stage, by the same
-    compare-and-delete) -- never while the partition still names the run, which a main
-    process busy reconnecting may not have reported yet.  The job then completes."""
+    """Issue 27 item 4: an outage longer than the device's retry window (here 1 s) while it
+    proves: its gpu_end is given up, so its worker hash would stay "proving" a run that is
+    over.  Within a heartbeat or two of Redis answering again the worker shows its true
+    state -- heartbeat.lua ends the stale record (worker_idle, reason stale) -- long before
+    the sweeper re-drives the partition (two sweeps a TTL apart); the job then completes."""
     from cuzk_tasks.config import load_settings
 
     env = dict(os.environ)
@@ -353,7 +347,7 @@ def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redi
         "CUZK_CONFIG": str(write_circuits_toml(tmp_path / "cuzk.toml", {
             "mulchain": ("test-mul", FIX / "mulchain")})),
         "CUZK_REDIS_URL": redis_server.url, "CUZK_PREFIX": "stale", "CUZK_HOSTNAME": HOST,
-        "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL), "CUZK_HEARTBEAT_TTL_S": str(STALE_TTL_S),
+        "CUZK_HEARTBEAT_INTERVAL_S": str(HB_INTERVAL), "CUZK_HEARTBEAT_TTL_S": "10",
         "CUZK_REDIS_OUTAGE_S": "1", "CUZK_SPOOL_DIR": str(tmp_path / "spool"),
         "CUZK_THREADS": "1", **instruments.env(env.get("PYTHONPATH", "")),
         "CUZK_TEST_PROVE_DELAY_MS": "2000",  # TEST INSTRUMENT: the run spans the outage
@@ -381,12 +375,11 @@ def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redi
             worker = c.store.get_worker(worker_id)
             if worker.get("token") != token:
                 break
-            assert time.monotonic() - back < 2 * STALE_TTL_S + 5, \
-                f"still shown proving {token}: {worker}"
+            assert time.monotonic() - back < 3.0, f"still shown proving {token}: {worker}"
             time.sleep(0.02)
-        ended = [f for _, f in c.store.events("0-0", count=10000)
-                 if f["type"] == "worker_idle" and f.get("token") == token]
-        assert len(ended) == 1, (ended, c.logs())
+        stale = [f for _, f in c.store.events("0-0", count=10000)
+                 if f["type"] == "worker_idle" and f.get("reason") == "stale"]
+        assert [f["token"] for f in stale] == [token], (stale, c.logs())
         _job_completes(c, job, timeout=90)
         _assert_alive(c)
         _no_unrecoverable(c)

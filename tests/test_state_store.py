@@ -1299,3 +1299,30 @@ def test_a_held_or_newer_run_stays_proving(store):
     time.sleep(0.002)
     store.heartbeat(w, 30, holding=[(job, 0, 1)])
     assert store.get_worker(w)["stored_state"] == WorkerState.IDLE.value
+
+
+def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(store):
+    """A device worker's beats report ``running``: what its pool process proves (RunSlot,
+    set before gpu_start, cleared after gpu_end).  A proving record of another run that
+    began before the previous such beat is over -- even while its partition still names it
+    (a gpu_end given up in a long outage) -- and ends at once; the run it reports, or one
+    that began after the previous beat, stays."""
+    job, w = new_job(store, n=2), device(store, "h:dev0")
+    store.heartbeat(w, 30, holding=[], extra={"running": ""})
+    time.sleep(0.002)
+    token = to_gpu(store, job, 0, w)  # the slot says j1:0:0 from before this
+    time.sleep(0.002)
+    store.heartbeat(w, 30, holding=[], extra={"running": ""})  # read before the run began
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    for _ in range(3):  # running it (holding nothing: the main process may be reconnecting)
+        time.sleep(0.002)
+        store.heartbeat(w, 30, holding=[], extra={"running": f"{job}:0:0"})
+    assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
+    assert _worker_idle_events(store) == []
+    time.sleep(0.002)
+    store.heartbeat(w, 30, holding=[(job, 0, 0)], extra={"running": ""})  # the run is over
+    worker = store.get_worker(w)
+    assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
+    (idle,) = _worker_idle_events(store)
+    assert idle["token"] == token and idle["reason"] == "stale"
+    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value  # the sweeper's

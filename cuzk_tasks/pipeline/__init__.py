@@ -24,13 +24,13 @@ publishes it right after (cuzk_tasks/publisher.py), and the sweeper publishes wh
 that died in between left (docs/architecture.md, "The outbox").
 """
 
-from .context import Context, WorkerIdentity, context, ref_path
+from .context import Context, RunSlot, WorkerIdentity, context, ref_path
 from .finalize import finalize
 from .prove import prove_start, publish_device_memory
 from .reads import job_result, job_status
 from .submit import check_deadline, check_on_done, normalize_partitions, submit_job
 from .synthesize import synthesize
 
-__all__ = ["Context", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
+__all__ = ["Context", "RunSlot", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
            "check_on_done", "check_deadline", "synthesize", "prove_start", "publish_device_memory",
            "finalize", "job_status", "job_result"]

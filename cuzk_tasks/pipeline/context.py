@@ -26,6 +26,30 @@ log = logging.getLogger("cuzk_tasks.pipeline")
 
 
 
+class RunSlot:
+    """What a device's pool process is proving now, as ``job:idx:attempt`` ('' = nothing),
+    in memory shared with the worker's main process, whose heartbeat reports it
+    (``running``; heartbeat.lua ends a ``proving`` record of any other run: "Worker state
+    after an outage").  Made in the main process before the pool forks, so every pool
+    process writes the same slot; prove_start sets it before its gpu_start and clears it
+    after its gpu_end (or gpu_fault), so whenever the worker hash says proving run R the
+    slot says R, until the run is over.  One slot: a device worker runs one pool process."""
+
+    SIZE = 256  # bytes: a 32-hex job id, an index, an attempt
+
+    def __init__(self):
+        import multiprocessing  # lazy: only a device worker's main process makes one
+
+        self._buf = multiprocessing.RawArray("c", self.SIZE)
+
+    def set(self, run: str = "") -> None:
+        data = run.encode("ascii", "replace")[:self.SIZE - 1]
+        self._buf.value = data  # one memmove of <= 255 bytes, NUL-terminated
+
+    def get(self) -> str:
+        return self._buf.value.decode("ascii", "replace")
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerIdentity:
     """Who runs this process's tasks: the worker id, its role (``device``/``cpu``) and compute
@@ -55,6 +79,8 @@ class Context:
         self._broker_redis = None
         #: monotonic time the next device-memory report of prove_start is due (prove.py)
         self.device_memory_due = 0.0
+        #: a device worker's RunSlot (``app.cuzk_run_slot``, made before the pool forks)
+        self.run_slot = getattr(app, "cuzk_run_slot", None)
         self.registry = CircuitRegistry.from_settings(settings)
         self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
                                       on_change=self._publish_resident)

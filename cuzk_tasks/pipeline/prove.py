@@ -25,6 +25,19 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
     routing sends) gpu_end queues finalize there and this task returns None."""
     store = ctx.store
     wid = ctx.worker_id
+    slot = ctx.run_slot
+    if slot is not None:  # before gpu_start: while the hash says proving this run, so does it
+        slot.set(f"{job_id}:{idx}:{attempt}")
+    try:
+        return _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref,
+                            finalize_queue, priority)
+    finally:
+        if slot is not None:  # after gpu_end / gpu_fault, or a rejected gpu_start
+            slot.set("")
+
+
+def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
+                 priority):
     started = store.gpu_start(wid, job_id, idx, attempt, ctx.settings.max_deliveries)
     if not started.ok:
         log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,

@@ -16,8 +16,11 @@
 -- was retired while it stalled): with A(6) the beat registers the worker again, as
 -- register_worker.lua does but keeping whatever the hash holds (a resident set or an
 -- assignment written meanwhile), and emits worker_registered.
--- A stale "proving" record (docs/architecture.md, "Worker state after an outage"): when
--- the beat reports `holding` (the stage messages the worker's main process holds; a
+-- A stale "proving" record (docs/architecture.md, "Worker state after an outage"): when the
+-- beat reports `running` (a device worker: what its pool process proves now, '' = nothing),
+-- a record of another run that began (`since`) before the previous such beat (`holding_at`)
+-- is over: the worker goes idle by compare-and-delete on its token (worker_idle, reason
+-- stale).  Without `running`, when the beat reports `holding` (the stage messages the worker's main process holds; a
 -- prove_start is in it from before its gpu_start until after its gpu_end) and the hash says
 -- proving a run whose job:idx:attempt is not in it, although that run's gpu_start
 -- (`since`) came before the previous holding beat (`holding_at`, whose snapshot this beat's
@@ -54,14 +57,26 @@ if KEYS[4] then
   -- never take over a slot another process claimed after this one's key lapsed
   if not holder or holder == A(5) then redis.call('SET', KEYS[4], A(5), 'PX', A(2)) end
 end
-local holding = nil
+local holding, running = nil, nil
 local i = 8
 while A(i) ~= nil do
   if A(i) == 'holding' then holding = A(i + 1) end
+  if A(i) == 'running' then running = A(i + 1) end
   redis.call('HSET', KEYS[2], A(i), A(i + 1))
   i = i + 2
 end
-if holding then
+if running then
+  -- a device worker's main process reports what its pool process runs (RunSlot, set before
+  -- gpu_start and cleared after gpu_end): a proving record of another run that began before
+  -- the previous such beat (whose read this beat's follows) is over
+  local w = redis.call('HMGET', KEYS[2], 'state', 'token', 'since', 'holding_at')
+  if w[1] == 'proving' and not blank(w[2]) and tonumber(w[3]) and tonumber(w[4])
+      and tonumber(w[3]) < tonumber(w[4]) then
+    local run = string.match(w[2], '^(.*):[^:]*$')  -- job:idx:attempt of job:idx:attempt:nonce
+    if run and run ~= running then clear_worker_if(A(1), w[2], 'stale') end
+  end
+  redis.call('HSET', KEYS[2], 'holding_at', NOW_S)
+elseif holding then
   local w = redis.call('HMGET', KEYS[2], 'state', 'token', 'since', 'holding_at')
   if w[1] == 'proving' and not blank(w[2]) and tonumber(w[3]) and tonumber(w[4])
       and tonumber(w[3]) < tonumber(w[4]) then
