@@ -223,7 +223,9 @@ def ctx(tree, redis_server_url):
     settings = load_settings(toml, env={
         "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": "ir" + uuid.uuid4().hex[:8],
         "CUZK_SPOOL_DIR": str(tree["spool"]), "CUZK_ALLOWED_INPUT_ROOTS": str(tree["inputs"]),
-        "CUZK_CPU_QUEUE": "q.ir." + uuid.uuid4().hex[:8]})
+        "CUZK_CPU_QUEUE": "q.ir." + uuid.uuid4().hex[:8],
+        # stages driven by hand in this process: cluster-wide (synth_end routes the partition)
+        "CUZK_SHARED_SPOOL": "1"})
     c = pipeline.Context(app=create_app(settings), settings=settings, worker_id="irhost:dev0")
     c.queue = "q.ir.dev." + uuid.uuid4().hex[:8]
     yield c
