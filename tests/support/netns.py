@@ -29,6 +29,8 @@ import subprocess
 import sys
 import time
 
+from support.processes import child_pids
+
 SUBNET = "10.213.7"
 PREFIX_LEN = 24
 
@@ -72,17 +74,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _children(pid):
-    found = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return found
-
-
 class Host:
     """One emulated host: its namespaces, held by its pid 1 (``self.pid``, as the machine
     sees it).  ``address`` is its address on the subnet (None for the switch)."""
@@ -101,7 +92,7 @@ class Host:
             raise RuntimeError(f"host {name}: its namespaces did not come up "
                                f"({err.strip()[:300]})")
         deadline = time.monotonic() + timeout
-        while not (kids := _children(self.unshare.pid)):
+        while not (kids := child_pids(self.unshare.pid)):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"host {name}: no pid 1 under unshare {self.unshare.pid}")
             time.sleep(0.01)

@@ -56,25 +56,27 @@ def ctrl_c(proc, timeout=20):
             proc.wait()
 
 
+def child_pids(pid) -> list[int]:
+    """The pids of ``pid``'s children (every thread's, from /proc); [] once it is gone."""
+    found = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return found
+
+
 def dump_stacks(procs, gap_s=0.3):
     """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.worker.STACK_DUMP_SIGNAL,
     faulthandler in the parent and every pool process) so a test that times out shows in the
     logs where each process was.  One process at a time: they share a log file."""
 
-    def children(pid):
-        found = []
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    found += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-        return found
-
     for proc in procs:
         if proc.poll() is not None:
             continue
-        for pid in [proc.pid, *children(proc.pid)]:
+        for pid in [proc.pid, *child_pids(proc.pid)]:
             try:
                 os.kill(pid, signal.SIGUSR2)
             except ProcessLookupError:

@@ -142,12 +142,13 @@ local function unindex(job, idx, worker)
   if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
 end
 
--- a routed partition goes back to synth_done with attempt `next_attempt`, unrouted: off its
--- worker's routed set, worker/token cleared from the PARTITION (never from the worker hash)
-local function back_to_unrouted(job, idx, worker, next_attempt)
+-- a routed partition goes back to `state` (default synth_done) with attempt `next_attempt`,
+-- unrouted: off its worker's routed set, worker/token cleared from the PARTITION (never from
+-- the worker hash), into the unrouted set, where it is routed (or placed) again
+local function back_to_unrouted(job, idx, worker, next_attempt, state)
   local m = member(job, idx)
   if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
-  redis.call('HSET', K.part(job, idx), 'state', 'synth_done', 'attempt', next_attempt,
+  redis.call('HSET', K.part(job, idx), 'state', state or 'synth_done', 'attempt', next_attempt,
     'worker', '', 'token', '', 't_redispatched', NOW_S)
   redis.call('SADD', K.unrouted(), m)
 end
@@ -515,17 +516,13 @@ local function route_core(job, idx, attempt, worker, circuit, msg)
   return {1, 'ok', worker, queue}
 end
 
--- HOST_AFFINE: a partition that must be synthesized again (its device or host was lost, a
--- stage of it was lost, or a device faulted on it) goes back to pending with attempt
--- `next_attempt`, unplaced: off its worker's routed set, worker/token cleared from the
--- PARTITION (never from the worker hash), into the unrouted set, where it is placed again
--- (route_core) -- its witness was on the old host's spool.
-local function back_to_pending(job, idx, worker, next_attempt)
-  local m = member(job, idx)
-  if not blank(worker) then redis.call('SREM', K.routed(worker), m) end
-  redis.call('HSET', K.part(job, idx), 'state', 'pending', 'attempt', next_attempt,
-    'worker', '', 'token', '', 't_redispatched', NOW_S)
-  redis.call('SADD', K.unrouted(), m)
+-- A partition whose device, host or stage was lost, or whose device faulted, is retried
+-- from: synth_done (its witness is in the one shared spool), or with HOST_AFFINE pending,
+-- unplaced -- its witness was on the old host's spool, so it is synthesized again wherever
+-- it is placed next.
+local RETRY_FROM = HOST_AFFINE and 'pending' or 'synth_done'
+local function back_for_retry(job, idx, worker, next_attempt)
+  back_to_unrouted(job, idx, worker, next_attempt, RETRY_FROM)
 end
 
 -- phase-duration histograms (GET /metrics): bucket upper bounds in ms, +Inf implied; the

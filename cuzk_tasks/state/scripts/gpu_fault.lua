@@ -52,12 +52,9 @@ if faults >= tonumber(A(8)) then
 end
 -- back to synth_done with the next attempt, as redispatch does
 local next_attempt = tonumber(p[2]) + 1
-if HOST_AFFINE then
-  -- placed again, and synthesized again on the new device's host (A(9): its synthesize)
-  back_to_pending(job, idx, p[3], next_attempt)
-else
-  back_to_unrouted(job, idx, p[3], next_attempt)
-end
+-- with HOST_AFFINE placed again, and synthesized again on the new device's host (A(9): its
+-- synthesize)
+back_for_retry(job, idx, p[3], next_attempt)
 local r = route_core(job, idx, next_attempt, '', A(7), A(9))
 if r[1] ~= 1 then
   return fail(string.format('device error on %s and no other live device to retry on: %s',

@@ -10,7 +10,7 @@
 --                                  message, so it is proved again.  In gpu, the worker that
 --                                  ran it goes idle by compare-and-delete on the partition's
 --                                  token: no live worker holds that run.
--- With HOST_AFFINE every state goes back to pending, unplaced (_lib.lua back_to_pending), and
+-- With HOST_AFFINE every state goes back to pending, unplaced (_lib.lua back_for_retry), and
 -- the sweeper places it again: a witness may exist only on the host that lost the stage.
 -- Guarded by the state and attempt the sweeper saw.  KEYS[1] job hash, KEYS[2] partition hash.
 -- A(1) job, A(2) idx, A(3) state seen, A(4) attempt seen, A(5) the synthesize message (an outbox
@@ -24,7 +24,7 @@ if p[1] ~= A(3) or tonumber(p[2]) ~= tonumber(A(4)) then return {0, 'stale'} end
 local next_attempt = tonumber(p[2]) + 1
 if HOST_AFFINE and PART_LIVE[p[1]] then
   if p[1] == 'gpu' then clear_worker_if(p[3], p[4]) end
-  back_to_pending(A(1), A(2), p[3], next_attempt)
+  back_for_retry(A(1), A(2), p[3], next_attempt)
 elseif p[1] == 'pending' or p[1] == 'synthesizing' then
   redis.call('HSET', KEYS[2], 'state', 'pending', 'attempt', next_attempt)
   outbox_add(A(5))

@@ -1,5 +1,5 @@
 -- redispatch: with HOST_AFFINE a PLACED partition in pending, synthesizing, synth_done or gpu
--- with this attempt -> pending, attempt + 1, unplaced (_lib.lua back_to_pending: its witness
+-- with this attempt -> pending, attempt + 1, unplaced (_lib.lua back_for_retry: its witness
 -- was on the lost host).  Otherwise a ROUTED partition in synth_done or gpu with this attempt -> synth_done,
 -- attempt + 1, worker/token cleared from the PARTITION (never from the worker hash), out of
 -- the old routed set, into unrouted.  Guarded by the attempt (and, when A(4) is not '', by
@@ -21,11 +21,7 @@ if tonumber(p[2]) ~= tonumber(A(3)) or (p[1] ~= 'synth_done' and p[1] ~= 'gpu' a
 end
 if blank(p[3]) then return {0, 'not_routed'} end
 if A(4) ~= '' and p[3] ~= A(4) then return {0, 'stale'} end
-if HOST_AFFINE then
-  back_to_pending(A(1), A(2), p[3], tonumber(p[2]) + 1)
-else
-  back_to_unrouted(A(1), A(2), p[3], tonumber(p[2]) + 1)
-end
+back_for_retry(A(1), A(2), p[3], tonumber(p[2]) + 1)
 redis.call('HINCRBY', KEYS[2], 'redispatches', 1)
 emit('redispatch', 'job', A(1), 'idx', A(2), 'attempt', tonumber(p[2]) + 1, 'from_worker', p[3])
 return {1, 'ok'}

@@ -23,7 +23,7 @@ if HOST_AFFINE and not blank(p[3]) then
   -- placed (route_core) before its synthesize: its prove_start goes to that device, on this
   -- host.  The witness lives in this host's spool only, so the partition keeps its input
   -- and its submitted witness_ref: if the device or host is lost it is synthesized again
-  -- elsewhere (back_to_pending).  A device that died meanwhile is the sweeper's: it sends
+  -- elsewhere (back_for_retry).  A device that died meanwhile is the sweeper's: it sends
   -- the partition back to pending with the next attempt, and this message is then stale.
   local queue = redis.call('HGET', K.worker(p[3]), 'queue') or ''
   if A(7) == '1' and not blank(A(9)) and not blank(queue) then
