@@ -22,7 +22,10 @@ local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
 local RETENTION_S = tonumber(ARGV[6])
 local CHUNK = tonumber(ARGV[7])
 local HOST_AFFINE = ARGV[8] == '1'
-local function A(n) return ARGV[8 + n] end
+local COMMON_ARGS = 8  -- ARGV[1..8] above; a script's own arguments follow
+local function A(n) return ARGV[COMMON_ARGS + n] end
+-- how many arguments of its own the script was given
+local function own_args() return #ARGV - COMMON_ARGS end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
