@@ -501,6 +501,7 @@ class Slowlog:
             self.redis.config_set(key, value)
 
 
+@pytest.mark.slow
 def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
     """Create, read (a page, the counts, the status read), cancel, expire and complete
     10,000-partition jobs, and delete a creation cut short, with SLOWLOG recording every

@@ -19,8 +19,10 @@ from test_native_bls12_381 import (CURVE, G1, G1_GEN, G2, G2_GEN, Q, R, RR, arr,
                                    g1_from_jac, g1_from_row, g1_row, g2_from_row, g2_row, mont_rows,
                                    root)
 
-pytestmark = pytest.mark.skipif(not cupy_emu.available(),
-                                reason=f"the emulated kernels need a C++20 compiler ({cupy_emu.CXX})")
+# slow: the emulated BLS12-381 kernels compile with g++ first
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not cupy_emu.available(),
+                                 reason=f"the emulated kernels need a C++20 compiler ({cupy_emu.CXX})")]
 
 OPTS = G.nvrtc_options(curve=CURVE)
 

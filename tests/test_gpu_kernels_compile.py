@@ -102,6 +102,7 @@ def test_kernel_files_listed():
     assert "mul_portable" not in common and "struct Field" not in common
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("curve", ["BN254", "BLS12_381"])
 def test_shared_headers_compile_with_nvrtc(curve):
     """The shared host/device headers alone, plus a trivial kernel using them (PTX for
@@ -159,6 +160,7 @@ def nvrtc_results():
         return {job: (ok, err, log) for job, ok, err, log in pool.map(_compile_one, jobs)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("curve", CURVES)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("fname", gpu.KERNEL_FILES)

@@ -33,8 +33,10 @@ from cuzk_tasks.groth16.witness import WitnessCalculator
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MISSING = native_build.missing_tools()
-pytestmark = pytest.mark.skipif(bool(MISSING), reason="a native witness build needs "
-                                + ", ".join(MISSING))
+# slow: each module run compiles circom's C++ generators with g++ first
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(MISSING), reason="a native witness build needs "
+                                 + ", ".join(MISSING))]
 
 #: every fixture circuit (tests/fixtures/<key>) and the circom prime it is built over
 CIRCUITS = {**{n: (n, "bn128") for n in [*FIXTURES, "assert_fail"]},
