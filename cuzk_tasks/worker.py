@@ -200,7 +200,7 @@ def nvml_probe(device: int):
 #: reserved message into the process's pipe at once instead of after the running one has
 #: been acked), so it starts the next partition without waiting for the parent's ack, BRPOP
 #: and reservation round trips.  Every device has its own queue: the reserved message could
-#: not run elsewhere anyway.  docs/architecture.md, "Celery settings and why".
+#: not run elsewhere anyway.  Why: cuzk_tasks/celery_app.py (module docstring).
 DEVICE_WORKER_TUNING = {"prefetch_multiplier": 2, "pool_putlocks": False, "optimization": "fcfs"}
 
 

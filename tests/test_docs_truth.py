@@ -3,10 +3,12 @@
 * Every ``CUZK_*`` environment variable the code reads (cuzk_tasks/, webapp/, ops/*.py,
   and ``getenv`` in the native sources) is documented in cuzk_tasks/defaults.py next to a
   constant that holds its default.
-* Every key builder of ``cuzk_tasks.state.keys.Keys`` has a row in docs/architecture.md's
-  keyspace table, and the Celery/kombu keys outside the prefix are named there.
+* Every key builder of ``cuzk_tasks.state.keys.Keys`` has a docstring that says the key's
+  Redis type and what it holds (keys.py is the keyspace's reference); every key
+  docs/architecture.md names is one a builder makes; its "Redis keyspace" section points to
+  keys.py and names the Celery/kombu keys outside the prefix.
 * Every ``cuzk-tasks`` subcommand appears in README.md or docs/, and in architecture.md's
-  command list.
+  command list (``cuzk-tasks {prove | verify | ...}``).
 * Every event type a Lua transition emits is in docs/api.md's SSE type list.
 * The runbook's systemd steps create the spool, results and input directories of
   ops/systemd/cuzk.env.example and install every file its circuit registry names.
@@ -117,10 +119,27 @@ def _section(text, title):
     return text[start:] if end < 0 else text[start:end]
 
 
-def keyspace_rows(architecture_text) -> list[str]:
-    """The key column of the "Redis keyspace" table."""
-    section = _section(architecture_text, "## Redis keyspace")
-    return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
+#: a key builder's docstring: its Redis type first, then a colon and what the key holds
+KEY_DOC = re.compile(r"(hash|set|zset|list|string|stream)\b[^:]{0,40}:\s*\S.{20,}", flags=re.S)
+
+
+def key_docs() -> dict[str, str]:
+    """``{Keys method: its docstring}`` (``""`` when it has none)."""
+    from cuzk_tasks.state.keys import Keys
+
+    return {name: inspect.getdoc(method) or ""
+            for name, method in inspect.getmembers(Keys, inspect.isfunction)
+            if not name.startswith("_")}
+
+
+def undocumented_keys(docs) -> set[str]:
+    """The builders whose docstring does not start with the key's type and say what it holds."""
+    return {name for name, doc in docs.items() if not KEY_DOC.match(doc)}
+
+
+def keys_named_in(text) -> list[str]:
+    """Every ``{p}:...`` key a text names in backticks."""
+    return re.findall(r"`(\{p\}:[^`\s]+)`", text)
 
 
 def key_patterns() -> dict[str, re.Pattern]:
@@ -145,10 +164,10 @@ def key_patterns() -> dict[str, re.Pattern]:
     return patterns
 
 
-def keys_missing_from_table(architecture_text) -> set[str]:
-    rows = keyspace_rows(architecture_text)
-    return {name for name, pattern in key_patterns().items()
-            if not any(pattern.fullmatch(row) for row in rows)}
+def unknown_keys(text) -> list[str]:
+    """Keys the text names that no builder makes (a stale or misspelt name)."""
+    patterns = key_patterns().values()
+    return [key for key in keys_named_in(text) if not any(p.fullmatch(key) for p in patterns)]
 
 
 def outside_prefix_keys() -> list[str]:
@@ -162,11 +181,24 @@ def outside_prefix_keys() -> list[str]:
             Channel.keyprefix_queue.split("%")[0]]
 
 
-def test_every_key_builder_is_in_the_keyspace_table():
-    assert len(key_patterns()) >= 15
-    missing = keys_missing_from_table(ARCHITECTURE.read_text(encoding="utf-8"))
-    assert not missing, f"Keys methods without a row in docs/architecture.md's keyspace table: " \
-        f"{sorted(missing)}"
+def test_every_key_builder_documents_its_key():
+    docs = key_docs()
+    assert len(docs) >= 15 and set(docs) == set(key_patterns())
+    missing = undocumented_keys(docs)
+    assert not missing, "Keys methods whose docstring does not say the key's Redis type and " \
+        f"contents (cuzk_tasks/state/keys.py): {sorted(missing)}"
+
+
+def test_keys_named_in_architecture_exist():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert len(keys_named_in(text)) >= 5
+    unknown = unknown_keys(text)
+    assert not unknown, f"docs/architecture.md names keys no Keys method builds: {unknown}"
+
+
+def test_keyspace_section_points_to_keys_py():
+    section = _section(ARCHITECTURE.read_text(encoding="utf-8"), "## Redis keyspace")
+    assert "cuzk_tasks/state/keys.py" in section
 
 
 def test_keys_outside_the_prefix_are_named():
@@ -175,14 +207,16 @@ def test_keys_outside_the_prefix_are_named():
     assert not missing, f"docs/architecture.md, Redis keyspace: keys outside the prefix not named: {missing}"
 
 
-def test_keyspace_check_would_fail_if_a_row_were_removed():
+def test_keyspace_checks_would_fail_if_a_docstring_or_key_were_wrong():
+    docs = key_docs()
+    for name, doc in docs.items():
+        assert name in undocumented_keys({**docs, name: ""}), name
+        untyped = re.sub(r"^\w+", "value", doc)  # no Redis type first
+        assert name in undocumented_keys({**docs, name: untyped}), name
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    rows = keyspace_rows(text)
-    patterns = key_patterns()
-    for name, pattern in patterns.items():
-        row = next(r for r in rows if pattern.fullmatch(r))
-        removed = re.sub(rf"^\| `{re.escape(row)}` \|.*\n", "", text, flags=re.M)
-        assert name in keys_missing_from_table(removed), name
+    for key in keys_named_in(text):
+        wrong = text.replace(f"`{key}`", f"`{key}x`", 1)
+        assert f"{key}x" in unknown_keys(wrong), key
 
 
 # --- CLI subcommands --------------------------------------------------------------------
@@ -206,13 +240,13 @@ def commands_missing_from_docs(text) -> list[str]:
     return [c for c in subcommands() if not re.search(rf"cuzk-tasks (?:-v )?{c}\b", text)]
 
 
-ARCH_CLI_LINE = re.compile(r"^  cli\.py +cuzk-tasks (.*?)\n  \S", flags=re.M | re.S)
+ARCH_CLI_LINE = re.compile(r"`cuzk-tasks \{([^}`]*)\}`", flags=re.S)
 
 
 def architecture_command_list(text) -> set[str]:
-    """The commands after ``cli.py`` in the layer listing (up to the next module line)."""
+    """The commands of the ``cuzk-tasks {prove | verify | ...}`` list in "Layers"."""
     m = ARCH_CLI_LINE.search(text)
-    assert m, "docs/architecture.md: no `cli.py  cuzk-tasks ...` line in Layers"
+    assert m, "docs/architecture.md: no `cuzk-tasks {prove | ...}` command list in Layers"
     return {w.strip() for w in m.group(1).split("|")}
 
 

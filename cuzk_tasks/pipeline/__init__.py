@@ -5,7 +5,7 @@ duplicate, cancelled) transition makes the step log and return without doing
 work.  Bad input ends as ``fail_partition`` with the CuzkError's message: a
 task never raises out of here for a problem with the job itself.
 
-One module per stage (docs/architecture.md, "Pipeline"):
+One module per stage (docs/architecture.md, "One partition's path"):
 
 * ``submit``       ``submit_job``: create the job (idempotent on request_id) with its
                    synthesize messages

@@ -29,11 +29,11 @@ log = logging.getLogger("cuzk_tasks.pipeline")
 class RunSlot:
     """What a device's pool process is proving now, as ``job:idx:attempt`` ('' = nothing),
     in memory shared with the worker's main process, whose heartbeat reports it
-    (``running``; heartbeat.lua ends a ``proving`` record of any other run: "Worker state
-    after an outage").  Made in the main process before the pool forks, so every pool
-    process writes the same slot; prove_start sets it before its gpu_start and clears it
-    after its gpu_end (or gpu_fault), so whenever the worker hash says proving run R the
-    slot says R, until the run is over.  One slot: a device worker runs one pool process."""
+    (``running``; heartbeat.lua ends a ``proving`` record of any other run, such as one
+    whose gpu_end was given up in a long Redis outage).  Made in the main process before the
+    pool forks, so every pool process writes the same slot; prove_start sets it before its
+    gpu_start and clears it after its gpu_end (or gpu_fault), so whenever the worker hash
+    says proving run R the slot says R, until the run is over.  One slot: a device worker runs one pool process."""
 
     SIZE = 256  # bytes: a 32-hex job id, an index, an attempt
 

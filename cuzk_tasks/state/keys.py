@@ -1,7 +1,10 @@
 """Redis key names of the state store: the ONLY module that builds them.
 
-Every key lives under one prefix (default ``cuzk``).  The table in
-docs/architecture.md ("Redis keyspace") lists the same keys; the Lua prelude
+Every key lives under one prefix (default ``cuzk``).  Each method of :class:`Keys` builds
+one key and its docstring says what the key holds: its Redis type first (``hash:``,
+``set:``, ``zset:``, ``list:``, ``string``, ``stream:``), then its fields or members --
+this is the keyspace's reference (``tests/test_docs_truth.py`` requires it of every method;
+docs/architecture.md, "Redis keyspace", is the overview).  The Lua prelude
 ``scripts/_lib.lua`` mirrors these functions for keys a script discovers while
 it runs (a partition's recorded worker, sibling partitions), and
 ``tests/test_state_store.py::test_lua_key_functions_match_keys_py`` checks the
@@ -44,7 +47,8 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         """hash: id, circuit, kind, priority, request_id, state, n_partitions, n_done, n_failed,
-        submitted_at, started_at, finished_at, error; with an on_done callback: on_done (JSON
+        submitted_at, started_at, finished_at, error; curve (the circuit's, recorded once by
+        synth_end); with an on_done callback: on_done (JSON
         {"task", "queue"}) and, once sent, on_done_sent_at (or on_done_error: not sent); with a
         deadline: deadline_s, deadline_at; with a request id: request_digest; release_list and
         n_released ('1' when it holds synthesize messages, and how many of them were released
@@ -55,8 +59,13 @@ class Keys:
         return f"{self.prefix}:job:{job_id}"
 
     def part(self, job_id: str, idx: int) -> str:
-        """hash: job, idx, state, attempt, deliveries, redispatches, worker, token, input,
-        input_ref, witness_ref, t_* timestamps, synth_ms, gpu_ms, finalize_ms, proof, public, error;
+        """hash: job, idx, state, attempt, deliveries, redispatches, worker (with host-affine
+        stages: the device it is placed on, from pending), token (the current run's, from
+        gpu_start), input (deleted by synth_end -- the witness replaces it -- except with
+        host-affine stages, where it is kept until done), input_ref, witness_ref, timestamps
+        t_created, t_synth_start, t_synth_end, t_routed, t_gpu_start, t_gpu_end,
+        t_redispatched, t_done, t_end; synth_ms, gpu_ms, finalize_ms, proof, public (JSON
+        text), error;
         after a device fault: avoid (comma-separated workers), device_faults, verify_faults,
         last_device_error;
         lost_messages (times the sweeper re-drove a stage no one held, recover_stage.lua);
@@ -93,11 +102,14 @@ class Keys:
         return f"{self.prefix}:held:{job_id}"
 
     def request(self, request_id: str) -> str:
-        """string: the job id created for a client request id (idempotency)."""
+        """string: the job id created for a client request id (idempotency); expires with
+        the job (``job_retention_s`` after its end)."""
         return f"{self.prefix}:request:{request_id}"
 
     def result(self, job_id: str) -> str:
-        """string: a finished job's JSON result, with a TTL."""
+        """string: a finished job's JSON result (``collect_result``'s form: proofs and public
+        signals), with the ``result_ttl_s`` TTL; written by finalize_end in the step that makes
+        the job done (for a big job by the reaper, from :meth:`result_building`)."""
         return f"{self.prefix}:result:{job_id}"
 
     def result_building(self, job_id: str) -> str:
@@ -106,7 +118,9 @@ class Keys:
         return f"{self.prefix}:result_building:{job_id}"
 
     def workers(self) -> str:
-        """set: ids of every worker ever registered."""
+        """set: ids of the registered workers (one offline for longer than ``worker_retire_s``
+        with nothing routed to it is removed, with its hash and routed set:
+        ``retire_workers.lua``)."""
         return f"{self.prefix}:workers"
 
     def worker(self, worker_id: str) -> str:
@@ -115,7 +129,10 @@ class Keys:
         ``job:idx:attempt``: the stage messages it holds, its stage leases), holding_at (when
         a beat last reported holding), holding_requests (JSON list of the task ids of the
         by-name requests it holds), holder (``<container host>:<pid>`` of the process that
-        claimed the worker id, register_worker.lua), extra heartbeat fields."""
+        claimed the worker id, register_worker.lua), circuits (JSON list: the circuits its
+        registry serves), host_queue (a CPU worker with host-affine stages: its host's CPU
+        queue, which it consumes), extra heartbeat fields (pid; running: the
+        ``job:idx:attempt`` a device's pool process proves now)."""
         return f"{self.prefix}:worker:{worker_id}"
 
     def hb(self, worker_id: str) -> str:
@@ -126,27 +143,34 @@ class Keys:
 
     def host_slot(self, group: str, index: int) -> str:
         """string with TTL: the holder (``<container host>:<pid>``) of host name
-        ``<group>-<index>`` (settings.host_slot); refreshed by its worker's heartbeat."""
+        ``<group>-<index>`` (settings.host_slot); refreshed by its worker's heartbeat, deleted
+        at its clean stop (worker_offline.lua)."""
         return f"{self.prefix}:slot:{group}:{int(index)}"
 
     def routed(self, worker_id: str) -> str:
-        """set: ``job:idx`` routed to that device worker and not yet through gpu_end."""
+        """set: ``job:idx`` routed to that device worker (with host-affine stages: placed on
+        it, from pending) and not yet through gpu_end; its size is the device's outstanding
+        work, which routing balances."""
         return f"{self.prefix}:routed:{worker_id}"
 
     def unrouted(self) -> str:
-        """set: ``job:idx`` in synth_done waiting for a live device."""
+        """set: ``job:idx`` in synth_done (with host-affine stages: in pending) waiting for a
+        live device; the sweeper routes them when one appears."""
         return f"{self.prefix}:unrouted"
 
     def counters(self) -> str:
-        """hash: completed:{kind}, failed:{kind} (per partition); jobs_done|jobs_failed|jobs_cancelled:{kind}."""
+        """hash: completed:{kind}, failed:{kind}, gpu_faults:{kind} (per partition);
+        jobs_done|jobs_failed|jobs_cancelled:{kind}; requests_rejected:{task}."""
         return f"{self.prefix}:counters"
 
     def completions(self) -> str:
-        """zset: one member per proved partition, scored by completion time (throughput windows)."""
+        """zset: one ``job:idx:attempt`` per proved partition, scored by completion time
+        (throughput windows), kept ``COMPLETIONS_KEPT_S``."""
         return f"{self.prefix}:completions"
 
     def failures(self) -> str:
-        """list: recent partition failures as JSON objects, newest first, capped at FAILURES_KEPT."""
+        """list: recent partition failures as JSON objects (job, idx, attempt, kind, circuit,
+        worker, state, error, at), newest first, capped at FAILURES_KEPT."""
         return f"{self.prefix}:failures"
 
     def rejected(self) -> str:
@@ -156,7 +180,9 @@ class Keys:
         return f"{self.prefix}:rejected"
 
     def events(self) -> str:
-        """stream: one entry per transition (XADD MAXLEN ~ EVENTS_MAXLEN)."""
+        """stream: one entry per transition (``type``, ``at``, and job, idx, attempt, worker,
+        token ... as it concerns them), XADD MAXLEN ~ EVENTS_MAXLEN; what the status page's
+        live updates and ``status_delta`` follow."""
         return f"{self.prefix}:events"
 
     def on_done(self, job_id: str) -> str:
@@ -200,6 +226,7 @@ class Keys:
 
     def phase_histograms(self) -> str:
         """hash: partition phase-duration histograms (``<phase>:<bucket>``, ``<phase>:sum``,
-        ``<phase>:count``; phases synth_ms, gpu_ms, finalize_ms), counted by the transition
+        ``<phase>:count``; phases synth_ms, gpu_ms, finalize_ms; buckets ``_lib.lua``
+        ``PHASE_BUCKETS_MS`` = ``reads.PHASE_BUCKETS_MS``), counted by the transition
         that completes a partition (``finalize_end``), read by /metrics."""
         return f"{self.prefix}:histograms"

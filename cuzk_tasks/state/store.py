@@ -1,14 +1,26 @@
 """StateStore: jobs, partitions and workers in Redis, every transition one Lua script.
 
-The design (state machines, keyspace, pipeline) is in docs/architecture.md.  The rules
-that matter most:
+The overview (state machines, recovery, the outbox) is docs/architecture.md; the contract of
+each transition -- arguments, return value, guards -- is the docstring of its method here
+and the header comment of its script in ``scripts/`` (``_lib.lua`` is the prelude of every
+script: calling convention, key functions, the shared steps).  Key names: :mod:`.keys`;
+states as stored: :mod:`.enums`; the status reads: :mod:`.reads`; how values read back:
+:mod:`.codec`.  Nothing outside this package uses a private name of it.  The rules that
+matter most:
 
-* A transition names the state(s) and attempt it expects; anything else is rejected
-  and changes nothing (the method returns False / ``ok=False`` with a reason).
+* Every multi-key transition is one Lua script (``register_script``: EVALSHA), so it
+  happens whole or not at all.  A transition names the state(s) and attempt it expects;
+  anything else is rejected and changes nothing (the method returns False / ``ok=False``
+  with a reason).  Every transition XADDs an event to ``Keys.events`` (MAXLEN ~).
 * A worker's assignment is a token (``job:idx:attempt:nonce``) issued by
   :meth:`StateStore.gpu_start`.  Only a compare-and-delete on that exact token
   makes the worker idle again, so an end that arrives late (a finalizer of an
-  earlier partition, a duplicate) never clears a worker that has moved on.
+  earlier partition, a duplicate) never clears a worker that has moved on -- the
+  Filecoin cuzk bug, where a finalizer of job A cleared the busy flag of a worker
+  already proving job B (``tests/test_state_machine.py``).
+* ``message=`` arguments are the next stage's outbox entry (:mod:`cuzk_tasks.messages`;
+  without a queue where routing picks it), recorded in the same step and handed to
+  :attr:`StateStore.publisher` with the script's reply.
 * Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
 * With ``outage_s`` > 0 a transition that meets an unreachable (restarting, loading) or
   unable Redis (BUSY, OOM, READONLY) is retried for up to that long (:class:`OutageRetry`); the guards above make the retry of
@@ -174,7 +186,8 @@ class GpuStart:
 
     ``reason``: ``ok``, ``redelivered`` (accepted: the same message again after its run
     died), ``stale`` (wrong attempt/worker/state), ``poison`` (partition and job failed),
-    ``job_<state>`` (job not running), ``unknown``.  ``deliveries``: the partition's count.
+    ``deadline`` (the job's deadline passed: it failed now), ``job_<state>`` (job not
+    running), ``unknown``.  ``deliveries``: the partition's count.
     ``deadline_at``: the job's deadline (Unix time, Redis clock) when accepted and it has one.
     """
 
@@ -354,7 +367,20 @@ def serves(worker: dict, circuit) -> bool:
 
 
 class StateStore:
-    """The Redis state store.  See the module docstring and docs/architecture.md."""
+    """The Redis state store.  See the module docstring and docs/architecture.md.
+
+    ``redis_client``: a ``redis.Redis`` with ``decode_responses=True`` (refused otherwise;
+    :meth:`from_url` makes one, :meth:`from_settings` the one a service process uses).
+    ``prefix``: of every key.  ``result_ttl_s``: a stored result's TTL.  ``events_maxlen``,
+    ``failures_kept``, ``recent_jobs_kept``, ``completions_kept_s``: how much of the event
+    stream, the failures list, the recent jobs and the completions is kept.
+    ``outage_s``: transitions retry that long through a Redis outage (:class:`OutageRetry`;
+    0: no retry; reads never wait).  ``job_retention_s``: a finished job's keys expire that
+    long after its end (0: never).  ``chunk``: the most partitions one step handles where a
+    job's size sets the work (``STATE_CHUNK``).  ``publisher``: see :attr:`publisher`.
+    ``host_affine``: see :attr:`host_affine`.  These travel to every script as its common
+    arguments (:attr:`common_args`, ``_lib.lua``).
+    """
 
     def __init__(self, redis_client, prefix: str = defaults.PREFIX,
                  result_ttl_s: int = defaults.RESULT_TTL_S,
@@ -635,6 +661,8 @@ class StateStore:
         return expired
 
     def get_job(self, job_id) -> dict | None:
+        """The job hash (``Keys.job``), values typed by :mod:`.codec` (ints, float seconds,
+        JSON lists; ``''`` -> None); None for an unknown job."""
         fields = self.redis.hgetall(self.keys.job(job_id))
         return decode(fields) if fields else None
 
@@ -647,6 +675,8 @@ class StateStore:
         return dict(zip(job_ids, pipe.execute()))
 
     def get_partition(self, job_id, idx) -> dict | None:
+        """The partition hash (``Keys.part``, inputs and proof included), decoded as
+        :meth:`get_job`; None if unknown."""
         fields = self.redis.hgetall(self.keys.part(job_id, idx))
         return decode(fields) if fields else None
 
@@ -670,7 +700,12 @@ class StateStore:
         return out
 
     def cancel_job(self, job_id, reason: str = "cancelled by user") -> bool:
-        """A pending/running job -> cancelled with its live partitions; workers untouched."""
+        """A pending/running job -> cancelled (error ``reason``) with its live partitions,
+        out of routed/unrouted; its held messages are dropped and its on_done callback sent
+        (``_lib.lua`` ``finish_job``).  Workers are untouched: a run in flight ends with its
+        own gpu_end.  A job of more than :attr:`chunk` partitions is only marked in this
+        step; its partitions are cancelled by :meth:`reap_jobs`, run before this returns.
+        False when the job is unknown or no longer live."""
         ok, _ = self._run("cancel_job", [self.keys.job(job_id)], [job_id, reason])
         if ok:
             self.reap_jobs()  # a big job's partitions: in short steps, before returning
@@ -759,10 +794,15 @@ class StateStore:
 
     def gpu_start(self, worker_id, job_id, idx, attempt,
                   max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
-        """The device worker begins prove_start: partition -> gpu, worker -> proving with a
-        fresh token.  See :class:`GpuStart` for the reasons.  A redelivery of the same message
-        (partition already in gpu on this worker, same attempt) is ACCEPTED and counted as a
-        delivery -- its earlier run died -- and gets a new token; the old token is stale."""
+        """The device worker begins prove_start: partition (routed to this worker, this
+        attempt, in synth_done) -> gpu, worker -> proving with job, partition, kind, since and
+        a fresh token ``job:idx:attempt:nonce``, recorded on the partition too.  Every accepted
+        delivery counts in the partition's ``deliveries`` (summed over attempts); past
+        ``max_deliveries`` the partition and its job fail ("poison pill?") instead.  A job
+        past its deadline fails here (reason ``deadline``).  See :class:`GpuStart` for the
+        reasons.  A redelivery of the same message (partition already in gpu on this worker,
+        same attempt) is ACCEPTED and counted as a delivery -- its earlier run died -- and
+        gets a new token; the old token is stale."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
         ok, token, reason, deliveries, deadline_at = self._run(
             "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
@@ -774,9 +814,10 @@ class StateStore:
     def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms, message=None) -> GpuEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
         Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
-        and this token (it leaves the worker's routed set).  ``message``
-        (an outbox entry: the partition's finalize) is sent, only when the partition
-        advanced."""
+        and this token (it leaves the worker's routed set): a dead run's late end never
+        advances a redelivered partition.  ``message`` (an outbox entry: the partition's
+        finalize) is sent, only when the partition advanced.  The ``gpu_end`` event is
+        written either way."""
         _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
@@ -807,10 +848,16 @@ class StateStore:
 
     def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
-        """finalizing (or gpu, if its run ended without gpu_end) -> done; the job -> done for
-        exactly one caller (``job_complete``), and in that same step its result
-        (:meth:`collect_result`'s form) is stored with ``result_ttl_s`` and its on_done
-        callback, if any, sent.
+        """finalizing (or gpu, if its run ended without gpu_end) -> done with ``proof_json``
+        and ``public_json``; the job's ``n_done`` + 1, the counter ``completed:<kind>``, the
+        completions zset and the phase histograms; a job past its deadline fails instead
+        (reason ``deadline``).  The job -> done for exactly one caller (``job_complete``),
+        and in that same step its result (:meth:`collect_result`'s form) is stored with
+        ``result_ttl_s`` and its on_done callback, if any, sent (kwargs ``proofs`` null over
+        ``ON_DONE_PROOFS_MAX_BYTES``); until then each call releases the job's next held
+        synthesize message.  For a job of more than :attr:`chunk` partitions the last call
+        only marks it ``completing``: :meth:`reap_jobs`, run before this returns, writes the
+        result in steps and ends the job (its on_done carries ``proofs`` null).
 
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
         the token gpu_start gave the run whose partial this is: always safe) or, when None,
@@ -829,8 +876,10 @@ class StateStore:
         return FinalizeEnd(bool(ok), bool(complete), reason)
 
     def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
-        """Any live partition -> failed (``attempt`` must match, or None = any); the job ->
-        failed on its first failure and its other live partitions -> cancelled.
+        """Any live partition -> failed with ``error`` (``attempt`` must match, or None =
+        any), out of routed/unrouted, counted in ``failed:<kind>`` and the failures list; the
+        job -> failed on its first failure (its on_done sent) and its other live partitions
+        -> cancelled (a big job's by :meth:`reap_jobs`, before this returns).
 
         Compare-and-delete of its worker with ``token`` (the ending run's) or, when None, the
         partition's recorded token unless the partition is in gpu (its run may be in flight:
@@ -897,9 +946,13 @@ class StateStore:
     # --- results --------------------------------------------------------------------
 
     def store_result(self, job_id, result: dict) -> None:
+        """SET a job's result (JSON) with ``result_ttl_s``.  finalize_end stores its own, in
+        the step that makes the job done; this is for a caller (a test) that built one itself."""
         self.redis.set(self.keys.result(job_id), json.dumps(result), ex=self.result_ttl_s)
 
     def get_result(self, job_id) -> dict | None:
+        """The stored result (:meth:`collect_result`'s form), None when there is none (the
+        job is not done, or its result expired)."""
         text = self.redis.get(self.keys.result(job_id))
         return json.loads(text) if text else None
 
@@ -923,7 +976,8 @@ class StateStore:
         the job hash (``on_done`` decoded) plus ``"partitions"`` (``fields`` of the partitions
         ``offset`` .. ``offset + limit - 1``; ``limit`` None = ``defaults.JOB_STATUS_PAGE``),
         ``"page"`` ``{"offset", "limit", "count"}`` and ``"counts"`` (partitions by state, all
-        of them); None for an unknown job or one still being created.  The page is read in
+        of them); None for an unknown job or one still being created.  What ``cuzk.status``,
+        ``Client.status`` and ``/api/jobs/<id>`` return.  The page is read in
         one transaction with the job; the counts of a job bigger than the page in steps of
         :attr:`chunk` partitions after it (so Redis is never held long at any size)."""
         offset = _check_int("offset", offset)
@@ -999,13 +1053,15 @@ class StateStore:
         running -- its stage leases, None = unchanged; ``holding_requests``: the Celery task
         ids of the by-name requests -- submit, status, result -- it holds, its request
         leases, None = unchanged).  Never touches the worker's state or token.
+        ``extra`` may not name a field the store owns (state, job, partition, kind, token,
+        since, role, ...: StateError).
         ``registration``: what :meth:`register_worker` recorded; when the worker hash has lost
         it (Redis came back empty) the beat records it again, with its resident set.
         ``holder``: the process that claimed the worker id (:meth:`register_worker`): while
         the id's heartbeat lives under another holder, the beat changes nothing and says so
         (``Beat.held_by``).  With ``holding`` the beat also ends a stale "proving" record: a
         run that began before the previous beat with ``holding`` and is not held now is over
-        (heartbeat.lua; docs/architecture.md, "Worker state after an outage").
+        (heartbeat.lua, whose header says how).
         Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
@@ -1080,8 +1136,9 @@ class StateStore:
         return int(self.redis.pttl(self.keys.hb(_check_worker_id(worker_id))))
 
     def get_worker(self, worker_id) -> dict | None:
-        """The worker hash, decoded, with ``state`` derived (offline without a heartbeat),
-        ``stored_state``, ``online``, ``hb_ttl_left_ms``, ``outstanding``; None if unknown."""
+        """The worker hash, decoded, plus ``worker_id``, ``state`` (derived: offline without
+        a heartbeat), ``stored_state``, ``online``, ``hb_ttl_left_ms``, ``hb_age_s``,
+        ``outstanding`` (its routed set's size) and ``resident`` (a list); None if unknown."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hgetall(self.keys.worker(worker_id))
         pipe.pttl(self.keys.hb(worker_id))

@@ -16,7 +16,7 @@
 -- was retired while it stalled): with A(6) the beat registers the worker again, as
 -- register_worker.lua does but keeping whatever the hash holds (a resident set or an
 -- assignment written meanwhile), and emits worker_registered.
--- A stale "proving" record (docs/architecture.md, "Worker state after an outage"): when the
+-- A stale "proving" record (a gpu_end given up in a long Redis outage, or never run): when the
 -- beat reports `running` (a device worker: what its pool process proves now, '' = nothing),
 -- a record of another run that began (`since`) before the previous such beat (`holding_at`)
 -- is over: the worker goes idle by compare-and-delete on its token (worker_idle, reason
