@@ -183,7 +183,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         _say(f"workers are up (logs in {workdir})")
         _wait_web(procs, web_url)
         _say(f"status page: {web_url}")
-        # what a client needs (README, "Run the service and submit jobs"): Client(URL).submit(NAME, ...)
+        # what a client needs (docs/client.md): Client(URL).submit(NAME, ...)
         _say(f"redis: {redact_url(redis_url)}")  # a password given with --redis is not printed
         _say(f"circuits: {', '.join(sorted(settings.circuits))}")
 
@@ -234,7 +234,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
                  f"(logs in {workdir})")
         if keep_running:
             _say(f"stack is up: submit to {redact_url(redis_url)} with cuzk_tasks.client.Client "
-                 "(README); Ctrl-C to stop")
+                 "(docs/client.md); Ctrl-C to stop")
             while True:
                 procs.check_alive()
                 time.sleep(1)

@@ -1,7 +1,7 @@
 """Client.submit by circuit name (no registry in the client): a CPU worker must answer.
 
 Real redis-server, no worker processes: the check in front of ``cuzk.submit`` reads the
-workers the state store knows.  The README's snippet against a running stack is
+workers the state store knows.  docs/client.md's snippet against a running stack is
 tests/test_demo.py.
 """
 

@@ -1,5 +1,5 @@
-"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it; and the README's
-client snippet, run against the stack `demo --keep-running` leaves up."""
+"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it; and the
+client snippet of docs/client.md, run against the stack `demo --keep-running` leaves up."""
 
 import ast
 import json
@@ -75,11 +75,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def readme_client_snippet():
-    """The README's ``from cuzk_tasks.client import Client`` code block, as written."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/client.md's ``from cuzk_tasks.client import Client`` code block, as written."""
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
     blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
               if "from cuzk_tasks.client import Client" in b]
-    assert len(blocks) == 1, "README.md: expected one client snippet"
+    assert len(blocks) == 1, "docs/client.md: expected one client snippet"
     return blocks[0]
 
 
@@ -91,7 +91,7 @@ def adapt_snippet(code, redis_url):
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     client = [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "Client"]
     submit = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "submit"]
-    assert len(client) == 1 and len(submit) == 1, "README client snippet: one Client(...), one .submit(...)"
+    assert len(client) == 1 and len(submit) == 1, "docs/client.md client snippet: one Client(...), one .submit(...)"
     url = client[0].args[0]
     assert isinstance(url, ast.Constant) and url.value.startswith("redis://")
     lines = code.splitlines(keepends=True)
@@ -142,7 +142,7 @@ def test_readme_client_snippet_runs_against_the_demo(tmp_path):
         assert any("Ctrl-C to stop" in line for line in lines), "".join(lines)
         assert url and circuits, "the demo must print its Redis URL and circuits:\n" + "".join(lines)
         code, circuit, request_id = adapt_snippet(readme_client_snippet(), url)
-        assert circuit in circuits, f"README snippet submits {circuit!r}; the demo serves {circuits}"
+        assert circuit in circuits, f"docs/client.md snippet submits {circuit!r}; the demo serves {circuits}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_")}  # a fresh shell
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
