@@ -16,7 +16,7 @@ kills a long-lived stream.  gevent would hold more streams per process but needs
 monkey-patching of the whole app for a gain we do not need at tens of viewers.
 
 Defaults 2 processes x 128 threads: on 2 cores, 1 / 2 / 3 processes were measured
-(docs/benchmarks.md, status page): 2 gave the lowest /api/status latency with live
+(docs/benchmarks-history.md, status page): 2 gave the lowest /api/status latency with live
 streams open.  Requests cost one cached-bytes write each (webapp/status.py), so more
 threads than open streams do not matter; each process makes its first (full) read at
 boot (``post_worker_init`` below), not in its first request.
