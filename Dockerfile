@@ -33,10 +33,9 @@ WORKDIR /src
 COPY ops/constraints.txt /src/ops/constraints.txt
 COPY pyproject.toml setup.py README.md /src/
 COPY cuzk_tasks /src/cuzk_tasks
-COPY webapp /src/webapp
 # PIP_CONSTRAINT (not -c) so the isolated build environment's setuptools is pinned too
 RUN PIP_CONSTRAINT=/src/ops/constraints.txt pip install /src \
- && cd / && python -c "import cuzk_tasks._native, webapp, gunicorn; from cuzk_tasks.groth16.backends import get_backend; get_backend('cpu')"
+ && cd / && python -c "import cuzk_tasks._native, cuzk_tasks.web, gunicorn; from cuzk_tasks.groth16.backends import get_backend; get_backend('cpu')"
 
 # -------- cpu: runtime -----------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu
@@ -93,10 +92,9 @@ WORKDIR /src
 COPY ops/constraints.txt ops/constraints-gpu.txt /src/ops/
 COPY pyproject.toml setup.py README.md /src/
 COPY cuzk_tasks /src/cuzk_tasks
-COPY webapp /src/webapp
 RUN cat /src/ops/constraints.txt /src/ops/constraints-gpu.txt > /tmp/constraints.txt \
  && PIP_CONSTRAINT=/tmp/constraints.txt pip install "/src[gpu]" \
- && cd / && python -c "import cuzk_tasks._native, webapp, gunicorn, cupy"
+ && cd / && python -c "import cuzk_tasks._native, cuzk_tasks.web, gunicorn, cupy"
 
 # -------- gpu: runtime ------------------------------------------------------------------
 FROM ${CUDA_IMAGE} AS gpu

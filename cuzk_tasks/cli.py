@@ -317,7 +317,7 @@ def _cmd_status(args):
 
 def _cmd_web(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from webapp.serve import exec_gunicorn
+    from .web.serve import exec_gunicorn
 
     _settings(args)  # fail early, with the usual message, on bad settings
     exec_gunicorn(bind=args.bind, workers=args.workers, redis_url=args.redis, config=args.config)
@@ -454,7 +454,7 @@ def build_parser(only=None):
         p.set_defaults(func=_cmd_demo)
 
     if wanted("web"):
-        p = sub.add_parser("web", help="serve the status page (gunicorn, webapp/gunicorn.conf.py)")
+        p = sub.add_parser("web", help="serve the status page (gunicorn, cuzk_tasks/web/gunicorn.conf.py)")
         p.add_argument("--bind", default=None, help="HOST:PORT (default: $CUZK_WEB_BIND or 127.0.0.1:8080)")
         p.add_argument("--workers", type=int, default=None, help="gunicorn worker processes")
         _service_options(p)

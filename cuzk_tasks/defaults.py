@@ -403,7 +403,7 @@ CREATING_STALE_S = 600.0
 and never finished -- its submitter died -- is deleted by the sweeper, in chunks.  Such a job
 is invisible meanwhile (no request id maps to it, no index lists it)."""
 
-# --- web status page (webapp/, ``cuzk-tasks web``) ---------------------------
+# --- web status page (cuzk_tasks/web/, ``cuzk-tasks web``) -------------------
 # Environment only.  Redis URL and prefix are the service's (CUZK_STATE_URL / CUZK_REDIS_URL,
 # CUZK_PREFIX, CUZK_CONFIG).  The page is read-only; it never calls Celery inspect/control.
 
@@ -474,7 +474,7 @@ WEB_SPARE_THREADS = 16
 WEB_CLIENT_TIMEOUT_S = 10.0
 """Seconds a client has to send a whole request head, and a body of up to
 ``WEB_BUFFERED_BODY_BYTES``, once it started sending it (env ``CUZK_WEB_CLIENT_TIMEOUT_S``).
-The web worker (webapp/worker.py) reads them without blocking and parks an incomplete
+The web worker (cuzk_tasks/web/worker.py) reads them without blocking and parks an incomplete
 request on its poller, closing the connection past this: slow clients (slowloris) hold a
 socket, never a thread."""
 

@@ -21,9 +21,6 @@ import threading
 import time
 import urllib.request
 
-from webapp.config import redact_url
-from webapp.serve import gunicorn_argv, web_env
-
 from .client import Client
 from .config import load_settings
 from .errors import CuzkError
@@ -31,6 +28,8 @@ from .groth16.gpu import device_count
 from .groth16.verifier import verify
 from .local_redis import LocalRedis, free_port
 from .state import JobState
+from .web.config import redact_url
+from .web.serve import gunicorn_argv, web_env
 
 DEMO_CIRCUIT_DIR = pathlib.Path(__file__).resolve().parent / "data" / "mulchain_1k"
 DEMO_CIRCUIT = "mulchain_1k"

@@ -445,13 +445,13 @@ def test_job_status_pages_partitions_and_counts_all_of_them(store_factory):
     # the status read carries the first parts_per_job partitions of a job
     from cuzk_tasks.state import reads
 
-    d = reads.status_delta(store, None, {}, reads.STATUS_PARTITION_FIELDS, parts_per_job=5)
+    d = reads.status_delta(store, None, {}, reads.PARTITION_FIELDS, parts_per_job=5)
     assert len(d["jobs"][job]["parts"]) == 5
 
 
 def test_the_web_job_document_pages(store_factory):
-    from webapp import create_app
-    from webapp.config import WebConfig
+    from cuzk_tasks.web import create_app
+    from cuzk_tasks.web.config import WebConfig
 
     store = store_factory(chunk=3)
     job, _ = make_job(store, 8, window=8)

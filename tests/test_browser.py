@@ -92,7 +92,7 @@ def stack(tmp_path_factory):
         start("dev1", py + ["worker", "--device", "1", "--backend", "gpu"], {"PYTHONPATH": os.pathsep.join(
             [str(ROOT / "tests" / "cuda_emu" / "site"), env["PYTHONPATH"]])})
         start("cpu", py + ["worker", "--cpu", "--concurrency", "2"])
-        start("web", py + ["web"])  # cuzk-tasks web: gunicorn -c webapp/gunicorn.conf.py
+        start("web", py + ["web"])  # cuzk-tasks web: gunicorn -c cuzk_tasks/web/gunicorn.conf.py
         settings = load_settings(env=env)
         from cuzk_tasks.client import Client
 

@@ -241,9 +241,9 @@ def _string_constants(paths):
 
 
 def env_vars_read_by_code() -> set[str]:
-    """Environment variable names the code reads: string constants of cuzk_tasks/ and
-    webapp/ that look like one (os.environ["X"], env_str("X"), the _FIELDS table ...)."""
-    files = list((ROOT / "cuzk_tasks").rglob("*.py")) + list((ROOT / "webapp").rglob("*.py"))
+    """Environment variable names the code reads: string constants of cuzk_tasks/ (the
+    web app included) that look like one (os.environ["X"], env_str("X"), the _FIELDS table ...)."""
+    files = list((ROOT / "cuzk_tasks").rglob("*.py"))
     return {s for s in _string_constants(files) if re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", s)}
 
 
@@ -259,7 +259,7 @@ def test_every_env_var_of_our_services_is_read_by_the_code():
         for var in service_env(svc):
             assert not var.startswith(("CUZK_TEST_", "CUZK_BENCH_")), \
                 f"{name}: test/bench instrument {var} must never be set in a deployment"
-            assert var in known, f"{name}: {var} is not read anywhere in cuzk_tasks/ or webapp/"
+            assert var in known, f"{name}: {var} is not read anywhere in cuzk_tasks/"
 
 
 def test_service_settings_load(tmp_path):
@@ -275,7 +275,7 @@ def test_service_settings_load(tmp_path):
         assert settings.redis_url == "redis://:pw@redis:6379/0", name
         assert "mulchain_1k" in settings.circuits
         if svc["command"][0] == "web":
-            from webapp.config import load_web_config
+            from cuzk_tasks.web.config import load_web_config
 
             web = load_web_config(env=env)
             assert web.bind == "0.0.0.0:8080"
@@ -405,13 +405,13 @@ def test_nothing_is_published_beyond_loopback_by_default():
     assert out["web"]["ports"] == ["0.0.0.0:8443:8080"]
     assert out["prometheus"]["ports"] == ["10.0.0.5:9090:9090"]
     assert out["grafana"]["ports"] == ["0.0.0.0:3000:3000"]
-    # the web container knows what it is published on (webapp.serve.check_exposure)
+    # the web container knows what it is published on (cuzk_tasks.web.serve.check_exposure)
     assert service_env(out["web"])["CUZK_WEB_PUBLISH"] == "0.0.0.0"
     assert service_env(compose_services()["web"])["CUZK_WEB_PUBLISH"] == "127.0.0.1"
 
 
 def _web_config(tmp_path, env):
-    from webapp.config import load_web_config
+    from cuzk_tasks.web.config import load_web_config
 
     svc = compose_services(dict(env, REDIS_PASSWORD="pw"))["web"]
     return load_web_config(env=dict(service_env(svc), CUZK_CONFIG=str(_sample_config(tmp_path))))
@@ -419,7 +419,7 @@ def _web_config(tmp_path, env):
 
 def test_web_refuses_to_be_published_without_a_token(tmp_path):
     from cuzk_tasks.errors import ConfigError
-    from webapp.serve import check_exposure
+    from cuzk_tasks.web.serve import check_exposure
 
     check_exposure(_web_config(tmp_path / "a", {}))  # loopback: no token needed
     with pytest.raises(ConfigError, match="CUZK_WEB_TOKEN"):
@@ -427,7 +427,7 @@ def test_web_refuses_to_be_published_without_a_token(tmp_path):
     check_exposure(_web_config(tmp_path / "c", {"CUZK_WEB_PUBLISH": "0.0.0.0",
                                                 "CUZK_WEB_TOKEN": "t0ken"}))
     # without compose (systemd) the bind address is what other hosts reach
-    from webapp.config import WebConfig
+    from cuzk_tasks.web.config import WebConfig
 
     for bind in ("0.0.0.0:8080", "[::]:8080", "10.1.2.3:80"):
         with pytest.raises(ConfigError, match="CUZK_WEB_BIND"):
@@ -750,12 +750,12 @@ def test_constraints_pin_every_dependency():
 # ---------------------------------------------------------------------------------------
 
 def exposed_metric_names() -> set[str]:
-    """Sample names /metrics can expose: every metric family webapp/metrics.py builds, from
+    """Sample names /metrics can expose: every metric family cuzk_tasks/web/metrics.py builds, from
     a status document with every group populated and a state store's histograms."""
     fakeredis = pytest.importorskip("fakeredis")
     pytest.importorskip("prometheus_client")
     from cuzk_tasks.state import StateStore
-    from webapp import metrics
+    from cuzk_tasks.web import metrics
 
     groups = ("completed", "failed", "gpu_faults", "jobs_done", "jobs_failed", "jobs_cancelled")
     status = {"queues": [{"name": "q", "depth": 1}],
@@ -792,7 +792,7 @@ def metric_names_used(exprs):
 
 def test_alerts_and_dashboard_use_exposed_metrics():
     exposed = exposed_metric_names()
-    assert exposed, "no metric families found in webapp/metrics.py"
+    assert exposed, "no metric families found in cuzk_tasks/web/metrics.py"
     for where, exprs in (("alerts.yml", _exprs_in_rules()), ("cuzk.json", _exprs_in_dashboard())):
         unknown = metric_names_used(exprs) - exposed
         assert not unknown, f"{where} uses metrics /metrics does not expose: {sorted(unknown)}"
@@ -987,7 +987,7 @@ def test_gunicorn_opens_no_control_socket():
     pytest.importorskip("gunicorn")
     from gunicorn.config import Config
 
-    path = ROOT / "webapp" / "gunicorn.conf.py"
+    path = ROOT / "cuzk_tasks" / "web" / "gunicorn.conf.py"
     namespace = {"__file__": str(path), "__name__": "__config__"}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     assert namespace["control_socket_disable"] is True

@@ -1,6 +1,6 @@
 """The docs' mechanical claims, kept true of the code.
 
-* Every ``CUZK_*`` environment variable the code reads (cuzk_tasks/, webapp/, ops/*.py,
+* Every ``CUZK_*`` environment variable the code reads (cuzk_tasks/ with its web app, ops/*.py,
   and ``getenv`` in the native sources) is documented in cuzk_tasks/defaults.py next to a
   constant that holds its default.
 * Every key builder of ``cuzk_tasks.state.keys.Keys`` has a docstring that says the key's
@@ -45,7 +45,7 @@ NATIVE_GETENV = re.compile(r"getenv\(\s*\"(CUZK_[A-Z0-9_]+)\"")
 # --- CUZK_* variables -----------------------------------------------------------------
 
 def _python_sources():
-    files = [*(ROOT / "cuzk_tasks").rglob("*.py"), *(ROOT / "webapp").rglob("*.py"),
+    files = [*(ROOT / "cuzk_tasks").rglob("*.py"),
              *(ROOT / "ops").glob("*.py")]
     return [f for f in files if f.resolve() != DEFAULTS]
 
@@ -92,7 +92,7 @@ def undocumented_env_vars(code_vars, defaults_source) -> set[str]:
 
 def test_every_env_var_the_code_reads_is_in_defaults_py():
     code = env_vars_in_code()
-    # the scan sees the settings tables (config.py, webapp/config.py), direct reads and C++
+    # the scan sees the settings tables (config.py, web/config.py), direct reads and C++
     assert {"CUZK_REDIS_URL", "CUZK_DEFAULT_PRIORITY", "CUZK_WEB_TOKEN", "CUZK_WEB_LOGLEVEL",
             "CUZK_GPU_MSM_WINDOW", "CUZK_MSM_WINDOW"} <= set(code)
     missing = undocumented_env_vars(code, DEFAULTS.read_text(encoding="utf-8"))

@@ -1,6 +1,8 @@
 """One-way imports (issue 14): cuzk_tasks.groth16 is a pure proving library that never
-depends on Celery or Redis; the state store, wire and the web app never load Celery; no
-module imports another that imports it back; and an import inside a function says why."""
+depends on Celery or Redis; the state store, wire and the web app never load Celery; the
+web app (cuzk_tasks.web) is a layer on top that reads the state store through its public
+read API only, and only the commands that start it import it; no module imports another
+that imports it back; and an import inside a function says why."""
 
 import ast
 import io
@@ -15,7 +17,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GROTH16 = ROOT / "cuzk_tasks" / "groth16"
 FORBIDDEN = {"celery", "redis", "kombu", "flask"}
-PACKAGES = ("cuzk_tasks", "webapp")
+PACKAGES = ("cuzk_tasks",)
 
 
 def test_no_forbidden_import_statements():
@@ -47,7 +49,8 @@ def test_state_store_messages_and_web_app_do_not_load_celery():
     """The state store, the outbox entries it is handed (messages, queues), and the web app
     (which reads through the store) never need Celery or kombu."""
     code = (
-        "import sys, cuzk_tasks.state, cuzk_tasks.messages, cuzk_tasks.queues, webapp, webapp.status\n"
+        "import sys, cuzk_tasks.state, cuzk_tasks.messages, cuzk_tasks.queues, cuzk_tasks.web, "
+        "cuzk_tasks.web.status\n"
         "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('celery', 'kombu'))\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
     )
@@ -216,7 +219,7 @@ def test_no_function_of_the_web_app_is_longer_than_sixty_lines():
     """The status page is small modules and blueprints (issue 14): a view that grows past
     60 lines is split, not nested."""
     long = []
-    for path in sorted((ROOT / "webapp").glob("*.py")):
+    for path in sorted((ROOT / "cuzk_tasks" / "web").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
@@ -232,8 +235,8 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def module_files() -> dict[str, pathlib.Path]:
-    """Every module of the packages by dotted name (``webapp/gunicorn.conf.py`` is
-    ``webapp.gunicorn.conf``: gunicorn reads it as a file, nothing imports it)."""
+    """Every module of the packages by dotted name (``cuzk_tasks/web/gunicorn.conf.py`` is
+    ``cuzk_tasks.web.gunicorn.conf``: gunicorn reads it as a file, nothing imports it)."""
     files = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -243,13 +246,21 @@ def module_files() -> dict[str, pathlib.Path]:
     return files
 
 
+def from_import_base(module: str, path: pathlib.Path, node: ast.ImportFrom) -> str:
+    """The absolute module name ``from X import ...`` in ``module`` (file ``path``) names."""
+    base = node.module or ""
+    if node.level:
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    return base
+
+
 def imported_modules(module: str, path: pathlib.Path, known) -> set[str]:
     """The modules of ``known`` that ``module`` imports, at module level or in a function.
     ``from pkg import name`` names the submodule ``pkg.name`` when there is one (an edge to
     it, not to the package's __init__), else ``pkg``; a name outside ``known`` is the
     nearest known package above it."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-
     def nearest(name):
         while name and name not in known:
             name = name.rpartition(".")[0]
@@ -260,10 +271,7 @@ def imported_modules(module: str, path: pathlib.Path, known) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(nearest(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
+            base = from_import_base(module, path, node)
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in known else nearest(base))
@@ -315,6 +323,106 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_import():
     known = module_files()
     edges = imported_modules("cuzk_tasks.celery_app", known["cuzk_tasks.celery_app"], known)
     assert "cuzk_tasks.tasks" in edges  # imported inside create_app
+
+
+# --- the web app: a layer inside cuzk_tasks ----------------------------------------------
+
+WEB = "cuzk_tasks.web"
+#: Of the rest of cuzk_tasks the web app takes these names and no others (None: any name of
+#: a module of plain values).  From the state store: its public read API -- the StateStore
+#: (its methods: WEB_STORE_READS), the status reads of ``reads`` and the record decoding of
+#: ``codec``; never ``keys``, ``store`` internals or the Lua scripts, which only the store
+#: owns.  Besides: settings, errors, the Redis outage classification and the queue names
+#: whose depths the status read sums.
+WEB_MAY_TAKE = {
+    "cuzk_tasks.state": {"StateStore"},
+    "cuzk_tasks.state.reads": {"status_delta", "last_event_id", "phase_histograms",
+                               "PARTITION_FIELDS"},
+    "cuzk_tasks.state.codec": {"decode"},
+    "cuzk_tasks.queues": {"queue_keys"},
+    "cuzk_tasks.redis_url": {"is_outage", "outage_errors"},
+    "cuzk_tasks.config": {"load_settings"},
+    "cuzk_tasks.errors": {"ConfigError"},
+    "cuzk_tasks.defaults": None,
+}
+#: The StateStore methods the web app calls: reads, all of them (it writes nothing).
+WEB_STORE_READS = {"from_url", "ping", "get_job", "job_status", "get_result", "collect_result",
+                   "events"}
+#: What reaches Redis beside the store's methods: the web app never touches any of it.
+STORE_INSIDES = {"redis", "keys", "script", "common_args", "Keys"}
+#: The modules outside the web app that import it, and what they import: the commands
+#: that start it (``cuzk-tasks web``, ``cuzk-tasks demo``).  Nothing else depends on it.
+WEB_STARTED_BY = {"cuzk_tasks.cli": {"cuzk_tasks.web.serve"},
+                  "cuzk_tasks.demo": {"cuzk_tasks.web.config", "cuzk_tasks.web.serve"}}
+
+
+def in_web(module: str) -> bool:
+    return module == WEB or module.startswith(WEB + ".")
+
+
+def web_uses() -> tuple[dict[str, set[str]], set[str], set[str]]:
+    """What the web app's modules use of the rest: ``({module of cuzk_tasks outside the web
+    app: names taken from it}, {attributes used on a store}, {top-level packages imported})``.
+    A name is taken by ``from m import name`` or as ``alias.name`` of a module imported as
+    ``alias``; a store is ``store``, ``<x>.store`` or the class ``StateStore``."""
+    known = module_files()
+    taken, store_attrs, packages = {}, set(), set()
+    for module, path in known.items():
+        if not in_web(module):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    packages.add(alias.name.split(".")[0])
+                    if alias.name in known and not in_web(alias.name):
+                        taken.setdefault(alias.name, set()).add("*")  # the whole module
+            elif isinstance(node, ast.ImportFrom):
+                base = from_import_base(module, path, node)
+                packages.add(base.split(".")[0])
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in known:
+                        aliases[alias.asname or alias.name] = sub
+                    elif base in known and not in_web(base):
+                        taken.setdefault(base, set()).add(alias.name)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in aliases \
+                    and not in_web(aliases[value.id]):
+                taken.setdefault(aliases[value.id], set()).add(node.attr)
+            if (isinstance(value, ast.Name) and value.id in ("store", "StateStore")) \
+                    or (isinstance(value, ast.Attribute) and value.attr == "store"):
+                store_attrs.add(node.attr)
+        store_attrs |= {n.attr for n in ast.walk(tree)
+                        if isinstance(n, ast.Attribute) and n.attr in STORE_INSIDES}
+        store_attrs |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "Keys"}
+    return taken, store_attrs, packages
+
+
+def test_the_web_app_reads_the_state_store_through_its_read_api_only():
+    """cuzk_tasks/web/ shapes pages and documents out of what the store's read API returns;
+    Redis keys, Lua scripts and redis-py stay behind the store (cuzk_tasks/state/)."""
+    taken, store_attrs, packages = web_uses()
+    assert "status_delta" in taken["cuzk_tasks.state.reads"] and "job_status" in store_attrs
+    wrong = {m: sorted(names - WEB_MAY_TAKE[m]) if m in WEB_MAY_TAKE else sorted(names)
+             for m, names in taken.items()
+             if m not in WEB_MAY_TAKE or (WEB_MAY_TAKE[m] is not None and names - WEB_MAY_TAKE[m])}
+    assert not wrong, f"the web app takes what the layer rule does not give it: {wrong}"
+    assert store_attrs <= WEB_STORE_READS, sorted(store_attrs - WEB_STORE_READS)
+    assert not packages & {"redis", "celery", "kombu"}, sorted(packages)
+
+
+def test_only_the_commands_that_start_it_import_the_web_app():
+    graph = import_graph()
+    importers = {m: {t for t in targets if in_web(t)} for m, targets in graph.items()
+                 if not in_web(m) and any(in_web(t) for t in targets)}
+    assert set(importers) == set(WEB_STARTED_BY), importers
+    for module, targets in importers.items():
+        assert targets <= WEB_STARTED_BY[module], (module, targets)
 
 
 # --- imports inside a function ------------------------------------------------------------

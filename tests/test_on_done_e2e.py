@@ -78,7 +78,7 @@ def _side_site(base):
     runs on the same celery/kombu/redis and has no way to import cuzk_tasks."""
     site = base / "side-site"
     site.mkdir(exist_ok=True)
-    ours = ("cuzk_tasks", "cuzk-tasks", "webapp", "__editable__")
+    ours = ("cuzk_tasks", "cuzk-tasks", "__editable__")
     paths = sysconfig.get_paths()
     for directory in dict.fromkeys([paths["purelib"], paths["platlib"]]):
         for entry in os.listdir(directory):

@@ -61,8 +61,8 @@ if REDIS7_DIR is None:
                 "(apt-get install redis-server)", allow_module_level=True)
 # Put that redis first for every process this module starts.
 REDIS_PATH = os.pathsep.join([REDIS7_DIR, os.environ.get("PATH", "")])
-if not (ROOT / "webapp" / "gunicorn.conf.py").exists():  # pragma: no cover
-    pytest.skip("webapp/ (the status page) is not there yet", allow_module_level=True)
+if not (ROOT / "cuzk_tasks" / "web" / "gunicorn.conf.py").exists():  # pragma: no cover
+    pytest.skip("cuzk_tasks/web/ (the status page) is not there yet", allow_module_level=True)
 
 PASSWORD = "pw" + secrets.token_hex(12)
 

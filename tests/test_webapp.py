@@ -1,4 +1,4 @@
-"""The status page (webapp/) through Flask's test client, on fakeredis AND a real
+"""The status page (cuzk_tasks/web/) through Flask's test client, on fakeredis AND a real
 redis-server (the ``store`` fixture), with every state made by the real state-store methods."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("prometheus_client")
 
-from webapp import create_app  # noqa: E402
-from webapp.config import WebConfig, redact_url  # noqa: E402
+from cuzk_tasks.web import create_app  # noqa: E402
+from cuzk_tasks.web.config import WebConfig, redact_url  # noqa: E402
 
 KIND40 = "groth16-porep-snap-deal-update-32gib-v1x"
 assert len(KIND40) == 40
@@ -323,7 +323,7 @@ def test_login_never_redirects_off_site(store, nxt):
         assert r.status_code == 302 and r.headers["Location"] == "/", (nxt, r.headers["Location"])
     r = c.post("/login", data={"token": "tok", "csrf": login_csrf(c), "next": "/jobs/a"})
     assert r.headers["Location"] == "/jobs/a"
-    from webapp.auth import safe_next
+    from cuzk_tasks.web.auth import safe_next
 
     assert safe_next(nxt) == "/" and safe_next("/jobs/abc?x=1") == "/jobs/abc?x=1"
 
@@ -369,7 +369,7 @@ def test_login_failures_are_rate_limited_per_client(store):
 
 
 def test_login_limiter_window_and_memory_bound():
-    from webapp.auth import LoginLimiter
+    from cuzk_tasks.web.auth import LoginLimiter
 
     lim = LoginLimiter(2, 0.3, max_clients=4)
     lim.failed("a"), lim.failed("a")
@@ -507,14 +507,14 @@ def test_a_job_with_a_deadline_shows_the_time_left(store):
 
 
 def test_gunicorn_worker_start_warms_the_status_cache(store):
-    """webapp/gunicorn.conf.py's post_worker_init makes the first status read in the
+    """cuzk_tasks/web/gunicorn.conf.py's post_worker_init makes the first status read in the
     background, so the first request does not pay for it."""
     import pathlib
     import runpy
     import types
 
-    conf = runpy.run_path(str(pathlib.Path(__file__).resolve().parent.parent / "webapp"
-                              / "gunicorn.conf.py"))
+    conf = runpy.run_path(str(pathlib.Path(__file__).resolve().parent.parent / "cuzk_tasks"
+                              / "web" / "gunicorn.conf.py"))
     job(store, "warm-" + uuid.uuid4().hex[:6])
     app = make_app(store)
     reader = app.extensions["cuzk"].reader

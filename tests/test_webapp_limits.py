@@ -214,7 +214,7 @@ def test_keep_alive_pipelining_and_bodies_still_work(web):
 
 
 def test_what_counts_as_a_complete_request():
-    from webapp.worker import MAX_HEAD_BYTES, request_complete
+    from cuzk_tasks.web.worker import MAX_HEAD_BYTES, request_complete
 
     assert request_complete(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") is True
     assert request_complete(b"GET / HTTP/1.1\r\nHost: x\r\n") is False

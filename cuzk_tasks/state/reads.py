@@ -3,9 +3,10 @@ Lua script (``scripts/status_delta.lua``, a consistent view), whole (:func:`snap
 CLI, the demo, the benchmarks) or incrementally (:func:`status_delta`: the web status page),
 the newest event id, and the phase-duration histograms the transitions keep.  Read only.
 
-The partition fields a read returns are named here once: :data:`PARTITION_FIELDS` (every
-small field; input, proof and public are left out) and the two subsets of it the web app
-sends, :data:`JOB_PARTITION_FIELDS` and :data:`STATUS_PARTITION_FIELDS` (docs/api.md).
+The partition fields a read may return are named here once: :data:`PARTITION_FIELDS`
+(every small field; input, proof and public are left out).  Which of them a reader shows is
+the reader's choice, passed in: the web app's two subsets live with the documents they shape
+(``cuzk_tasks/web/api.py``, ``cuzk_tasks/web/status.py``; docs/api.md).
 """
 
 from __future__ import annotations
@@ -20,13 +21,6 @@ PARTITION_FIELDS = (
     "synth_ms", "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
     "t_gpu_start", "t_gpu_end", "t_redispatched", "t_done", "t_end", "error",
 )
-#: /api/jobs/<id> (docs/api.md): all but the worker-internal token and witness path
-JOB_PARTITION_FIELDS = tuple(f for f in PARTITION_FIELDS
-                             if f not in ("token", "witness_ref", "t_redispatched"))
-#: /api/status per partition (docs/api.md, ``partition_fields``): what the page draws
-STATUS_PARTITION_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "gpu_ms",
-                           "finalize_ms", "t_synth_start", "t_gpu_start", "t_gpu_end", "t_done",
-                           "error")
 PHASES = ("synth_ms", "gpu_ms", "finalize_ms")
 #: upper bounds (ms) of the phase histograms' buckets, +Inf implied: the list
 #: ``_lib.lua`` ``PHASE_BUCKETS_MS`` counts into (tests/test_state_store.py compares them)

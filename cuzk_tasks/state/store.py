@@ -1221,6 +1221,11 @@ class StateStore:
 
     # --- read API -------------------------------------------------------------------------
 
+    def ping(self) -> None:
+        """One round trip to Redis; raises redis-py's error when it is unreachable (the web
+        app's /healthz, which reaches Redis only through this store)."""
+        self.redis.ping()
+
     def snapshot(self, queues: dict | None = None,
                  recent_jobs: int = defaults.SNAPSHOT_RECENT_JOBS,
                  failures: int = defaults.FAILURES_KEPT,

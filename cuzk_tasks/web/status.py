@@ -25,7 +25,10 @@ SCHEMA_VERSION = 2
 """2: in /api/status, each partition is an array of values in ``partition_fields`` order
 (the document's own list); 1 had an object per partition (2.3x the bytes at 500 x 16)."""
 
-PART_FIELDS = reads.STATUS_PARTITION_FIELDS  # docs/api.md, "partition_fields"
+#: /api/status per partition (docs/api.md, ``partition_fields``): what the page draws, of
+#: the fields the store reads (``reads.PARTITION_FIELDS``)
+PART_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "gpu_ms", "finalize_ms",
+               "t_synth_start", "t_gpu_start", "t_gpu_end", "t_done", "error")
 JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "submitted_at", "started_at",
               "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
               "deadline_at")

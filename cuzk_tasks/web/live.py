@@ -23,7 +23,7 @@ from cuzk_tasks.state.reads import last_event_id
 
 from .outage import OutageLog, is_outage
 
-log = logging.getLogger("webapp.live")
+log = logging.getLogger("cuzk_tasks.web.live")
 
 
 class Subscriber:

@@ -17,7 +17,7 @@ from flask import Response, jsonify, render_template, request
 
 from cuzk_tasks.redis_url import is_outage, outage_errors
 
-log = logging.getLogger("webapp")
+log = logging.getLogger("cuzk_tasks.web")
 
 #: the endpoints that read Redis: one that answers ends an outage (static files, /login do not)
 READS_REDIS = frozenset({"pages.index", "pages.job", "api.status", "api.events", "api.job",

@@ -1,11 +1,11 @@
 """The cuzk-tasks status page: a read-only Flask app over the Redis state store.
 
-``create_app(config)`` builds it; gunicorn serves it (``webapp/gunicorn.conf.py``,
+``create_app(config)`` builds it; gunicorn serves it (``cuzk_tasks/web/gunicorn.conf.py``,
 ``cuzk-tasks web``).  Blueprints: ``auth`` (token, basic auth, /login), ``pages`` (/,
 /jobs/<id>), ``api`` (/api/status, /api/events, /api/jobs/<id>, /api/jobs/<id>/result,
-/healthz), ``metrics`` (/metrics).  Views reach the store through :mod:`webapp.services`.
+/healthz), ``metrics`` (/metrics).  Views reach the store through :mod:`cuzk_tasks.web.services`.
 The JSON schema is in docs/api.md.  While Redis is unreachable every page that reads it
-answers 503 (:mod:`webapp.outage`).
+answers 503 (:mod:`cuzk_tasks.web.outage`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .live import Broadcaster
 from .services import EXTENSION, Services
 from .status import StatusReader
 
-log = logging.getLogger("webapp")
+log = logging.getLogger("cuzk_tasks.web")
 
 #: redis-py reconnects once (a pooled connection Redis dropped in a restart) before a 503
 WEB_REDIS_RETRIES = 1

@@ -17,12 +17,12 @@ EXTENSION = "cuzk"
 
 @dataclasses.dataclass
 class Services:
-    config: object  # webapp.config.WebConfig
+    config: object  # cuzk_tasks.web.config.WebConfig
     store: object  # cuzk_tasks.state.StateStore, read only
-    reader: object  # webapp.status.StatusReader: the cached /api/status document
-    live: object  # webapp.live.Broadcaster: the /api/events fan-out
-    outage: object  # webapp.outage.OutageLog
-    login_limiter: object = None  # webapp.auth.LoginLimiter: failed sign-ins per client
+    reader: object  # cuzk_tasks.web.status.StatusReader: the cached /api/status document
+    live: object  # cuzk_tasks.web.live.Broadcaster: the /api/events fan-out
+    outage: object  # cuzk_tasks.web.outage.OutageLog
+    login_limiter: object = None  # cuzk_tasks.web.auth.LoginLimiter: failed sign-ins per client
     metrics_registry: object = None  # prometheus registry, made at the first scrape
 
 

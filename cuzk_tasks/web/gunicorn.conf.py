@@ -1,11 +1,11 @@
-"""gunicorn settings of the status page: ``gunicorn -c webapp/gunicorn.conf.py``
+"""gunicorn settings of the status page: ``gunicorn -c cuzk_tasks/web/gunicorn.conf.py``
 (``cuzk-tasks web`` runs exactly this).  Every knob reads its CUZK_WEB_* variable
 (defaults and units in cuzk_tasks/defaults.py).
 
-Worker class: ``webapp.worker.StatusPageWorker``, gunicorn's ``gthread`` except that a
+Worker class: ``cuzk_tasks.web.worker.StatusPageWorker``, gunicorn's ``gthread`` except that a
 request reaches a thread only once it has fully arrived (slow clients hold a socket, never a
 thread; ``CUZK_WEB_CLIENT_TIMEOUT_S``).  Live streams are capped per process below the thread
-count (``CUZK_WEB_SSE_MAX_STREAMS``, webapp/live.py), so threads stay free for /healthz.
+count (``CUZK_WEB_SSE_MAX_STREAMS``, cuzk_tasks/web/live.py), so threads stay free for /healthz.
 
 Why gthread.  Each open live stream (Server-Sent Events) holds one thread
 that sleeps on a condition variable; the Redis event stream is read by ONE thread per
@@ -17,7 +17,7 @@ monkey-patching of the whole app for a gain we do not need at tens of viewers.
 
 Defaults 2 processes x 128 threads: on 2 cores, 1 / 2 / 3 processes were measured
 (docs/benchmarks-history.md, status page): 2 gave the lowest /api/status latency with live
-streams open.  Requests cost one cached-bytes write each (webapp/status.py), so more
+streams open.  Requests cost one cached-bytes write each (cuzk_tasks/web/status.py), so more
 threads than open streams do not matter; each process makes its first (full) read at
 boot (``post_worker_init`` below), not in its first request.
 """
@@ -28,7 +28,7 @@ import threading
 from cuzk_tasks import defaults
 
 bind = [os.environ.get("CUZK_WEB_BIND", "").strip() or defaults.WEB_BIND]
-worker_class = "webapp.worker.StatusPageWorker"
+worker_class = "cuzk_tasks.web.worker.StatusPageWorker"
 workers = int(os.environ.get("CUZK_WEB_WORKERS", "") or defaults.WEB_WORKERS)
 threads = int(os.environ.get("CUZK_WEB_THREADS", "") or defaults.WEB_THREADS)
 # at most this many connections per worker (open streams, keep-alive, requests arriving);
@@ -37,7 +37,7 @@ worker_connections = max(1000, threads * 4)
 timeout = int(os.environ.get("CUZK_WEB_TIMEOUT_S", "") or defaults.WEB_TIMEOUT_S)
 graceful_timeout = 5          # open streams are cut on restart; browsers reconnect
 keepalive = 5
-wsgi_app = "webapp:create_app()"
+wsgi_app = "cuzk_tasks.web:create_app()"
 proc_name = "cuzk-web"
 accesslog = None              # no access log by default (tokens never appear in URLs anyway)
 errorlog = "-"
@@ -57,7 +57,7 @@ def post_worker_init(worker):
     not an error here (the page reports it)."""
     # lazy: gunicorn's arbiter reads this file and never loads the app (Flask); this hook
     # runs in a worker process, which has
-    from webapp.services import EXTENSION
+    from cuzk_tasks.web.services import EXTENSION
 
     services = getattr(worker.wsgi, "extensions", {}).get(EXTENSION)
     if services is None:

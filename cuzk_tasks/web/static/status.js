@@ -60,7 +60,7 @@
     for (var n = 0; n < 256; n++) { var c = n; for (var k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320 ^ (c >>> 1) : c >>> 1; t[n] = c >>> 0; }
     return t;
   })();
-  function jobHue(id) {  // CRC-32 of the UTF-8 bytes, as webapp/filters.py job_hue
+  function jobHue(id) {  // CRC-32 of the UTF-8 bytes, as cuzk_tasks/web/filters.py job_hue
     var bytes = unescape(encodeURIComponent(String(id || ""))), c = 0xFFFFFFFF;
     for (var i = 0; i < bytes.length; i++) c = CRC[(c ^ bytes.charCodeAt(i)) & 0xFF] ^ (c >>> 8);
     return ((c ^ 0xFFFFFFFF) >>> 0) % 360;

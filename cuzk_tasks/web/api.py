@@ -9,7 +9,7 @@ import time
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from cuzk_tasks.defaults import JOB_STATUS_PAGE
-from cuzk_tasks.state.reads import JOB_PARTITION_FIELDS
+from cuzk_tasks.state.reads import PARTITION_FIELDS
 
 from .outage import is_outage, redis_errors
 from .services import get_services, get_store
@@ -20,6 +20,10 @@ bp = Blueprint("api", __name__)
 JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "request_id", "submitted_at",
               "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error",
               "deadline_s", "deadline_at")
+#: /api/jobs/<id> per partition (docs/api.md): the fields the store reads but the
+#: worker-internal token and witness path
+JOB_PARTITION_FIELDS = tuple(f for f in PARTITION_FIELDS
+                             if f not in ("token", "witness_ref", "t_redispatched"))
 
 
 def page_args() -> tuple[int, int | None]:
@@ -147,7 +151,7 @@ def healthz():
     services = get_services()
     try:
         t0 = time.perf_counter()
-        services.store.redis.ping()
+        services.store.ping()
         return jsonify({"ok": True, "redis": "ok",
                         "redis_ms": round((time.perf_counter() - t0) * 1000, 2)})
     except Exception as exc:  # never echo the URL: it may carry a password

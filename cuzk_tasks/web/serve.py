@@ -14,7 +14,7 @@ CONF = pathlib.Path(__file__).resolve().parent / "gunicorn.conf.py"
 
 
 def gunicorn_argv() -> list[str]:
-    """The command that serves the app: gunicorn with webapp/gunicorn.conf.py."""
+    """The command that serves the app: gunicorn with cuzk_tasks/web/gunicorn.conf.py."""
     return [sys.executable, "-m", "gunicorn", "-c", str(CONF)]
 
 
@@ -29,8 +29,8 @@ def web_env(base=None, bind=None, workers=None, redis_url=None, config=None) -> 
     if redis_url:
         for name in ("CUZK_REDIS_URL", "CUZK_STATE_URL"):
             env[name] = redis_url
-    # the package must be importable by gunicorn's app loader
-    root = str(CONF.parent.parent)
+    # the package must be importable by gunicorn's app loader: the folder that holds cuzk_tasks/
+    root = str(CONF.parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
