@@ -23,9 +23,11 @@ log = logging.getLogger("cuzk_tasks.publisher")
 
 
 def send_options(entry: dict) -> dict:
-    """``app.send_task`` keyword arguments of an outbox entry."""
-    options = {"args": entry.get("args") or (), "kwargs": entry.get("kwargs") or {},
-               "queue": entry["queue"], "priority": int(entry.get("priority") or 0),
+    """``app.send_task`` keyword arguments of an outbox entry.  ``queue``, ``priority``,
+    ``args`` and ``kwargs`` are in every entry (:mod:`cuzk_tasks.messages`, the Lua steps
+    that put a queue or a callback's kwargs in front): one without them cannot be sent."""
+    options = {"args": entry["args"], "kwargs": entry["kwargs"],
+               "queue": entry["queue"], "priority": int(entry["priority"]),
                # the state store holds progress and results: no result subscription per send
                "ignore_result": True}
     if entry.get("expires_s"):

@@ -266,8 +266,10 @@ class Sweeper(PeriodicThread):
                 continue
             message = None
             if state in (PartitionState.PENDING.value, PartitionState.SYNTHESIZING.value):
-                job = store.get_job(job_id) or {}
-                message = self.ctx.messages.synthesize(job_id, idx, job.get("circuit"),
+                job = store.get_job(job_id)
+                if job is None:  # reaped meanwhile: recover_stage would refuse it ("unknown")
+                    continue
+                message = self.ctx.messages.synthesize(job_id, idx, job["circuit"],
                                                        self._priority(job), attempt=attempt + 1)
             if store.recover_stage(job_id, idx, state, attempt, message=message):
                 recovered += 1

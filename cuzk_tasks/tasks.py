@@ -7,12 +7,15 @@ Names are stable (services without this package call them by name):
                         (seconds from submit; default the circuit's) -> job id
 * ``cuzk.status``       (cpu queue) kwargs job_id, offset, limit -> the job and a page of its partitions' states (JSON)
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
-* ``cuzk.synthesize``   (cpu queue) job_id, idx [, circuit, priority: sent by submit, saving a job
-                        read; attempt: 0, or the attempt a recovery queued it for]
-* ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit, witness_ref
-                        [, finalize_queue, priority: then its gpu_end queues finalize there and it
-                        returns None; without them it returns the result, e.g. for a ``link``]
-* ``cuzk.finalize``     (cpu queue, published by prove_start) the prove_start result
+* ``cuzk.synthesize``   (cpu queue) job_id, idx, circuit, priority [, attempt: 0, or the attempt
+                        a recovery queued it for]
+* ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit,
+                        witness_ref, finalize_queue, priority: its gpu_end queues finalize there
+* ``cuzk.finalize``     (cpu queue, published by prove_start's gpu_end) the prove_start result
+
+The stage messages are recorded by this package alone (cuzk_tasks/messages.py, the outbox),
+which sends every argument above but ``attempt`` 0: one missing is an error of the task
+(TypeError), never a default.
 
 Every task's messages go through :class:`cuzk_tasks.safe_request.SafeRequest` (and
 ``safe_strategy``) in the worker's main process: one out of bounds (nesting depth, size, a
@@ -55,17 +58,15 @@ def result(self, job_id):
 
 
 @shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
-def synthesize(self, job_id, idx, circuit=None, priority=None, attempt=0):
+def synthesize(self, job_id, idx, circuit, priority, attempt=0):
     pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
                         priority=priority, attempt=int(attempt))
 
 
 @shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
-def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
-                priority=None):
-    return pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt),
-                                circuit, witness_ref, finalize_queue=finalize_queue,
-                                priority=priority)
+def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
+    pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt), circuit,
+                         witness_ref, finalize_queue, priority)
 
 
 @shared_task(name=TASK_FINALIZE, bind=True, **SAFE)

@@ -345,10 +345,18 @@ def _routed_to_me(ctx, witness_ref):
     return job
 
 
+def _started(job, witness_ref, worker, token):
+    """finalize's message for partition 0 as prove_start sends it (every field), with no
+    partial proof: finalize refuses the witness before reading it."""
+    return {"job": job, "idx": 0, "attempt": 0, "circuit": "mulchain", "witness_ref": witness_ref,
+            "worker": worker, "token": token, "backend": "cpu", "partial": None, "priority": 5,
+            "deadline_at": None, "sent_at": time.time()}
+
+
 def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", fifo,
+    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", fifo, "cuzk.cpu", 5,
                       unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"  # the worker keeps going
@@ -360,8 +368,7 @@ def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
     started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
     assert started.ok
     assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
-    result = {"job": job, "idx": 0, "attempt": 0, "circuit": "mulchain", "witness_ref": fifo,
-              "worker": ctx.worker_id, "token": started.token, "partial": None}
+    result = _started(job, fifo, ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
 
@@ -526,15 +533,14 @@ def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tre
     os.mkfifo(fifo)
     expected = f"witness_ref {fifo} is a FIFO: expected a regular file"
     job = _routed_to_me(ctx, str(fifo))
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", str(fifo),
-                      unblock=tree["spool"]) is None
+    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", str(fifo), "cuzk.cpu",
+                      5, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
     started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
     assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
-    result = {"job": job, "idx": 0, "attempt": 0, "circuit": "mulchain", "witness_ref": str(fifo),
-              "worker": ctx.worker_id, "token": started.token, "partial": None}
+    result = _started(job, str(fifo), ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
 

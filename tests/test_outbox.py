@@ -290,16 +290,3 @@ def test_the_relay_skips_what_a_sweeper_published_meanwhile(store_factory):
     relay.publisher = rec
     relay.step()
     assert rec.sent == [] and device.redis.llen(device.keys.outbox_relay()) == 0
-
-
-def test_a_callback_kept_by_an_earlier_version_ends_the_job_unsent(store_factory):
-    """A job submitted before the outbox kept its on_done as a JSON array: its end must not
-    fail on it (the job ends, the callback is reported unsent)."""
-    rec = Recorder()
-    store = store_factory(publisher=rec)
-    _job(store, n=1, on_done={"task": "svc.done", "queue": "svc.q"})
-    store.redis.set(store.keys.on_done("j"), json.dumps(["svc.q", "head", "tail", "bh", "bt"]))
-    assert store.cancel_job("j", "stop")
-    job = store.get_job("j")
-    assert job["state"] == "cancelled" and "earlier version" in job["on_done_error"]
-    assert [e["task"] for e in rec.sent] == ["cuzk.synthesize"]

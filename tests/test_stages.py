@@ -102,7 +102,7 @@ def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(st
     (task, args, kwargs), = _pop(cpu, settings.device_queue(0))
     assert task == "cuzk.prove_start" and args == [job, 0, 0, "mulchain", witness_ref]
     # a second delivery of the same synthesize is a stale no-op
-    assert pipeline.synthesize(cpu, job, 0, circuit="mulchain") is None
+    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
     assert _pop(cpu, settings.device_queue(0)) == []
 
 
@@ -203,10 +203,19 @@ def test_whether_finalize_looks_first():
     now = 1_000_000.0
     assert not may_be_stale({"sent_at": now - 0.01, "deadline_at": None}, now, 1.0)
     assert may_be_stale({"sent_at": now - 1.5, "deadline_at": None}, now, 1.0)  # waited
-    assert may_be_stale({}, now, 1.0)  # an older sender's message: no sent_at
     assert may_be_stale({"sent_at": now, "deadline_at": now + 0.5}, now, 1.0)  # deadline near
     assert not may_be_stale({"sent_at": now, "deadline_at": now + 60}, now, 1.0)
     assert may_be_stale({"sent_at": now, "deadline_at": now - 1}, now, 1.0)  # deadline passed
+
+
+def test_a_finalize_message_without_a_field_is_an_error_not_a_default():
+    """Every field finalize reads is in every message prove_start sends: one missing is
+    refused by name before anything runs (no context is needed to see it)."""
+    from cuzk_tasks.pipeline.finalize import STARTED_FIELDS
+
+    started = {name: None for name in STARTED_FIELDS if name != "sent_at"}
+    with pytest.raises(ValueError, match=r"without sent_at \("):
+        pipeline.finalize(None, started)
 
 
 def test_out_of_memory_in_synthesize_names_its_cause_not_internal_error(stack, monkeypatch):

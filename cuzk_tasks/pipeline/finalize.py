@@ -18,9 +18,19 @@ from .context import (Context, fail, internal_error, log, ms_since, public_error
 
 
 
+#: the fields of prove_start's result (its one argument; pipeline/prove.py) that finalize
+#: reads: prove_start sends every one (``deadline_at`` None when the job has no deadline)
+STARTED_FIELDS = ("job", "idx", "attempt", "circuit", "witness_ref", "worker", "token",
+                  "backend", "partial", "priority", "deadline_at", "sent_at")
+
+
 def finalize(ctx: Context, started):
-    if not started:
-        return None
+    """The CPU tail of the partition that ``started`` (prove_start's result) names; a message
+    that lacks one of :data:`STARTED_FIELDS` is an error (ValueError), never a default."""
+    missing = [name for name in STARTED_FIELDS if name not in started]
+    if missing:
+        raise ValueError(f"finalize message without {', '.join(missing)} "
+                         "(prove_start sends every one of them)")
     store = ctx.store
     job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
     # a look first when the message may be stale (finalize_end is the guard): a cancelled,
@@ -36,22 +46,22 @@ def finalize(ctx: Context, started):
         path = ref_path(ctx, "witness_ref", started["witness_ref"])
         proof, public = ctx.prover.prove_finish(started["circuit"], started["partial"], path)
     except SelfVerificationError as exc:
-        if started.get("backend") == "gpu":  # the device may be at fault: prove again elsewhere
+        if started["backend"] == "gpu":  # the device may be at fault: prove again elsewhere
             _reroute_after_wrong_proof(ctx, exc, started)
         else:  # the CPU core is the reference: the witness is bad
-            fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+            fail(ctx, job_id, idx, attempt, exc, token=started["token"])
         return None
     except CuzkError as exc:
-        fail(ctx, job_id, idx, attempt, exc, token=started.get("token"))
+        fail(ctx, job_id, idx, attempt, exc, token=started["token"])
         return None
     except Exception as exc:
         log.exception("finalize %s/%s crashed", job_id, idx)
-        fail(ctx, job_id, idx, attempt, internal_error(exc), token=started.get("token"))
+        fail(ctx, job_id, idx, attempt, internal_error(exc), token=started["token"])
         return None
     # compare-and-delete with the token of the run that made this partial: if the device has
     # moved on to another partition (another token), it stays busy
     end = store.finalize_end(job_id, idx, attempt, ms_since(t0), json.dumps(proof),
-                             json.dumps(public), token=started.get("token"))
+                             json.dumps(public), token=started["token"])
     if not end.ok:
         log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
         return None
@@ -69,12 +79,12 @@ def finalize(ctx: Context, started):
 def may_be_stale(started, now, recheck_after_s=defaults.FINALIZE_RECHECK_AFTER_S) -> bool:
     """Whether finalize should look at the partition before the CPU tail: unless the message
     is younger than ``recheck_after_s`` (``sent_at``, set by prove_start just before its
-    gpu_end pushed it) and its job's deadline, if any, is further off than that.  A message
-    without ``sent_at`` (an older sender's) is always looked at."""
-    sent_at, deadline_at = started.get("sent_at"), started.get("deadline_at")
-    if not isinstance(sent_at, (int, float)) or now - sent_at > recheck_after_s:
+    gpu_end pushed it) and its job's deadline, if any (``deadline_at`` None: none), is
+    further off than that."""
+    if now - started["sent_at"] > recheck_after_s:
         return True
-    return isinstance(deadline_at, (int, float)) and deadline_at - now < recheck_after_s
+    deadline_at = started["deadline_at"]
+    return deadline_at is not None and deadline_at - now < recheck_after_s
 
 
 def _reroute_after_wrong_proof(ctx, exc, started):
@@ -83,8 +93,8 @@ def _reroute_after_wrong_proof(ctx, exc, started):
     faults")."""
     job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
     retry = ctx.messages.after_device_fault(job_id, idx, attempt, started["circuit"],
-                                            started["witness_ref"], started.get("priority"))
-    fault = ctx.store.gpu_fault(started["worker"], started.get("token"), job_id, idx, attempt,
+                                            started["witness_ref"], started["priority"])
+    fault = ctx.store.gpu_fault(started["worker"], started["token"], job_id, idx, attempt,
                                 public_error(ctx, exc), started["circuit"],
                                 ctx.settings.max_deliveries,
                                 message=retry, in_state="finalizing")

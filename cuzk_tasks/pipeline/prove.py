@@ -11,26 +11,20 @@ from .context import Context, fail, internal_error, log, ms_since, public_error,
 
 
 
-def _after_gpu_end(end, message, result):
-    """prove_start's return value once gpu_end ran: None when the partition did not advance
-    or gpu_end sent finalize; else the result (for a caller's ``link``)."""
-    if not end.partition_advanced or message is not None:
-        return None
-    return result
-
-
-def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue=None,
-                priority=None):
-    """Returns the partial-proof dict for finalize, or None.  With ``finalize_queue`` (what
-    routing sends) gpu_end queues finalize there and this task returns None."""
+def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
+                 priority):
+    """The device's share of one partition; gpu_end queues finalize on ``finalize_queue``
+    (with ``priority``) when the partition advances.  Both come in every prove_start message
+    (:meth:`~cuzk_tasks.messages.StageMessages.prove_start`).  Returns None: the partial
+    proof travels only in finalize's message."""
     store = ctx.store
     wid = ctx.worker_id
     slot = ctx.run_slot
     if slot is not None:  # before gpu_start: while the hash says proving this run, so does it
         slot.set(f"{job_id}:{idx}:{attempt}")
     try:
-        return _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref,
-                            finalize_queue, priority)
+        _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
+                     priority)
     finally:
         if slot is not None:  # after gpu_end / gpu_fault, or a rejected gpu_start
             slot.set("")
@@ -42,7 +36,7 @@ def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, fi
     if not started.ok:
         log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)
-        return None
+        return
     token = started.token
     t0 = time.perf_counter()
     result = message = device_fault = None
@@ -54,8 +48,7 @@ def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, fi
                   "gpu_ms": ms_since(t0), "priority": priority,
                   # for finalize's look before its CPU tail (finalize.py, may_be_stale)
                   "deadline_at": started.deadline_at, "sent_at": time.time()}
-        if finalize_queue:
-            message = ctx.messages.finalize(finalize_queue, priority, result)
+        message = ctx.messages.finalize(finalize_queue, priority, result)
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc
@@ -72,18 +65,17 @@ def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, fi
         if device_fault is None:
             end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0), message=message)
     if device_fault is not None:
-        return _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
-                                           witness_ref, priority)
+        _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
+                                    witness_ref, priority)
+        return
     if result is not None and not end.partition_advanced:
         log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
-    returned = _after_gpu_end(end, message, result)
     if result is not None and time.monotonic() >= ctx.device_memory_due:
         # at most once per heartbeat interval: each report is a Redis round trip between this
         # partition and the device's next one
         ctx.device_memory_due = time.monotonic() + ctx.settings.heartbeat_interval_s
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
-    return returned
 
 
 def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, witness_ref,
@@ -96,7 +88,6 @@ def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, 
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
                 ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
-    return None
 
 
 def publish_device_memory(store, worker_id, ttl_s, backend):

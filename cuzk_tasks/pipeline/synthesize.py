@@ -15,7 +15,6 @@ from ..errors import CuzkError, FormatError, SpoolFullError, WitnessError
 from ..paths import atomic_output
 from ..registry import circuit_file_error
 from ..routing import after_route
-from ..state import JobState
 from .context import Context, fail, internal_error, log, ms_since, open_ref, spooled_witness
 
 
@@ -43,10 +42,11 @@ def _load_inputs(ctx, part, idx):
     return circom_input.load_input_json(ref, fileobj=f), ref
 
 
-def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0):
-    """``circuit``/``priority`` come in messages sent by submit_job; without them (an older
-    sender) they are read from the job.  ``attempt``: 0 from submit_job, more from a sweeper
-    that found the stage lost (``recover_stage``) or a retry after a full spool disk
+def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
+    """``circuit``/``priority``: every synthesize message carries them
+    (:meth:`~cuzk_tasks.messages.StageMessages.synthesize`), so no job is read here.
+    ``attempt``: 0 from submit_job (its message leaves it out), more from a sweeper that
+    found the stage lost (``recover_stage``) or a retry after a full spool disk
     (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
     attempt (stale), and counts the delivery: past ``max_deliveries`` (a synthesize whose
     process keeps dying) the partition fails instead.  The witness runs under
@@ -54,17 +54,7 @@ def synthesize(ctx: Context, job_id, idx, circuit=None, priority=None, attempt=0
     generation exceeded N s",
     the worker lives on)."""
     store = ctx.store
-    if circuit is None or priority is None:
-        job = store.get_job(job_id)
-        if job is None:
-            log.warning("synthesize %s/%s: no such job", job_id, idx)
-            return None
-        if job["state"] not in (JobState.PENDING.value, JobState.RUNNING.value):
-            log.info("synthesize %s/%s: job is %s, skipping", job_id, idx, job["state"])
-            return None
-        circuit = job["circuit"]
-        priority = job.get("priority")
-    priority = ctx.settings.default_priority if priority is None else int(priority)
+    priority = int(priority)
     settings = ctx.settings
     begun = store.synth_begin(job_id, idx, attempt, max_deliveries=settings.max_deliveries,
                               time_limit_s=settings.time_limit_s)

@@ -214,33 +214,20 @@ end
 -- JSON text, when given) or "error"}.  Sent at most once: the kept entry is deleted in the
 -- step that adds it to the outbox.  With `expires_s`, its queue is noted in
 -- K.on_done_queues() (scored by when the callback expires) for the sweeper's
--- trim_callbacks.  A queue under the prefix (a job kept from before submit checked
--- on_done.queue) or holding another type than a list (a key of someone else's) gets
+-- trim_callbacks.  A queue holding another type than a list (a key of someone else's; submit
+-- already refused the state store's and the broker's own names, check_on_done_queue) gets
 -- nothing: on_done_error on the job, an on_done_failed event.  Returns 1 when sent.
 local function send_on_done(job, state, err, proofs)
   local key = K.on_done(job)
   local kept = redis.call('GET', key)
   if not kept then return 0 end
   redis.call('DEL', key)
-  local ok, m = pcall(cjson.decode, kept)
-  local queue = ok and type(m) == 'table' and m.queue
-  local why
-  local kind = 'none'
-  if type(queue) ~= 'string' then
-    -- kept by a version before the outbox (a JSON array): the job still ends
-    queue = ''
-    why = 'callback kept in a format of an earlier version: not sent'
-  else
-    kind = redis.call('TYPE', queue)
-    if type(kind) == 'table' then kind = kind.ok end
-  end
-  if why then
-  elseif string.sub(queue, 1, #P + 1) == P .. ':' then
-    why = 'queue ' .. queue .. ' is a key of the state store: not sent'
-  elseif kind ~= 'none' and kind ~= 'list' then
-    why = 'queue ' .. queue .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
-  end
-  if why then
+  local m = cjson.decode(kept)
+  local queue = m.queue
+  local kind = redis.call('TYPE', queue)
+  if type(kind) == 'table' then kind = kind.ok end
+  if kind ~= 'none' and kind ~= 'list' then
+    local why = 'queue ' .. queue .. ' is a Redis ' .. tostring(kind) .. ', not a list: not sent'
     redis.call('HSET', K.job(job), 'on_done_error', why)
     emit('on_done_failed', 'job', job, 'state', state, 'list', queue, 'error', why)
     return 0
