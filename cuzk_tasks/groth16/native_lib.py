@@ -37,7 +37,7 @@ CURVE_NAMES = {curve_id: name for name, (curve_id, _) in CURVES.items()}
 
 _lib = None
 # threading, not _thread: importing it measured +0.9 ms on a 39 ms prove command line
-# (2026-12-05, /tmp/oneroad/roads.py, mulchain_1k, medians of 5), within the noise
+# (2026-12-05, `cuzk-tasks prove` on mulchain_1k, fresh processes, medians of 5), within the noise
 _lock = threading.Lock()
 
 _u64p = ctypes.POINTER(ctypes.c_uint64)
