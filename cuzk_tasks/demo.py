@@ -28,7 +28,7 @@ from .groth16.gpu import device_count
 from .groth16.verifier import verify
 from .local_redis import LocalRedis, free_port
 from .state import JobState
-from .web.config import redact_url
+from .redis_url import redact
 from .web.serve import gunicorn_argv, web_env
 
 DEMO_CIRCUIT_DIR = pathlib.Path(__file__).resolve().parent / "data" / "mulchain_1k"
@@ -183,7 +183,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         _wait_web(procs, web_url)
         _say(f"status page: {web_url}")
         # what a client needs (docs/client.md): Client(URL).submit(NAME, ...)
-        _say(f"redis: {redact_url(redis_url)}")  # a password given with --redis is not printed
+        _say(f"redis: {redact(redis_url)}")  # a password given with --redis is not printed
         _say(f"circuits: {', '.join(sorted(settings.circuits))}")
 
         job_ids, started = [], time.monotonic()
@@ -232,7 +232,7 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
             _say(f"FAILED: {failed_jobs} of {jobs} jobs did not produce valid proofs "
                  f"(logs in {workdir})")
         if keep_running:
-            _say(f"stack is up: submit to {redact_url(redis_url)} with cuzk_tasks.client.Client "
+            _say(f"stack is up: submit to {redact(redis_url)} with cuzk_tasks.client.Client "
                  "(docs/client.md); Ctrl-C to stop")
             while True:
                 procs.check_alive()
