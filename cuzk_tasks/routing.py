@@ -33,13 +33,15 @@ from . import defaults
 from .periodic import PeriodicThread
 from .request_leases import RequestLeases
 from .spool import sweep_spool
+from .state import PartitionRun
 from .state.enums import PartitionState
 
 log = logging.getLogger("cuzk_tasks.routing")
 
 
-def after_route(ctx, job_id, idx, attempt, routed) -> bool:
-    """Log a routing outcome; True when routed."""
+def after_route(ctx, run: PartitionRun, routed) -> bool:
+    """Log a routing outcome of ``run``; True when routed."""
+    job_id, idx, attempt = run.job_id, run.idx, run.attempt
     if not routed:
         reason = routed.reason if routed is not None else "not asked"
         if reason == "no_live_device":
@@ -51,21 +53,23 @@ def after_route(ctx, job_id, idx, attempt, routed) -> bool:
     return True
 
 
-def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
-    """Route one synth_done partition to the best live device; True when it was routed
-    and its prove_start queued."""
-    message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
-    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
-    return after_route(ctx, job_id, idx, attempt, routed)
+def route_partition(ctx, run: PartitionRun, witness_ref):
+    """Route one synth_done partition (``run``: its attempt, circuit and priority) to the
+    best live device; True when it was routed and its prove_start queued."""
+    message = ctx.messages.prove_start(run, witness_ref)
+    routed = ctx.store.route(run.job_id, run.idx, run.attempt, circuit=run.circuit,
+                             message=message)
+    return after_route(ctx, run, routed)
 
 
-def place_partition(ctx, job_id, idx, attempt, circuit, priority):
+def place_partition(ctx, run: PartitionRun):
     """Host-affine stages: place one pending partition on the best live device whose host
     can run its synthesize and finalize, and queue its synthesize on that host's CPU queue;
     True when it was placed."""
-    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt)
-    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
-    return after_route(ctx, job_id, idx, attempt, routed)
+    message = ctx.messages.synthesize(run)
+    routed = ctx.store.route(run.job_id, run.idx, run.attempt, circuit=run.circuit,
+                             message=message)
+    return after_route(ctx, run, routed)
 
 
 class Sweeper(PeriodicThread):
@@ -140,14 +144,13 @@ class Sweeper(PeriodicThread):
             job = store.get_job(job_id)
             if not part or not job:
                 continue
-            attempt, state = int(part.get("attempt") or 0), part.get("state")
+            run = PartitionRun(job_id, idx, int(part.get("attempt") or 0), job["circuit"],
+                               self._priority(job))
+            state = part.get("state")
             if state == PartitionState.SYNTH_DONE.value:
-                done = route_partition(self.ctx, job_id, idx, attempt, circuit=job["circuit"],
-                                       witness_ref=part.get("witness_ref"),
-                                       priority=self._priority(job))
+                done = route_partition(self.ctx, run, witness_ref=part.get("witness_ref"))
             elif state == PartitionState.PENDING.value and store.host_affine:
-                done = place_partition(self.ctx, job_id, idx, attempt, job["circuit"],
-                                       self._priority(job))
+                done = place_partition(self.ctx, run)
             else:
                 continue
             routed += bool(done)
@@ -269,8 +272,8 @@ class Sweeper(PeriodicThread):
                 job = store.get_job(job_id)
                 if job is None:  # reaped meanwhile: recover_stage would refuse it ("unknown")
                     continue
-                message = self.ctx.messages.synthesize(job_id, idx, job["circuit"],
-                                                       self._priority(job), attempt=attempt + 1)
+                message = self.ctx.messages.synthesize(PartitionRun(
+                    job_id, idx, attempt + 1, job["circuit"], self._priority(job)))
             if store.recover_stage(job_id, idx, state, attempt, message=message):
                 recovered += 1
                 suspects.pop(key)

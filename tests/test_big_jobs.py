@@ -22,6 +22,7 @@ from cuzk_tasks import defaults, pipeline
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import CuzkError, StateError
 from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def stage_messages():
 def synth_messages(job_id, n, priority=5):
     """The job's synthesize messages, as submit_job builds them."""
     m = stage_messages()
-    return [m.synthesize(job_id, i, "c", priority) for i in range(n)]
+    return [m.synthesize(PartitionRun(job_id, i, 0, "c", priority)) for i in range(n)]
 
 
 def recording(store_factory, **kw):

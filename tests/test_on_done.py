@@ -25,6 +25,7 @@ from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.state.store import script_text
 from support.outbox import Recorder, queued
 
@@ -141,7 +142,7 @@ def test_the_publisher_waits_for_no_result(celery_store, celery_app):
     queue = "od.cpu." + uuid.uuid4().hex[:8]
     m = StageMessages(load_settings(env={"CUZK_CPU_QUEUE": queue, "CUZK_SHARED_SPOOL": "1"}))
     store.create_job("j1", "c", "k", 5, None, [{"input": "{}"}] * 3,
-                     messages=[m.synthesize("j1", i, "c", 5) for i in range(3)],
+                     messages=[m.synthesize(PartitionRun("j1", i, 0, "c", 5)) for i in range(3)],
                      on_done=on_done_for(spec_for(store)))
     assert store.cancel_job("j1")
     assert [t for t, *_ in queued(store.redis, queue)] == ["cuzk.synthesize"] * 3

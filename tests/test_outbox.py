@@ -24,6 +24,7 @@ from cuzk_tasks import defaults, queues
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
 from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def _job(store, n=2, on_done=None, window=None):
     m = _messages()
     late = (on_done, m.on_done(on_done)) if on_done else None
     store.create_job("j", "c", "groth16", 5, None, [{"input": "{}"}] * n,
-                     messages=[m.synthesize("j", i, "c", 5) for i in range(n)], on_done=late,
+                     messages=[m.synthesize(PartitionRun("j", i, 0, "c", 5)) for i in range(n)], on_done=late,
                      window=window)
 
 
@@ -63,7 +64,7 @@ def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
     store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
     store.heartbeat("h:dev0", 30)
     assert store.synth_begin("j", 0, 0)
-    prove = _messages().prove_start("j", 0, 0, "c", "/w", 3)
+    prove = _messages().prove_start(PartitionRun("j", 0, 0, "c", 3), "/w")
     end = store.synth_end("j", 0, 0, "/w", 1.0, route_circuit="c", message=prove)
     assert end.routed.queue == "cuzk.dev.h.0"
     sent = rec.sent[-1]
@@ -206,7 +207,7 @@ def test_a_job_whose_creator_died_before_publishing_still_completes(redis_server
         t0 = time.monotonic()
         job = uuid.uuid4().hex
         _, created = dead.create_job(job, "mulchain", "groth16", 5, None, [{"input": inputs}] * 2,
-                                     messages=[m.synthesize(job, i, "mulchain", 5) for i in range(2)])
+                                     messages=[m.synthesize(PartitionRun(job, i, 0, "mulchain", 5)) for i in range(2)])
         assert created and len(dead.outbox_entries()) == 2
         result = client.wait(job, timeout=90)
         assert result["state"] == "done" and len(result["proofs"]) == 2

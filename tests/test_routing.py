@@ -14,6 +14,7 @@ from cuzk_tasks import queues, routing
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.pipeline import Context
 from cuzk_tasks.publisher import CeleryPublisher
+from cuzk_tasks.state import DeviceResult, PartitionRun
 from cuzk_tasks.task_names import stage_partition
 from cuzk_tasks.celery_app import create_app
 
@@ -81,7 +82,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
     # routed to dev0, which starts proving and then dies (its heartbeat expires)
-    assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert sent(ctx) == [(job, 0, 0, "h:dev0")]
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     time.sleep(0.4)
@@ -108,10 +109,10 @@ def test_route_prefers_least_outstanding(ctx):
         _register(ctx, f"h:dev{d}", d)
     job = _job_in_synth_done(store, 4)
     for i in range(4):
-        assert routing.route_partition(ctx, job, i, 0, "c", f"/spool/{i}.wtns", 5)
+        assert routing.route_partition(ctx, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
     assert sorted(w for *_, w in sent(ctx)) == ["h:dev0", "h:dev0", "h:dev1", "h:dev1"]
     # routing twice is refused (exactly one route per attempt) and pushes nothing
-    assert not routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert not routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert len(sent(ctx)) == 4
 
 
@@ -141,7 +142,7 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     store = ctx.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
-    message = ctx.messages.prove_start(job, 0, 0, "c", "/w0", 3)
+    message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "c", 3), "/w0")
     assert store.synth_begin(job, 0, 0)
     end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
@@ -149,7 +150,7 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     assert store.outbox_entries() == {}  # nothing recorded for a partition left unrouted
     queue = _register(ctx, "h:dev0", 0)
     assert store.synth_begin(job, 1, 0)
-    message = ctx.messages.prove_start(job, 1, 0, "c", "/w1", 3)
+    message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "c", 3), "/w1")
     end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
     # published by Celery on the chosen queue's list of priority step 3, as the entry says
@@ -224,7 +225,7 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 3)  # queues nothing
     # partition 0's message is stranded in kombu's unacked hash (its worker died): no lease
-    _strand(lossy, lossy.messages.synthesize(job, 0, "c", 4))
+    _strand(lossy, lossy.messages.synthesize(PartitionRun(job, 0, 0, "c", 4)))
     assert _cpu_messages(lossy) == []
     # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
     # reported too, but by a worker that went offline
@@ -253,7 +254,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
     assert store.synth_begin(job, 0, 0)  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
-    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the queue is busy: irrelevant here
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the queue is busy: irrelevant here
     sweeper = routing.Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
     time.sleep(0.25)  # the worker's heartbeat has expired
@@ -269,7 +270,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     store = lossy.store
     queue = _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     store.redis.delete(*queues.queue_keys(queue))  # the message is gone
     sweeper = routing.Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 1)
@@ -285,7 +286,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store, 2)
     for i in (0, 1):
-        assert routing.route_partition(lossy, job, i, 0, "c", f"/spool/{i}.wtns", 5)
+        assert routing.route_partition(lossy, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
     assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
@@ -304,7 +305,7 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     store = lossy.store
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     start = store.gpu_start("h:dev0", job, 0, 0, 3)
     store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
@@ -315,7 +316,7 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     store = lossy.store
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     start = store.gpu_start("h:dev0", job, 0, 0, 3)
     assert store.gpu_end("h:dev0", start.token, job, 0, 0, 5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
@@ -331,7 +332,7 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
-    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the backlog moves
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the backlog moves
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
 
@@ -358,10 +359,11 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     """As a worker reads them (Celery's decoded requests): every stage message the steps
     send names its partition attempt; other tasks' name none."""
     m = lossy.messages
-    finalize = {"job": "j", "idx": 5, "attempt": 1, "partial": None}
+    finalize = DeviceResult(PartitionRun("j", 5, 1, "c", 4), witness_ref="/w", worker="d",
+                            token="t", backend="cpu", partial=None, sent_at=0.0)
     sent = [json.loads(e) for e in (
-        m.synthesize("j", 3, "c", 4), m.synthesize("j", 3, "c", 4, attempt=2),
-        m.prove_start("j", 4, 2, "c", "/w", 4), m.finalize("cpu", 4, finalize),
+        m.synthesize(PartitionRun("j", 3, 0, "c", 4)), m.synthesize(PartitionRun("j", 3, 2, "c", 4)),
+        m.prove_start(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
         m.on_done({"task": "svc.cb", "queue": "q"}))]
     assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))
             for e in sent] == [("j", 3, 0), ("j", 3, 2), ("j", 4, 2), ("j", 5, 1), None]
@@ -543,7 +545,7 @@ def test_one_sweeper_at_a_time_does_the_cluster_wide_checks(ctx):
     _register(ctx, "h:dev0", 0, alive=False)
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     first = routing.Sweeper(ctx)
     first.holder = "h:cpu:1"
     other = routing.Sweeper(ctx)

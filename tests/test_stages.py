@@ -197,24 +197,36 @@ def test_a_fresh_finalize_goes_straight_to_work_and_finalize_end_still_guards(st
     assert cpu.store.snapshot()["counters"] == before
 
 
+def _device_result(**fields):
+    from cuzk_tasks.state import DeviceResult, PartitionRun
+
+    return DeviceResult(PartitionRun("j", 0, 0, "mulchain", 5), witness_ref="/w", worker="d",
+                        token="t", backend="cpu", partial=None, **fields)
+
+
 def test_whether_finalize_looks_first():
     from cuzk_tasks.pipeline.finalize import may_be_stale
 
     now = 1_000_000.0
-    assert not may_be_stale({"sent_at": now - 0.01, "deadline_at": None}, now, 1.0)
-    assert may_be_stale({"sent_at": now - 1.5, "deadline_at": None}, now, 1.0)  # waited
-    assert may_be_stale({"sent_at": now, "deadline_at": now + 0.5}, now, 1.0)  # deadline near
-    assert not may_be_stale({"sent_at": now, "deadline_at": now + 60}, now, 1.0)
-    assert may_be_stale({"sent_at": now, "deadline_at": now - 1}, now, 1.0)  # deadline passed
+    assert not may_be_stale(_device_result(sent_at=now - 0.01), now, 1.0)
+    assert may_be_stale(_device_result(sent_at=now - 1.5), now, 1.0)  # waited
+    assert may_be_stale(_device_result(sent_at=now, deadline_at=now + 0.5), now, 1.0)  # near
+    assert not may_be_stale(_device_result(sent_at=now, deadline_at=now + 60), now, 1.0)
+    assert may_be_stale(_device_result(sent_at=now, deadline_at=now - 1), now, 1.0)  # passed
 
 
 def test_a_finalize_message_without_a_field_is_an_error_not_a_default():
     """Every field finalize reads is in every message prove_start sends: one missing is
-    refused by name before anything runs (no context is needed to see it)."""
-    from cuzk_tasks.pipeline.finalize import STARTED_FIELDS
+    refused by name before anything runs (no context is needed to see it); so is one of the
+    wrong type."""
+    from cuzk_tasks.state.run import FINALIZE_FIELDS
 
-    started = {name: None for name in STARTED_FIELDS if name != "sent_at"}
+    started = {name: None for name in FINALIZE_FIELDS if name != "sent_at"}
     with pytest.raises(ValueError, match=r"without sent_at \("):
+        pipeline.finalize(None, started)
+    started = _device_result(sent_at=1.0).to_json()
+    started["idx"] = "zero"
+    with pytest.raises(ValueError, match=r"finalize message: idx must be a non-negative int"):
         pipeline.finalize(None, started)
 
 

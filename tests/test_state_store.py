@@ -10,7 +10,8 @@ import time
 import pytest
 
 from cuzk_tasks.errors import StateError
-from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
+from cuzk_tasks.state import (DeviceResult, JobState, Keys, PartitionRun, PartitionState,
+                              StateStore, WorkerState)
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.messages import StageMessages
 from cuzk_tasks.state.store import script_text
@@ -183,7 +184,7 @@ def test_a_completed_partition_is_counted_in_the_phase_histograms(store):
 
 def test_every_key_is_under_the_prefix_and_named_by_keys(store):
     # with its messages, left in the outbox (this store has no publisher)
-    msgs = [stage_messages().synthesize("j1", i, "c", 5) for i in (0, 1)]
+    msgs = [stage_messages().synthesize(PartitionRun("j1", i, 0, "c", 5)) for i in (0, 1)]
     assert store.create_job("j1", "c", "k", 5, "req", [{"input": "{}"}] * 2, messages=msgs)[1]
     w = device(store)
     to_finalizing(store, "j1", 0, w)
@@ -310,7 +311,7 @@ def test_synth_retry_hands_the_partition_back_uncounted(store_factory):
     store = store_factory(publisher=rec)
     new_job(store)
     assert store.synth_begin("j1", 0, 0, max_deliveries=1)
-    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
+    msg = stage_messages().synthesize(PartitionRun("j1", 0, 1, "c", 5))
     assert store.synth_retry("j1", 0, 0, "spool disk full (/s)", message=msg)
     p = store.get_partition("j1", 0)
     assert (p["state"], p["attempt"], p["synth_deliveries"], p["outage_retries"]) == \
@@ -364,7 +365,7 @@ def test_route_happy_and_once_per_attempt(store):
 def test_create_job_sends_its_messages_once(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
-    msgs = [stage_messages().synthesize("jm", i, "c", 4) for i in (0, 1)]
+    msgs = [stage_messages().synthesize(PartitionRun("jm", i, 0, "c", 4)) for i in (0, 1)]
     parts = [{"input": "{}"}] * 2
     assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
     assert rec.sent == [json.loads(m) for m in msgs]  # in partition order
@@ -381,7 +382,7 @@ def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory)
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store, n=2)
-    late = stage_messages().prove_start("j1", 0, 0, "c", "/w", 2)
+    late = stage_messages().prove_start(PartitionRun("j1", 0, 0, "c", 2), "/w")
     assert store.synth_begin("j1", 0, 0)
     end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
@@ -393,7 +394,7 @@ def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory)
     assert rec.sent == [{**json.loads(late), "queue": queue}]
     assert not store.route("j1", 0, 0, circuit="c", message=late)  # once per attempt
     assert len(rec.sent) == 1
-    late1 = stage_messages().prove_start("j1", 1, 0, "c", "/w", 2)
+    late1 = stage_messages().prove_start(PartitionRun("j1", 1, 0, "c", 2), "/w")
     assert store.synth_begin("j1", 1, 0)
     end = store.synth_end("j1", 1, 0, "/w", 1.0, route_circuit="c", message=late1)
     assert end.routed and end.routed.worker == w
@@ -408,12 +409,14 @@ def test_gpu_end_sends_finalize_only_when_the_partition_advances(store_factory):
     new_job(store, n=1)
     w = device(store, "w1")
     token = to_gpu(store, "j1", 0, w)
-    fin = stage_messages().finalize("cuzk.cpu", 0, {"job": "j1", "idx": 0, "attempt": 0})
+    result = DeviceResult(PartitionRun("j1", 0, 0, "c", 0), witness_ref="/w", worker=w,
+                          token=token, backend="cpu", partial=None, sent_at=0.0)
+    fin = stage_messages().finalize("cuzk.cpu", result)
     stale = store.gpu_end(w, "not-the-token", "j1", 0, 0, 5.0, message=fin)
     assert not stale.partition_advanced and rec.sent == []
     end = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)
     assert end.partition_advanced and rec.sent == [json.loads(fin)]
-    assert rec.tasks() == [("cuzk.finalize", [{"job": "j1", "idx": 0, "attempt": 0}], "cuzk.cpu")]
+    assert rec.tasks() == [("cuzk.finalize", [result.to_json()], "cuzk.cpu")]
     again = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)   # a duplicate end
     assert not again.partition_advanced and len(rec.sent) == 1
 
@@ -426,14 +429,14 @@ def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_fa
     store = store_factory(publisher=rec)
     new_job(store, n=2)
     w = device(store)
-    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
+    msg = stage_messages().synthesize(PartitionRun("j1", 0, 1, "c", 5))
     assert not store.recover_stage("j1", 0, "synthesizing", 0, message=msg)  # it is pending
     assert rec.sent == []
     assert store.recover_stage("j1", 0, "pending", 0, message=msg)
     assert rec.sent == [json.loads(msg)]
     assert store.get_partition("j1", 0)["attempt"] == 1
     to_gpu(store, "j1", 1, w)
-    other = stage_messages().synthesize("j1", 1, "c", 5, attempt=1)
+    other = stage_messages().synthesize(PartitionRun("j1", 1, 1, "c", 5))
     assert store.recover_stage("j1", 1, "gpu", 0, message=other)
     assert len(rec.sent) == 1 and store.unrouted_partitions() == [("j1", 1)]
 
@@ -444,7 +447,7 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     new_job(store, n=2)
     w1, w2 = device(store, "w1"), device(store, "w2")
     token = to_gpu(store, "j1", 0, w1)
-    retry = stage_messages().prove_start("j1", 0, 1, "c", "/w", 5)
+    retry = stage_messages().prove_start(PartitionRun("j1", 0, 1, "c", 5), "/w")
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
     stale = store.gpu_fault(w1, "other-token", "j1", 0, 0, "late", "c", 3, message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")
