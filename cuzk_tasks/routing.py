@@ -57,8 +57,7 @@ def route_partition(ctx, run: PartitionRun, witness_ref):
     """Route one synth_done partition (``run``: its attempt, circuit and priority) to the
     best live device; True when it was routed and its prove_start queued."""
     message = ctx.messages.prove_start(run, witness_ref)
-    routed = ctx.store.route(run.job_id, run.idx, run.attempt, circuit=run.circuit,
-                             message=message)
+    routed = ctx.store.route(run, circuit=run.circuit, message=message)
     return after_route(ctx, run, routed)
 
 
@@ -67,8 +66,7 @@ def place_partition(ctx, run: PartitionRun):
     can run its synthesize and finalize, and queue its synthesize on that host's CPU queue;
     True when it was placed."""
     message = ctx.messages.synthesize(run)
-    routed = ctx.store.route(run.job_id, run.idx, run.attempt, circuit=run.circuit,
-                             message=message)
+    routed = ctx.store.route(run, circuit=run.circuit, message=message)
     return after_route(ctx, run, routed)
 
 
@@ -127,7 +125,7 @@ class Sweeper(PeriodicThread):
                     continue
                 attempt = int(part.get("attempt") or 0)
                 # worker_id: a partition meanwhile routed to a live device is left alone
-                if store.redispatch(job_id, idx, attempt, worker_id=dead):
+                if store.redispatch(PartitionRun(job_id, idx, attempt), worker_id=dead):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
@@ -274,7 +272,7 @@ class Sweeper(PeriodicThread):
                     continue
                 message = self.ctx.messages.synthesize(PartitionRun(
                     job_id, idx, attempt + 1, job["circuit"], self._priority(job)))
-            if store.recover_stage(job_id, idx, state, attempt, message=message):
+            if store.recover_stage(PartitionRun(job_id, idx, attempt), state, message=message):
                 recovered += 1
                 suspects.pop(key)
                 log.warning("partition %s/%s (%s, attempt %d): no live worker holds its stage; "

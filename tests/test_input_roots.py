@@ -27,6 +27,7 @@ import pytest
 from cuzk_tasks import pipeline, queues
 from cuzk_tasks.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
+from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.paths import (NAME_MAX, OUTSIDE, InputRefError, OutsideInputRootsError,
                               absolute_refs, confined_path, open_input)
 from cuzk_tasks.celery_app import create_app
@@ -339,8 +340,8 @@ def _routed_to_me(ctx, witness_ref):
     store.register_worker(ctx.worker_id, "device", "irhost", device=0, queue=ctx.queue)
     store.heartbeat(ctx.worker_id, 30)
     job = _job(ctx, [{"input": "{}"}])
-    assert store.synth_begin(job, 0, 0)
-    end = store.synth_end(job, 0, 0, witness_ref, 1.0, route_circuit="mulchain")
+    assert store.synth_begin(PartitionRun(job, 0, 0))
+    end = store.synth_end(PartitionRun(job, 0, 0), witness_ref, 1.0, route_circuit="mulchain")
     assert end and end.routed, end
     return job
 
@@ -365,9 +366,9 @@ def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
 def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
+    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
     assert started.ok
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0), 1.0).partition_advanced
     result = _started(job, fifo, ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
@@ -538,8 +539,8 @@ def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tre
     assert ctx.store.get_partition(job, 0)["error"] == expected
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
-    started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
+    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0), 1.0).partition_advanced
     result = _started(job, str(fifo), ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected

@@ -74,13 +74,12 @@ def device(store, worker_id="w1"):
 
 
 def finish_partition(store, job_id, idx, worker_id, proof, public):
-    assert store.synth_begin(job_id, idx, 0)
-    assert store.synth_end(job_id, idx, 0, f"/spool/{idx}.wtns", 1.0)
-    assert store.route(job_id, idx, 0, worker_id)
-    token = store.gpu_start(worker_id, job_id, idx, 0, 3).token
-    assert store.gpu_end(worker_id, token, job_id, idx, 0, 1.0).partition_advanced
-    return store.finalize_end(job_id, idx, 0, 1.0, json.dumps(proof), json.dumps(public),
-                              token=token)
+    assert store.synth_begin(PartitionRun(job_id, idx, 0))
+    assert store.synth_end(PartitionRun(job_id, idx, 0), f"/spool/{idx}.wtns", 1.0)
+    assert store.route(PartitionRun(job_id, idx, 0), worker_id)
+    token = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0), 3).token
+    assert store.gpu_end(worker_id, token, PartitionRun(job_id, idx, 0), 1.0).partition_advanced
+    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, json.dumps(proof), json.dumps(public), token=token)
 
 
 # --- the message --------------------------------------------------------------------------
@@ -198,8 +197,8 @@ def test_done_sends_proofs_and_stores_the_result_in_the_same_step(store):
 
 def test_failed_sends_the_error_once_for_the_first_failure(store):
     new_job(store, n=3)
-    assert store.fail_partition("j1", 1, None, "bad input.json: field x")
-    assert store.fail_partition("j1", 0, None, "second") is False  # cancelled by the first
+    assert store.fail_partition(PartitionRun("j1", 1), "bad input.json: field x", any_attempt=True)
+    assert store.fail_partition(PartitionRun("j1", 0), "second", any_attempt=True) is False  # cancelled by the first
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs == {"job_id": "j1", "state": "failed",
                       "error": "partition 1: bad input.json: field x"}
@@ -210,10 +209,10 @@ def test_failed_sends_the_error_once_for_the_first_failure(store):
 def test_poison_pill_fails_the_job_with_its_callback(store):
     new_job(store, n=1)
     w = device(store)
-    assert store.synth_begin("j1", 0, 0) and store.synth_end("j1", 0, 0, "/w", 1.0)
-    assert store.route("j1", 0, 0, w)
-    assert store.gpu_start(w, "j1", 0, 0, 1).ok
-    assert store.gpu_start(w, "j1", 0, 0, 1).reason == "poison"
+    assert store.synth_begin(PartitionRun("j1", 0, 0)) and store.synth_end(PartitionRun("j1", 0, 0), "/w", 1.0)
+    assert store.route(PartitionRun("j1", 0, 0), w)
+    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).ok
+    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).reason == "poison"
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs["state"] == "failed" and "poison pill" in kwargs["error"]
 
@@ -258,7 +257,7 @@ def test_lua_on_done_key_matches_keys_py(store):
 
 def test_job_status_reads_states_without_inputs_or_proofs(store):
     new_job(store, n=2)
-    assert store.fail_partition("j1", 0, None, "boom")
+    assert store.fail_partition(PartitionRun("j1", 0), "boom", any_attempt=True)
     status = store.job_status("j1")
     assert status["state"] == "failed" and status["on_done"] == spec_for(store)
     assert [p["state"] for p in status["partitions"]] == ["failed", "cancelled"]

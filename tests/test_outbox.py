@@ -63,9 +63,9 @@ def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
     _job(store, n=1)
     store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
     store.heartbeat("h:dev0", 30)
-    assert store.synth_begin("j", 0, 0)
+    assert store.synth_begin(PartitionRun("j", 0, 0))
     prove = _messages().prove_start(PartitionRun("j", 0, 0, "c", 3), "/w")
-    end = store.synth_end("j", 0, 0, "/w", 1.0, route_circuit="c", message=prove)
+    end = store.synth_end(PartitionRun("j", 0, 0), "/w", 1.0, route_circuit="c", message=prove)
     assert end.routed.queue == "cuzk.dev.h.0"
     sent = rec.sent[-1]
     assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove_start", "cuzk.dev.h.0", 3)
@@ -111,7 +111,7 @@ def test_a_held_message_is_released_into_the_outbox_when_a_partition_ends(store_
     store = store_factory(publisher=rec)
     _job(store, n=3, window=1)
     assert [e["args"][1] for e in rec.sent] == [0]
-    assert store.fail_partition("j", 0, 0, "boom")  # the job fails: nothing more is released
+    assert store.fail_partition(PartitionRun("j", 0, 0), "boom")  # the job fails: nothing more is released
     assert [e["args"][1] for e in rec.sent] == [0]
 
 

@@ -70,8 +70,8 @@ def _job_in_synth_done(store, n=1):
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 5, None, [{"input": "{}"}] * n)
     for i in range(n):
-        assert store.synth_begin(job, i, 0)
-        assert store.synth_end(job, i, 0, f"/spool/{i}.wtns", 1.0)
+        assert store.synth_begin(PartitionRun(job, i, 0))
+        assert store.synth_end(PartitionRun(job, i, 0), f"/spool/{i}.wtns", 1.0)
     return job
 
 
@@ -84,7 +84,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     # routed to dev0, which starts proving and then dies (its heartbeat expires)
     assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert sent(ctx) == [(job, 0, 0, "h:dev0")]
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
     assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
@@ -100,7 +100,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
     store.heartbeat("h:dev0", 5)
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).reason == "stale"
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_route_prefers_least_outstanding(ctx):
@@ -127,13 +127,13 @@ def test_route_choice_least_outstanding_then_resident_then_id(ctx):
     store.set_resident("h:dev2", ["a"])
     job = _job_in_synth_done(store, 5)
     # all idle: dev2 holds circuit a
-    assert store.route(job, 0, 0, circuit="a").worker == "h:dev2"
+    assert store.route(PartitionRun(job, 0, 0), circuit="a").worker == "h:dev2"
     # dev0 and dev1 have 0 outstanding, neither holds b: the smaller id
-    assert store.route(job, 1, 0, circuit="b").worker == "h:dev0"
-    assert store.route(job, 2, 0, circuit="a").worker == "h:dev1"   # least outstanding wins over resident
-    assert store.route(job, 3, 0, circuit="a").worker == "h:dev2"   # all at 1: resident
+    assert store.route(PartitionRun(job, 1, 0), circuit="b").worker == "h:dev0"
+    assert store.route(PartitionRun(job, 2, 0), circuit="a").worker == "h:dev1"   # least outstanding wins over resident
+    assert store.route(PartitionRun(job, 3, 0), circuit="a").worker == "h:dev2"   # all at 1: resident
     store.worker_offline("h:dev0"), store.worker_offline("h:dev1"), store.worker_offline("h:dev2")
-    r = store.route(job, 4, 0, circuit="a")
+    r = store.route(PartitionRun(job, 4, 0), circuit="a")
     assert not r and r.reason == "no_live_device"
     assert store.unrouted_partitions() == [(job, 4)]
 
@@ -143,15 +143,15 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
     message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "c", 3), "/w0")
-    assert store.synth_begin(job, 0, 0)
-    end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
+    assert store.synth_begin(PartitionRun(job, 0, 0))
+    end = store.synth_end(PartitionRun(job, 0, 0), "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
     assert end.routed.reason == "no_live_device" and store.unrouted_partitions() == [(job, 0)]
     assert store.outbox_entries() == {}  # nothing recorded for a partition left unrouted
     queue = _register(ctx, "h:dev0", 0)
-    assert store.synth_begin(job, 1, 0)
+    assert store.synth_begin(PartitionRun(job, 1, 0))
     message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "c", 3), "/w1")
-    end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
+    end = store.synth_end(PartitionRun(job, 1, 0), "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
     # published by Celery on the chosen queue's list of priority step 3, as the entry says
     assert store.redis.llen(queues.queue_list_key(queue, 3)) == 1
@@ -240,8 +240,8 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     assert (part["state"], part["attempt"], part["lost_messages"]) == ("pending", 1, 1)
     assert store.get_partition(job, 1)["attempt"] == 0
     # the stranded original, restored at last, is stale; the new message runs
-    assert store.synth_begin(job, 0, 0).reason == "stale"
-    assert store.synth_begin(job, 0, 1)
+    assert store.synth_begin(PartitionRun(job, 0, 0)).reason == "stale"
+    assert store.synth_begin(PartitionRun(job, 0, 1))
     # queued (pending) or held (synthesizing under a lease): nothing more is sent
     _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0), (job, 0, 1)])
     assert _sweep_twice(sweeper, lossy) == (0, 0)
@@ -252,7 +252,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
-    assert store.synth_begin(job, 0, 0)  # delivered and running ...
+    assert store.synth_begin(PartitionRun(job, 0, 0))  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
     _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the queue is busy: irrelevant here
     sweeper = routing.Sweeper(lossy)
@@ -263,7 +263,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     assert (part["state"], part["attempt"]) == ("pending", 1)
     assert ("cuzk.synthesize", job, 0, 1) in _cpu_messages(lossy)
     # the dead run's synth_end, had it come, is stale
-    assert not store.synth_end(job, 0, 0, "/w", 1.0)
+    assert not store.synth_end(PartitionRun(job, 0, 0), "/w", 1.0)
 
 
 def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
@@ -278,7 +278,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, "h:dev0")
     assert sent(lossy) == [(job, 0, 1, "h:dev0")]  # routed again, in the same sweep
     # the original, had it survived, is stale now
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).reason == "stale"
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_idle(lossy):
@@ -287,7 +287,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     job = _job_in_synth_done(store, 2)
     for i in (0, 1):
         assert routing.route_partition(lossy, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
@@ -306,7 +306,7 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
-    start = store.gpu_start("h:dev0", job, 0, 0, 3)
+    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
     store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
     assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["token"] == start.token
@@ -317,8 +317,8 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
-    start = store.gpu_start("h:dev0", job, 0, 0, 3)
-    assert store.gpu_end("h:dev0", start.token, job, 0, 0, 5.0).partition_advanced  # no finalize queued
+    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
+    assert store.gpu_end("h:dev0", start.token, PartitionRun(job, 0, 0), 5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"

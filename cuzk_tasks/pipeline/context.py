@@ -176,8 +176,7 @@ def public_error(ctx, error) -> str:
 def fail(ctx, run, error, token=None):
     """Fail ``run`` (a :class:`~cuzk_tasks.state.PartitionRun`) with ``error``, its worker
     cleared with ``token`` (the ending run's) when given."""
-    ok = ctx.store.fail_partition(run.job_id, run.idx, run.attempt, public_error(ctx, error),
-                                  token=token)
+    ok = ctx.store.fail_partition(run, public_error(ctx, error), token=token)
     log.warning("job %s partition %s failed%s: %s", run.job_id, run.idx,
                 "" if ok else " (already final)", error)
     return ok

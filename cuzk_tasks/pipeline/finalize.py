@@ -53,8 +53,8 @@ def finalize(ctx: Context, started):
         return None
     # compare-and-delete with the token of the run that made this partial: if the device has
     # moved on to another partition (another token), it stays busy
-    end = store.finalize_end(job_id, idx, attempt, ms_since(t0), json.dumps(proof),
-                             json.dumps(public), token=result.token)
+    end = store.finalize_end(run, ms_since(t0), json.dumps(proof), json.dumps(public),
+                             token=result.token)
     if not end.ok:
         log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
         return None
@@ -87,9 +87,8 @@ def _reroute_after_wrong_proof(ctx, exc, result: DeviceResult):
     faults")."""
     run = result.run
     retry = ctx.messages.after_device_fault(run, result.witness_ref)
-    fault = ctx.store.gpu_fault(result.worker, result.token, run.job_id, run.idx, run.attempt,
-                                public_error(ctx, exc), run.circuit,
-                                ctx.settings.max_deliveries,
+    fault = ctx.store.gpu_fault(result.worker, result.token, run, public_error(ctx, exc),
+                                run.circuit, ctx.settings.max_deliveries,
                                 message=retry, in_state="finalizing")
     log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
                 " %s%s", run.job_id, run.idx, run.attempt, result.worker, fault.outcome,

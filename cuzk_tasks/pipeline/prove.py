@@ -33,7 +33,7 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
 def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
     store, wid = ctx.store, ctx.worker_id
     job_id, idx, attempt = run.job_id, run.idx, run.attempt
-    started = store.gpu_start(wid, job_id, idx, attempt, ctx.settings.max_deliveries)
+    started = store.gpu_start(wid, run, ctx.settings.max_deliveries)
     if not started.ok:
         log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)
@@ -64,7 +64,7 @@ def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
         # compare-and-delete on OUR token: never clears a worker that moved on; sends
         # finalize (the outbox) in the same step when the partition advances
         if device_fault is None:
-            end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0), message=message)
+            end = store.gpu_end(wid, token, run, ms_since(t0), message=message)
     if device_fault is not None:
         _reroute_after_device_fault(ctx, device_fault, token, run, witness_ref)
         return
@@ -82,9 +82,8 @@ def _reroute_after_device_fault(ctx, exc, token, run: PartitionRun, witness_ref)
     """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
     live device with its next attempt, or fail it after max faults / with no other device."""
     retry = ctx.messages.after_device_fault(run, witness_ref)
-    fault = ctx.store.gpu_fault(ctx.worker_id, token, run.job_id, run.idx, run.attempt,
-                                public_error(ctx, exc), run.circuit, ctx.settings.max_deliveries,
-                                message=retry)
+    fault = ctx.store.gpu_fault(ctx.worker_id, token, run, public_error(ctx, exc), run.circuit,
+                                ctx.settings.max_deliveries, message=retry)
     log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", run.job_id,
                 run.idx, run.attempt, ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")

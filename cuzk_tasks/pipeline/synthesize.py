@@ -57,7 +57,7 @@ def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
     run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
     store = ctx.store
     settings = ctx.settings
-    begun = store.synth_begin(job_id, idx, attempt, max_deliveries=settings.max_deliveries,
+    begun = store.synth_begin(run, max_deliveries=settings.max_deliveries,
                               time_limit_s=settings.time_limit_s)
     if not begun:
         log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
@@ -119,7 +119,7 @@ def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
         fail(ctx, run, internal_error(exc))
         return None
     message = ctx.messages.prove_start(run, witness_ref)
-    end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
+    end = store.synth_end(run, witness_ref, ms_since(t0), route_circuit=circuit,
                           message=message, curve=zkey.curve.snarkjs_name)
     if not end:
         log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
@@ -161,7 +161,7 @@ def _hand_back(ctx, run, exc):
     # host-affine: it stays placed on its device, so its synthesize stays on this host
     queue = ctx.settings.host_cpu_queue() if ctx.settings.host_affine else None
     message = ctx.messages.synthesize(run.next_attempt(), queue=queue)
-    if ctx.store.synth_retry(run.job_id, run.idx, run.attempt, str(exc), message=message):
+    if ctx.store.synth_retry(run, str(exc), message=message):
         log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", run.job_id,
                     run.idx, exc, run.attempt + 1)
     else:

@@ -12,6 +12,9 @@ matter most:
   happens whole or not at all.  A transition names the state(s) and attempt it expects;
   anything else is rejected and changes nothing (the method returns False / ``ok=False``
   with a reason).  Every transition XADDs an event to ``Keys.events`` (MAXLEN ~).
+* A partition transition names the run it expects as a :class:`~.run.PartitionRun` (job,
+  index, attempt; the run's circuit and priority are the messages', never read here): a
+  partition in another attempt rejects it as stale.
 * A worker's assignment is a token (``job:idx:attempt:nonce``) issued by
   :meth:`StateStore.gpu_start`.  Only a compare-and-delete on that exact token
   makes the worker idle again, so an end that arrives late (a finalizer of an
@@ -46,6 +49,7 @@ from . import reads
 from .codec import as_list, decode, decode_value, worker_record
 from .enums import JobState, WorkerRole
 from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
+from .run import PartitionRun
 
 SCRIPTS = (
     "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
@@ -335,6 +339,14 @@ def _check_request_conflict(request_id, job_id, status) -> None:
         raise StateError(f"request_id {request_id!r} already names job {job_id} with other "
                          "content (circuit, partitions, priority, on_done or deadline_s "
                          "differ); use a new request_id for a new job")
+
+
+def _check_run(run) -> tuple[str, int, int]:
+    """``(job_id, idx, attempt)`` of a transition's :class:`PartitionRun` (its circuit and
+    priority are not read here: a transition keys on the run's identity)."""
+    if not isinstance(run, PartitionRun):
+        raise StateError(f"expected a PartitionRun, got {run!r:.200}")
+    return run.job_id, run.idx, run.attempt
 
 
 def _check_role(role) -> WorkerRole:
@@ -733,14 +745,14 @@ class StateStore:
 
     # --- partition transitions ------------------------------------------------------
 
-    def synth_begin(self, job_id, idx, attempt, max_deliveries: int | None = None,
+    def synth_begin(self, run: PartitionRun, max_deliveries: int | None = None,
                     time_limit_s: float | None = None) -> SynthBegin:
         """pending -> synthesizing (job pending -> running).  Also accepted, changing nothing,
         when the partition is already synthesizing with this attempt (a redelivered synthesize).
         ``max_deliveries``: count this delivery in ``synth_deliveries``; past it the partition
         and its job fail (reason ``poison``; ``time_limit_s``, the hard limit, is named in the
         error)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         reply = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt,
                            "" if max_deliveries is None else int(max_deliveries),
@@ -750,7 +762,7 @@ class StateStore:
         inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
         return SynthBegin(True, reply[1], inputs)
 
-    def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms, route_circuit=None,
+    def synth_end(self, run: PartitionRun, witness_ref, synth_ms, route_circuit=None,
                   message=None, curve: str | None = None) -> SynthEnd:
         """synthesizing -> synth_done; ``job:idx`` joins the unrouted set.  ``curve``: the
         circuit's curve (snarkjs name, from its zkey), recorded on the job once.
@@ -759,7 +771,7 @@ class StateStore:
         without a worker does (``message``: its prove_start's outbox entry without a queue, sent
         to the chosen one).
         Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         route_args = ["0"]
         if route_circuit is not None:
             route_args = ["1", route_circuit, message or ""]
@@ -772,7 +784,7 @@ class StateStore:
                       else Routed(False, "no_live_device"))
         return SynthEnd(bool(ok), reason, routed)
 
-    def route(self, job_id, idx, attempt, worker_id=None, circuit=None, message=None) -> Routed:
+    def route(self, run: PartitionRun, worker_id=None, circuit=None, message=None) -> Routed:
         """synth_done (this attempt, not yet routed) -> routed to ``worker_id``, or when None
         to the best live device worker for ``circuit`` (least outstanding, then one holding
         the circuit, then the smallest id).  At most one route per attempt succeeds.
@@ -784,7 +796,7 @@ class StateStore:
         same way, among the devices whose host has a live CPU worker serving ``circuit``;
         ``message`` is then its synthesize, sent to that host's CPU queue (docs/
         architecture.md, "Placement")."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         if worker_id is not None:
             _check_worker_id(worker_id)
         ok, reason, worker, queue = self._run(
@@ -792,7 +804,7 @@ class StateStore:
             [job_id, idx, attempt, worker_id, circuit, message or ""])
         return Routed(bool(ok), reason, worker or None, queue or None)
 
-    def gpu_start(self, worker_id, job_id, idx, attempt,
+    def gpu_start(self, worker_id, run: PartitionRun,
                   max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
         """The device worker begins prove_start: partition (routed to this worker, this
         attempt, in synth_done) -> gpu, worker -> proving with job, partition, kind, since and
@@ -803,7 +815,8 @@ class StateStore:
         reasons.  A redelivery of the same message (partition already in gpu on this worker,
         same attempt) is ACCEPTED and counted as a delivery -- its earlier run died -- and
         gets a new token; the old token is stale."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         ok, token, reason, deliveries, deadline_at = self._run(
             "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
                           self.keys.worker(worker_id), self.keys.workers()],
@@ -811,20 +824,21 @@ class StateStore:
         return GpuStart(bool(ok), token or None, reason, int(deliveries),
                         float(deadline_at) if deadline_at else None)
 
-    def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms, message=None) -> GpuEnd:
+    def gpu_end(self, worker_id, token, run: PartitionRun, gpu_ms, message=None) -> GpuEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
         Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
         and this token (it leaves the worker's routed set): a dead run's late end never
         advances a redelivered partition.  ``message`` (an outbox entry: the partition's
         finalize) is sent, only when the partition advanced.  The ``gpu_end`` event is
         written either way."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
             [job_id, idx, attempt, worker_id, token, gpu_ms, message or ""])
         return GpuEnd(bool(cleared), bool(advanced))
 
-    def gpu_fault(self, worker_id, token, job_id, idx, attempt, error, circuit,
+    def gpu_fault(self, worker_id, token, run: PartitionRun, error, circuit,
                   max_faults: int = defaults.MAX_DELIVERIES, message=None,
                   in_state: str = "gpu") -> GpuFault:
         """A run on a device failed because of the device (not the input): its prove_start
@@ -837,7 +851,8 @@ class StateStore:
         ``max_faults`` faults, at a second self-verification failure (two devices agree: the
         witness is bad), or with no other live device, the partition and its job fail with
         ``error``."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         if in_state not in ("gpu", "finalizing"):
             raise StateError(f"in_state must be 'gpu' or 'finalizing', got {in_state!r}")
         cleared, outcome, worker, queue = self._run(
@@ -846,7 +861,7 @@ class StateStore:
              message or "", in_state])
         return GpuFault(bool(cleared), outcome, worker or None, queue or None)
 
-    def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
+    def finalize_end(self, run: PartitionRun, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
         """finalizing (or gpu, if its run ended without gpu_end) -> done with ``proof_json``
         and ``public_json``; the job's ``n_done`` + 1, the counter ``completed:<kind>``, the
@@ -862,7 +877,7 @@ class StateStore:
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
         the token gpu_start gave the run whose partial this is: always safe) or, when None,
         the partition's recorded token -- then only if the partition was in finalizing."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         if not isinstance(proof_json, str):
             proof_json = json.dumps(proof_json)
         if not isinstance(public_json, str):
@@ -875,29 +890,32 @@ class StateStore:
             self.reap_jobs()  # a big job's keys get their retention TTL, in short steps
         return FinalizeEnd(bool(ok), bool(complete), reason)
 
-    def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
-        """Any live partition -> failed with ``error`` (``attempt`` must match, or None =
-        any), out of routed/unrouted, counted in ``failed:<kind>`` and the failures list; the
+    def fail_partition(self, run: PartitionRun, error, token: str | None = None,
+                       any_attempt: bool = False) -> bool:
+        """Any live partition -> failed with ``error`` (``run``'s attempt must match, unless
+        ``any_attempt``: an operator's), out of routed/unrouted, counted in ``failed:<kind>``
+        and the failures list; the
         job -> failed on its first failure (its on_done sent) and its other live partitions
         -> cancelled (a big job's by :meth:`reap_jobs`, before this returns).
 
         Compare-and-delete of its worker with ``token`` (the ending run's) or, when None, the
         partition's recorded token unless the partition is in gpu (its run may be in flight:
         that run clears the worker itself with gpu_end)."""
-        _check_int("idx", idx), _check_int("attempt", attempt, allow_none=True)
+        job_id, idx, attempt = _check_run(run)
+        attempt = None if any_attempt else attempt
         ok, _ = self._run("fail_partition", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt, str(error), token])
         if ok:
             self.reap_jobs()  # the job's other partitions, if it is big (one short step if not)
         return bool(ok)
 
-    def redispatch(self, job_id, idx, attempt, worker_id: str | None = None) -> bool:
+    def redispatch(self, run: PartitionRun, worker_id: str | None = None) -> bool:
         """A routed partition in synth_done|gpu with ``attempt`` -> synth_done with attempt + 1,
         unrouted.  The worker hash is not touched.  Of several callers with the same attempt
         only one wins; one that read the partition after the winner (now unrouted) loses too.
         ``worker_id``: also require the partition to be routed to that (dead) worker -- pass it
         from a sweeper, so a partition meanwhile routed to a live device is left alone."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("redispatch", [self.keys.job(job_id), self.keys.part(job_id, idx),
                                          self.keys.unrouted()], [job_id, idx, attempt, worker_id])
         return bool(ok)
@@ -923,22 +941,22 @@ class StateStore:
             pipe.llen(key)
         return sum(pipe.execute())
 
-    def recover_stage(self, job_id, idx, state, attempt, message=None) -> bool:
-        """A partition seen in ``state``/``attempt`` whose stage no one holds (the sweeper's
-        finding) moves back one step with attempt + 1: pending and synthesizing to pending,
+    def recover_stage(self, run: PartitionRun, state, message=None) -> bool:
+        """A partition seen in ``state`` with ``run``'s attempt whose stage no one holds (the
+        sweeper's finding) moves back one step with attempt + 1: pending and synthesizing to pending,
         with ``message`` (its synthesize, built for attempt + 1) queued; routed synth_done,
         gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, message or ""])
         return bool(ok)
 
-    def synth_retry(self, job_id, idx, attempt, reason, message=None) -> bool:
+    def synth_retry(self, run: PartitionRun, reason, message=None) -> bool:
         """A synthesize that met an outage of its host (a full spool disk) hands its partition
         back: synthesizing with ``attempt`` -> pending with attempt + 1 and ``message`` (its
         synthesize, built for attempt + 1) queued; this delivery does not count towards max
         deliveries.  False when the partition moved meanwhile (cancelled, failed, stale)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("synth_retry", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt, reason, message or ""])
         return bool(ok)
