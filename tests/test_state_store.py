@@ -1328,3 +1328,20 @@ def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(stor
     (idle,) = _worker_idle_events(store)
     assert idle["token"] == token and idle["reason"] == "stale"
     assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value  # the sweeper's
+
+
+def test_a_script_with_named_arguments_stores_what_it_was_sent(store):
+    """gpu_fault, gpu_end, synth_end and finalize_end take one JSON object of named arguments
+    (_lib.lua ``ARGS``): text of any kind arrives as a positional argument would, and a name
+    the caller did not send fails the script instead of reading as nil."""
+    new_job(store, n=1)
+    w, other = device(store, "w1"), device(store, "w2")
+    token = to_gpu(store, "j1", 0, w)
+    error = 'CUDA "illegal address" \u00e9\u6f22\u5b57 \U0001f600\nline 2 \\ \x01'
+    fault = store.gpu_fault(w, token, PartitionRun("j1", 0, 0), error, "c", 3)
+    assert fault.outcome == "rerouted" and fault.worker == other
+    assert store.get_partition("j1", 0)["last_device_error"] == error
+    with pytest.raises(Exception, match="script argument token not given"):
+        store._run("gpu_end", [store.keys.part("j1", 0), store.keys.worker(other)],
+                   {"job": "j1", "idx": 0, "attempt": 1, "worker": other, "gpu_ms": 1.0,
+                    "message": ""})

@@ -485,8 +485,16 @@ class StateStore:
 
     def _run(self, name, keys, args):
         """Run script ``name``; the outbox entries it added are published (and then deleted)
-        before its reply is returned."""
-        script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]
+        before its reply is returned.  ``args``: its own arguments, a list (ARGV after the
+        common ones), or a dict -- for a script with a long list: one ARGV, the JSON object
+        of the named arguments (``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
+        positional one, so what a script stores is the same either way."""
+        if isinstance(args, dict):
+            own = [json.dumps({k: _arg(v) for k, v in args.items()}, ensure_ascii=False,
+                              separators=(",", ":"))]
+        else:
+            own = [_arg(a) for a in args]
+        script, keys, argv = self._scripts[name], list(keys), self._common + own
         if self._outage is None:
             reply = script(keys=keys, args=argv)
         else:
@@ -772,12 +780,13 @@ class StateStore:
         to the chosen one).
         Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
         job_id, idx, attempt = _check_run(run)
-        route_args = ["0"]
-        if route_circuit is not None:
-            route_args = ["1", route_circuit, message or ""]
+        route = route_circuit is not None
         ok, reason, worker, queue = self._run(
             "synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
-            [job_id, idx, attempt, witness_ref, synth_ms, curve or "", *route_args])
+            {"job": job_id, "idx": idx, "attempt": attempt, "witness_ref": witness_ref,
+             "synth_ms": synth_ms, "curve": curve or "", "route": route,
+             "circuit": route_circuit if route else "",
+             "message": (message or "") if route else ""})
         routed = None
         if ok and route_circuit is not None:
             routed = (Routed(True, "ok", worker, queue) if worker
@@ -835,7 +844,8 @@ class StateStore:
         job_id, idx, attempt = _check_run(run)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, gpu_ms, message or ""])
+            {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
+             "gpu_ms": gpu_ms, "message": message or ""})
         return GpuEnd(bool(cleared), bool(advanced))
 
     def gpu_fault(self, worker_id, token, run: PartitionRun, error, circuit,
@@ -857,8 +867,9 @@ class StateStore:
             raise StateError(f"in_state must be 'gpu' or 'finalizing', got {in_state!r}")
         cleared, outcome, worker, queue = self._run(
             "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, str(error), circuit, int(max_faults),
-             message or "", in_state])
+            {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
+             "error": str(error), "circuit": circuit, "max_faults": int(max_faults),
+             "message": message or "", "in_state": in_state})
         return GpuFault(bool(cleared), outcome, worker or None, queue or None)
 
     def finalize_end(self, run: PartitionRun, finalize_ms, proof_json, public_json,
@@ -884,8 +895,10 @@ class StateStore:
             public_json = json.dumps(public_json)
         ok, complete, reason = self._run(
             "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s,
-             defaults.ON_DONE_PROOFS_MAX_BYTES])
+            {"job": job_id, "idx": idx, "attempt": attempt, "finalize_ms": finalize_ms,
+             "proof": proof_json, "public": public_json, "token": token,
+             "result_ttl": self.result_ttl_s,
+             "on_done_max_bytes": defaults.ON_DONE_PROOFS_MAX_BYTES})
         if complete:
             self.reap_jobs()  # a big job's keys get their retention TTL, in short steps
         return FinalizeEnd(bool(ok), bool(complete), reason)

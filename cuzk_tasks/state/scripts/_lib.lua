@@ -10,7 +10,8 @@
 --   ARGV[8] '1': host-affine stages (a partition is placed on a device while pending, and
 --           its synthesize and finalize run on that device's host; defaults.SHARED_SPOOL),
 --           '0': any CPU worker runs any partition's (one spool every host sees)
---   ARGV[9...] the script's own arguments: A(1), A(2), ...
+--   ARGV[9...] the script's own arguments: A(1), A(2), ...; a script with a long argument
+--           list takes one instead, A(1), a JSON object of named arguments (ARGS, below)
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -26,6 +27,16 @@ local COMMON_ARGS = 8  -- ARGV[1..8] above; a script's own arguments follow
 local function A(n) return ARGV[COMMON_ARGS + n] end
 -- how many arguments of its own the script was given
 local function own_args() return #ARGV - COMMON_ARGS end
+-- The named arguments of a script whose list would be long (more than 6): A(1) is one JSON
+-- object (StateStore._run given a dict), every value the text a positional argument would
+-- be ('' = none).  ARGS.name reads one; a name the caller did not send is an error, not nil
+-- (a contract broken on either side fails loudly).  Decoded once, when first read.
+local ARGS = setmetatable({}, {__index = function(t, name)
+  if rawget(t, '\0decoded') then error('script argument ' .. tostring(name) .. ' not given') end
+  for k, v in pairs(cjson.decode(A(1))) do rawset(t, k, v) end
+  rawset(t, '\0decoded', true)
+  return t[name]
+end})
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
