@@ -1068,8 +1068,9 @@ class StateStore:
         reply = self._run("register_worker",
                           [self.keys.workers(), self.keys.worker(worker_id),
                            self.keys.hb(worker_id)],
-                          [worker_id, _check_role(role).value, host, device, queue, gpu_name,
-                           holder or "", ttl_ms])
+                          {"worker": worker_id, "role": _check_role(role).value, "host": host,
+                           "device": device, "queue": queue, "gpu_name": gpu_name,
+                           "holder": holder or "", "ttl_ms": ttl_ms})
         if int(reply[0]):
             return Claim(True)
         return Claim(False, reply[1] or None, int(reply[2]), reply[3] or None)
@@ -1096,18 +1097,21 @@ class StateStore:
         Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
-        args = [worker_id, ttl_ms, "1" if resident is not None else "0",
-                json.dumps(list(resident)) if resident is not None else "",
-                slot.holder if slot else "",
-                registration.to_json() if registration is not None else "", holder or ""]
+        fields = {}
         for k, v in (extra or {}).items():
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
-            args += [k, v]
+            fields[k] = _arg(v)
         if holding is not None:
-            args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
+            fields["holding"] = json.dumps(sorted(attempt_member(*held) for held in holding))
         if holding_requests is not None:
-            args += ["holding_requests", json.dumps(sorted(str(t) for t in holding_requests))]
+            fields["holding_requests"] = json.dumps(sorted(str(t) for t in holding_requests))
+        args = {"worker": worker_id, "ttl_ms": ttl_ms,
+                "set_resident": resident is not None,
+                "resident": json.dumps(list(resident)) if resident is not None else "",
+                "slot_holder": slot.holder if slot else "",
+                "registration": registration.to_json() if registration is not None else "",
+                "holder": holder or "", "fields": json.dumps(fields, ensure_ascii=False)}
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))
