@@ -305,6 +305,13 @@ def _arg(value) -> str:
     return str(value)
 
 
+def _named(args: dict) -> str:
+    """A script's named arguments (``_lib.lua`` ``ARGS``): one JSON object, each value the
+    text :func:`_arg` makes of it as a positional argument (non-ASCII as itself)."""
+    return json.dumps({k: _arg(v) for k, v in args.items()}, ensure_ascii=False,
+                      separators=(",", ":"))
+
+
 def _check_job_id(job_id) -> str:
     if not isinstance(job_id, str) or not job_id or any(c.isspace() for c in job_id):
         raise StateError(f"job id must be a non-empty string without spaces, got {job_id!r}")
@@ -490,8 +497,7 @@ class StateStore:
         of the named arguments (``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
         positional one, so what a script stores is the same either way."""
         if isinstance(args, dict):
-            own = [json.dumps({k: _arg(v) for k, v in args.items()}, ensure_ascii=False,
-                              separators=(",", ":"))]
+            own = [_named(args)]
         else:
             own = [_arg(a) for a in args]
         script, keys, argv = self._scripts[name], list(keys), self._common + own
@@ -607,35 +613,39 @@ class StateStore:
         window = 0 if window is None else _check_int("window", window)
         if on_done is not None:
             spec, late = on_done
-            done_args = [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late]
+            done = {"on_done": json.dumps({"task": spec["task"], "queue": spec["queue"]}),
+                    "on_done_message": late}
         else:
-            done_args = ["", ""]
+            done = {"on_done": "", "on_done_message": ""}
         deadline_arg = "" if deadline_s is None else repr(float(deadline_s))
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         keys = [self.keys.job(job_id), request_key]
-        head = [job_id, circuit, kind, priority, request_id]
-        # last argument of each create script: the request's digest (_lib.lua request_job)
-        digest = [request_digest or ""]
+        # the create scripts' named arguments (A(1)); the partitions' inputs and the messages
+        # follow it, positional: the data, not parameters
+        head = {"job": job_id, "circuit": circuit, "kind": kind, "priority": priority,
+                "request": request_id, "n": n, "digest": request_digest or ""}
         if n <= self.chunk:
-            args = head + [n] + _partition_args(partitions, 0)
-            args += [len(messages), release, window] + messages
-            got, created = self._run("create_job", keys, args + done_args + [deadline_arg]
-                                     + digest)
+            named = {**head, "n_messages": len(messages), "release": release, "window": window,
+                     **done, "deadline_s": deadline_arg}
+            got, created = self._run("create_job", keys, [_named(named)]
+                                     + _partition_args(partitions, 0) + messages)
             _check_request_conflict(request_id, got, created)
             return got, bool(created)
         for first in range(0, n, self.chunk):
             part = partitions[first:first + self.chunk]
             held = messages[first:first + self.chunk]
-            got, status = self._run("create_parts", keys, head + [n, first, len(part)]
-                                    + _partition_args(part, first) + [len(held)] + held + digest)
+            named = {**head, "first": first, "count": len(part), "n_messages": len(held)}
+            got, status = self._run("create_parts", keys, [_named(named)]
+                                    + _partition_args(part, first) + held)
             _check_request_conflict(request_id, got, status)
             if int(status) == 0:
                 return got, False
             if int(status) < 0:
                 raise StateError(f"job {job_id}: its creation was discarded while it was written "
                                  f"(partitions from {first}); submit it again")
-        got, created = self._run("create_commit", keys, [job_id, request_id, release, window]
-                                 + done_args + [deadline_arg] + digest)
+        got, created = self._run("create_commit", keys, {
+            "job": job_id, "request": request_id, "release": release, "window": window, **done,
+            "deadline_s": deadline_arg, "digest": request_digest or ""})
         _check_request_conflict(request_id, got, created)
         if int(created) < 0:
             raise StateError(f"job {job_id}: its creation was discarded before it was "

@@ -633,23 +633,21 @@ local function activate_job(job, req, release_list, window, ondone_spec, ondone_
 end
 
 -- The job a request id already names, as a create script answers it: {that job, 0}, or
--- {that job, -2} when the request's digest -- the LAST argument of the create script,
--- ARGV[#ARGV], '' = none -- differs from the one kept on that job: the id reused for other
--- content (issue 24).  A job kept without one (created before digests) matches any.
--- nil when the key names no job.
-local function request_job(request_key)
+-- {that job, -2} when the request's `digest` (the create script's argument, '' = none)
+-- differs from the one kept on that job: the id reused for other content (issue 24).  A job
+-- kept without one (created before digests) matches any.  nil when the key names no job.
+local function request_job(request_key, digest)
   local existing = redis.call('GET', request_key)
   if not existing then return nil end
-  local digest = ARGV[#ARGV]
   local had = redis.call('HGET', K.job(existing), 'request_digest')
   if not blank(digest) and not blank(had) and had ~= digest then return {existing, -2} end
   return {existing, 0}
 end
 
--- the request's digest (ARGV[#ARGV], see request_job) on a job being created for request `req`
-local function keep_request_digest(job_key, req)
-  if req ~= '' and not blank(ARGV[#ARGV]) then
-    redis.call('HSET', job_key, 'request_digest', ARGV[#ARGV])
+-- the request's `digest` (see request_job) on a job being created for request `req`
+local function keep_request_digest(job_key, req, digest)
+  if req ~= '' and not blank(digest) then
+    redis.call('HSET', job_key, 'request_digest', digest)
   end
 end
 
