@@ -10,6 +10,7 @@ from .run import DeviceResult, PartitionRun
 from .store import (Beat, FinalizeEnd, GpuEnd, GpuFault, GpuStart, HostSlot, OutageRetry,
                     Registration, Routed, StateStore, SynthBegin, SynthEnd, serves)
 
-__all__ = ["StateStore", "PartitionRun", "DeviceResult", "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
+__all__ = ["StateStore", "PartitionRun", "DeviceResult",
+           "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
            "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault", "FinalizeEnd", "HostSlot", "OutageRetry", "Registration", "Beat", "member",
            "parse_member", "serves"]

@@ -966,9 +966,9 @@ class StateStore:
 
     def recover_stage(self, run: PartitionRun, state, message=None) -> bool:
         """A partition seen in ``state`` with ``run``'s attempt whose stage no one holds (the
-        sweeper's finding) moves back one step with attempt + 1: pending and synthesizing to pending,
-        with ``message`` (its synthesize, built for attempt + 1) queued; routed synth_done,
-        gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
+        sweeper's finding) moves back one step with attempt + 1: pending and synthesizing to
+        pending, with ``message`` (its synthesize, built for attempt + 1) queued; routed
+        synth_done, gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
         job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, message or ""])

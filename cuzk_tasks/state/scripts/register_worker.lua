@@ -23,7 +23,8 @@ if not blank(holder) then
 end
 redis.call('SADD', KEYS[1], ARGS.worker)
 redis.call('HSET', KEYS[2], 'role', ARGS.role, 'host', ARGS.host, 'device', ARGS.device,
-  'queue', ARGS.queue, 'gpu_name', ARGS.gpu_name, 'state', 'idle', 'since', NOW_S, 'registered_at', NOW_S)
+  'queue', ARGS.queue, 'gpu_name', ARGS.gpu_name, 'state', 'idle', 'since', NOW_S,
+  'registered_at', NOW_S)
 redis.call('HDEL', KEYS[2], 'job', 'partition', 'kind', 'token', 'holding_at')
 emit('worker_registered', 'worker', ARGS.worker, 'role', ARGS.role, 'host', ARGS.host,
   'queue', ARGS.queue)

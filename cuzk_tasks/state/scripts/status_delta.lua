@@ -47,7 +47,8 @@ local function act(f)
   end
 end
 if full then
-  if tonumber(ARGS.lookback_events) > 0 then  -- (XREVRANGE ... COUNT 0 answers nil: no look-back asked)
+  -- (XREVRANGE ... COUNT 0 answers nil: no look-back asked)
+  if tonumber(ARGS.lookback_events) > 0 then
     local min_id = string.format('%d-0', math.floor((NOW - tonumber(ARGS.lookback_s)) * 1000))
     local back = redis.call('XREVRANGE', K.events(), last_id, min_id, 'COUNT',
       tonumber(ARGS.lookback_events))

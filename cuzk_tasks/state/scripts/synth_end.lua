@@ -16,10 +16,13 @@ if not js then return {0, 'unknown', '', ''} end
 if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker')
 if not p[1] then return {0, 'unknown', '', ''} end
-if p[1] ~= 'synthesizing' or tonumber(p[2]) ~= tonumber(ARGS.attempt) then return {0, 'stale', '', ''} end
+if p[1] ~= 'synthesizing' or tonumber(p[2]) ~= tonumber(ARGS.attempt) then
+  return {0, 'stale', '', ''}
+end
 redis.call('HSET', KEYS[2], 'state', 'synth_done', 'synth_ms', ARGS.synth_ms, 't_synth_end', NOW_S)
 if ARGS.curve ~= '' then redis.call('HSETNX', KEYS[1], 'curve', ARGS.curve) end
-emit('synth_end', 'job', ARGS.job, 'idx', ARGS.idx, 'attempt', ARGS.attempt, 'synth_ms', ARGS.synth_ms)
+emit('synth_end', 'job', ARGS.job, 'idx', ARGS.idx, 'attempt', ARGS.attempt,
+  'synth_ms', ARGS.synth_ms)
 if HOST_AFFINE and not blank(p[3]) then
   -- placed (route_core) before its synthesize: its prove_start goes to that device, on this
   -- host.  The witness lives in this host's spool only, so the partition keeps its input
