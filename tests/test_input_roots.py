@@ -298,7 +298,7 @@ def test_submit_job_fails_outside_partitions_with_the_message(tree, ctx):
 def test_synthesize_refuses_outside_refs_unopened(tree, ctx, field, make):
     path = str(make(tree))
     job = _job(ctx, [{field: path}])
-    assert _in_thread(pipeline.synthesize, ctx, job, 0, "mulchain", 5,
+    assert _in_thread(pipeline.synthesize, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
                       unblock=tree["outside"]) is None
     error = _error(ctx, job)
     assert error == "partition 0: " + _outside_msg(field, path)
@@ -312,7 +312,7 @@ def test_synthesize_names_unknown_signals_of_a_file_inside_the_roots(tree, ctx):
     p = tree["inputs"] / "extra.json"
     p.write_text(json.dumps({"a": "3", "b": "5", "api_token": "1"}))
     job = _job(ctx, [{"input_ref": str(p)}])
-    assert pipeline.synthesize(ctx, job, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert "signal 'api_token' is not an input" in _error(ctx, job)
 
 
@@ -323,12 +323,13 @@ def test_synthesize_accepts_refs_inside_the_roots_and_stores_the_real_path(tree,
     spooled.write_bytes((FIX / "mulchain" / "witness.wtns").read_bytes())
     job = _job(ctx, [{"input_ref": str(tree["inputs"] / "sub" / ".." / "input.json")},
                      {"witness_ref": str(spooled)}])
-    assert pipeline.synthesize(ctx, job, 0, "mulchain", 5) == str(tree["spool"] / job / "0.wtns")
-    assert pipeline.synthesize(ctx, job, 1, "mulchain", 5) == str(spooled)
+    assert pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5)) == \
+        str(tree["spool"] / job / "0.wtns")
+    assert pipeline.synthesize(ctx, PartitionRun(job, 1, 0, "mulchain", 5)) == str(spooled)
     assert ctx.store.get_job(job)["state"] == "running"
     # the symlink to a file outside is refused even though its name is inside
     job2 = _job(ctx, [{"witness_ref": str(tree["inputs"] / "w.wtns")}])
-    assert pipeline.synthesize(ctx, job2, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(ctx, PartitionRun(job2, 0, 0, "mulchain", 5)) is None
     link = tree["inputs"] / "w.wtns"
     assert _error(ctx, job2) == "partition 0: " + _outside_msg("witness_ref", link)
 
@@ -357,8 +358,8 @@ def _started(job, witness_ref, worker, token):
 def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", fifo, "cuzk.cpu", 5,
-                      unblock=tree["outside"]) is None
+    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5), fifo,
+                      "cuzk.cpu", unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"  # the worker keeps going
 
@@ -500,7 +501,7 @@ def test_a_symlink_swap_never_leaks_outside_content_into_job_errors(tree, ctx, s
             any(s["state"] == "failed" for s in states)
             and any(s["state"] != "failed" for s in states))):
         job = _job(ctx, [{"input_ref": swapped["path"]}])
-        pipeline.synthesize(ctx, job, 0, "mulchain", 5)
+        pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5))
         jobs.append(job)
         states.append(ctx.store.get_job(job))
     errors = [state["error"] for state in states if state["state"] == "failed"]
@@ -522,7 +523,7 @@ def test_synthesize_fails_fifos_directories_and_long_names_inside_the_roots(tree
              (long_name, "file name too long")]
     for path, expected in cases:
         job = _job(ctx, [{field: str(path)}])
-        assert _in_thread(pipeline.synthesize, ctx, job, 0, "mulchain", 5,
+        assert _in_thread(pipeline.synthesize, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
                           unblock=tree["inputs"]) is None
         error = _error(ctx, job)
         assert error.startswith(f"partition 0: {field} {str(path)[:100]}"), error
@@ -534,8 +535,8 @@ def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tre
     os.mkfifo(fifo)
     expected = f"witness_ref {fifo} is a FIFO: expected a regular file"
     job = _routed_to_me(ctx, str(fifo))
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", str(fifo), "cuzk.cpu",
-                      5, unblock=tree["spool"]) is None
+    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
+                      str(fifo), "cuzk.cpu", unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
@@ -589,7 +590,7 @@ def test_errors_about_a_circuits_files_name_the_circuit_not_the_server_path(
     _, created = c.store.create_job(job, circuit, circuit, 5, None, pipeline.normalize_partitions(
         [{"input_ref": str(tree["inputs"] / "input.json")}]))
     assert created
-    assert pipeline.synthesize(c, job, 0, circuit, 5) is None
+    assert pipeline.synthesize(c, PartitionRun(job, 0, 0, circuit, 5)) is None
     error = _error(c, job)
     assert expected in error, error
     for server_dir in c.server_dirs:

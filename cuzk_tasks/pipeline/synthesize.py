@@ -43,10 +43,10 @@ def _load_inputs(ctx, part, idx):
     return circom_input.load_input_json(ref, fileobj=f), ref
 
 
-def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
-    """``circuit``/``priority``: every synthesize message carries them
+def synthesize(ctx: Context, run: PartitionRun):
+    """Synthesize ``run``; its circuit and priority come in every synthesize message
     (:meth:`~cuzk_tasks.messages.StageMessages.synthesize`), so no job is read here.
-    ``attempt``: 0 from submit_job (its message leaves it out), more from a sweeper that
+    Its attempt: 0 from submit_job (its message leaves it out), more from a sweeper that
     found the stage lost (``recover_stage``) or a retry after a full spool disk
     (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
     attempt (stale), and counts the delivery: past ``max_deliveries`` (a synthesize whose
@@ -54,7 +54,7 @@ def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
     ``Settings.witness_limit_s`` (a runaway wasm or native generator fails "witness
     generation exceeded N s",
     the worker lives on)."""
-    run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
+    job_id, idx, circuit = run.job_id, run.idx, run.circuit
     store = ctx.store
     settings = ctx.settings
     begun = store.synth_begin(run, max_deliveries=settings.max_deliveries,
