@@ -305,11 +305,11 @@ def _arg(value) -> str:
     return str(value)
 
 
-def _named(args: dict) -> str:
-    """A script's named arguments (``_lib.lua`` ``ARGS``): one JSON object, each value the
-    text :func:`_arg` makes of it as a positional argument (non-ASCII as itself)."""
-    return json.dumps({k: _arg(v) for k, v in args.items()}, ensure_ascii=False,
-                      separators=(",", ":"))
+def _named(args: dict) -> list[str]:
+    """A script's named arguments (``_lib.lua`` ``ARGS``): how many, then name/value pairs,
+    each value the text :func:`_arg` makes of it as a positional argument."""
+    return [str(len(args))] + [text for name, value in args.items()
+                               for text in (name, _arg(value))]
 
 
 def _check_job_id(job_id) -> str:
@@ -493,11 +493,11 @@ class StateStore:
     def _run(self, name, keys, args):
         """Run script ``name``; the outbox entries it added are published (and then deleted)
         before its reply is returned.  ``args``: its own arguments, a list (ARGV after the
-        common ones), or a dict -- for a script with a long list: one ARGV, the JSON object
-        of the named arguments (``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
+        common ones), or a dict -- for a script with a long list: its named arguments
+        (:func:`_named`, ``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
         positional one, so what a script stores is the same either way."""
         if isinstance(args, dict):
-            own = [_named(args)]
+            own = _named(args)
         else:
             own = [_arg(a) for a in args]
         script, keys, argv = self._scripts[name], list(keys), self._common + own
@@ -620,14 +620,14 @@ class StateStore:
         deadline_arg = "" if deadline_s is None else repr(float(deadline_s))
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         keys = [self.keys.job(job_id), request_key]
-        # the create scripts' named arguments (A(1)); the partitions' inputs and the messages
-        # follow it, positional: the data, not parameters
+        # the create scripts' named arguments; the partitions' inputs and the messages follow
+        # them, positional: the data, not parameters
         head = {"job": job_id, "circuit": circuit, "kind": kind, "priority": priority,
                 "request": request_id, "n": n, "digest": request_digest or ""}
         if n <= self.chunk:
             named = {**head, "n_messages": len(messages), "release": release, "window": window,
                      **done, "deadline_s": deadline_arg}
-            got, created = self._run("create_job", keys, [_named(named)]
+            got, created = self._run("create_job", keys, _named(named)
                                      + _partition_args(partitions, 0) + messages)
             _check_request_conflict(request_id, got, created)
             return got, bool(created)
@@ -635,7 +635,7 @@ class StateStore:
             part = partitions[first:first + self.chunk]
             held = messages[first:first + self.chunk]
             named = {**head, "first": first, "count": len(part), "n_messages": len(held)}
-            got, status = self._run("create_parts", keys, [_named(named)]
+            got, status = self._run("create_parts", keys, _named(named)
                                     + _partition_args(part, first) + held)
             _check_request_conflict(request_id, got, status)
             if int(status) == 0:
@@ -1107,21 +1107,20 @@ class StateStore:
         Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
-        fields = {}
-        for k, v in (extra or {}).items():
+        args = _named({"worker": worker_id, "ttl_ms": ttl_ms,
+                       "set_resident": resident is not None,
+                       "resident": json.dumps(list(resident)) if resident is not None else "",
+                       "slot_holder": slot.holder if slot else "",
+                       "registration": registration.to_json() if registration is not None
+                       else "", "holder": holder or ""})
+        for k, v in (extra or {}).items():  # then the data: field/value pairs
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
-            fields[k] = _arg(v)
+            args += [k, _arg(v)]
         if holding is not None:
-            fields["holding"] = json.dumps(sorted(attempt_member(*held) for held in holding))
+            args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
         if holding_requests is not None:
-            fields["holding_requests"] = json.dumps(sorted(str(t) for t in holding_requests))
-        args = {"worker": worker_id, "ttl_ms": ttl_ms,
-                "set_resident": resident is not None,
-                "resident": json.dumps(list(resident)) if resident is not None else "",
-                "slot_holder": slot.holder if slot else "",
-                "registration": registration.to_json() if registration is not None else "",
-                "holder": holder or "", "fields": json.dumps(fields, ensure_ascii=False)}
+            args += ["holding_requests", json.dumps(sorted(str(t) for t in holding_requests))]
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
         if slot is not None:
             keys.append(self.keys.host_slot(slot.group, slot.index))

@@ -11,7 +11,7 @@
 --           its synthesize and finalize run on that device's host; defaults.SHARED_SPOOL),
 --           '0': any CPU worker runs any partition's (one spool every host sees)
 --   ARGV[9...] the script's own arguments: A(1), A(2), ...; a script with a long argument
---           list takes one instead, A(1), a JSON object of named arguments (ARGS, below)
+--           list takes them by name instead (ARGS, below)
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -27,16 +27,21 @@ local COMMON_ARGS = 8  -- ARGV[1..8] above; a script's own arguments follow
 local function A(n) return ARGV[COMMON_ARGS + n] end
 -- how many arguments of its own the script was given
 local function own_args() return #ARGV - COMMON_ARGS end
--- The named arguments of a script whose list would be long (more than 6): A(1) is one JSON
--- object (StateStore._run given a dict), every value the text a positional argument would
--- be ('' = none).  ARGS.name reads one; a name the caller did not send is an error, not nil
--- (a contract broken on either side fails loudly).  Decoded once, when first read.
-local ARGS = setmetatable({}, {__index = function(t, name)
-  if rawget(t, '\0decoded') then error('script argument ' .. tostring(name) .. ' not given') end
-  for k, v in pairs(cjson.decode(A(1))) do rawset(t, k, v) end
-  rawset(t, '\0decoded', true)
-  return t[name]
-end})
+-- The named arguments of a script whose list would be long (more than 6): A(1) is how many
+-- names k, A(2) .. A(2k + 1) the name/value pairs (StateStore._run given a dict), every
+-- value the text a positional argument would be ('' = none); A(2k + 2) on, the script's
+-- data, if any (data_base, below).  Such a script begins `local ARGS = named_args()` and
+-- reads ARGS.name; a name the caller did not send is an error, not nil (a contract broken on
+-- either side fails loudly).
+local function named_args()
+  local t = {}
+  for i = 1, tonumber(A(1)) do t[A(2 * i)] = A(2 * i + 1) end
+  return setmetatable(t, {__index = function(_, name)
+    error('script argument ' .. tostring(name) .. ' not given')
+  end})
+end
+-- where the data of a script with named arguments begins: DATA + n is its n-th (A(DATA + n))
+local function data_base() return 1 + 2 * tonumber(A(1)) end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end

@@ -10,6 +10,7 @@
 -- digest, as create_job.lua.
 -- Returns {job_id, created 1|0|-1|-2}: -1 rejected (not a creation whose every step ran),
 -- -2 the request id meanwhile names a job of other content (this creation discarded).
+local ARGS = named_args()
 local job, req = ARGS.job, ARGS.request
 local j = redis.call('HMGET', KEYS[1], 'state', 'n_written', 'n_partitions', 'discard')
 if j[1] ~= 'creating' or not blank(j[4]) then return {job, -1} end

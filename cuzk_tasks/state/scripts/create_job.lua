@@ -1,7 +1,7 @@
 -- create_job: a job of at most CHUNK partitions and its partitions, in one step;
 -- idempotent on request_id.  (A bigger job: create_parts.lua steps, then create_commit.lua.)
 -- KEYS[1] job hash, KEYS[2] request key ('' when no request id; built by keys.py either way)
--- ARGS (named, _lib.lua, in A(1)): job, circuit, kind, priority, request (id, '' = none),
+-- ARGS (named, _lib.lua): job, circuit, kind, priority, request (id, '' = none),
 -- n (partitions), n_messages (m: 0 or n), release ('1' when m > 0), window (how many are
 -- sent now, 0 = all; the rest are held and released one per finished partition: _lib.lua
 -- release_held), on_done (the spec, JSON {"task", "queue"}, '' = none) and on_done_message
@@ -9,11 +9,12 @@
 -- send_on_done), deadline_s (seconds from now, '' = none: deadline_s and deadline_at on
 -- the job, K.jobs_deadlines()), digest (the request's, '' = none: kept on the job as
 -- request_digest, _lib.lua request_job).
--- After A(1), the data: per partition 3 args (input, input_ref, witness_ref), then the m
+-- After them, the data (_lib.lua data_base): per partition 3 args (input, input_ref, witness_ref), then the m
 -- outbox entries (cuzk_tasks/messages.py), in partition order -- sent only when the job is
 -- created, so the job and its first tasks appear together.  Partition keys are built from
 -- the prefix.  Returns {job_id, created 0|1}, or {job_id, -2}: the request id names a job of
 -- other content (nothing is created).
+local ARGS = named_args()
 local job, req, n = ARGS.job, ARGS.request, tonumber(ARGS.n)
 if req ~= '' then
   local existing = request_job(KEYS[2], ARGS.digest)
@@ -22,9 +23,10 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
 begin_job(job, ARGS.circuit, ARGS.kind, ARGS.priority, req, n, 'creating')
 keep_request_digest(KEYS[1], req, ARGS.digest)
-write_partitions(job, 0, n, 1)
+local data = data_base()
+write_partitions(job, 0, n, data)
 local m = tonumber(ARGS.n_messages)
-hold_messages(job, 1 + 3 * n, m)
+hold_messages(job, data + 3 * n, m)
 activate_job(job, req, m > 0 and ARGS.release or '', ARGS.window, ARGS.on_done,
   ARGS.on_done_message, ARGS.deadline_s)
 return {job, 1}

@@ -11,6 +11,7 @@
 -- ARGS (named, _lib.lua): job, idx, attempt, finalize_ms, proof (JSON), public (JSON), token,
 -- result_ttl (s), on_done_max_bytes (the most bytes of proofs the on_done callback carries).
 -- Returns {ok 0|1, job_complete 0|1, reason}.
+local ARGS = named_args()
 local job, idx, attempt = ARGS.job, ARGS.idx, ARGS.attempt
 local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
 if not j[1] then return {0, 0, 'unknown'} end

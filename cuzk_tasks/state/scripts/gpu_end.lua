@@ -7,6 +7,7 @@
 -- finalize message (an outbox entry, cuzk_tasks/messages.py), added only when the
 -- partition advanced, in the same step ('' = none).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
+local ARGS = named_args()
 local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
 local cleared = clear_worker_if(worker, token)
 local advanced = 0

@@ -17,6 +17,7 @@
 -- pending -- (an outbox entry without its queue; '' = none), in_state -- the partition's
 -- state for this run: 'gpu' or 'finalizing'.
 -- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
+local ARGS = named_args()
 local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
 local err = ARGS.error
 local in_state = blank(ARGS.in_state) and 'gpu' or ARGS.in_state

@@ -7,8 +7,8 @@
 -- JSON list), slot_holder (the host-slot holder, '' without a slot), registration (the
 -- worker's registration, a JSON object of strings {role, host, device, queue, gpu_name,
 -- resident (a JSON list, '' = unknown)}; '' = none), holder (the process holding the worker
--- id, register_worker.lua; '' = no claim), fields (a JSON object of more fields for the
--- hash, strings: `holding`, `running`, the status's; '{}' = none).
+-- id, register_worker.lua; '' = no claim).  After them, the data (_lib.lua data_base):
+-- field/value pairs for the hash (`holding`, `running`, the status's extra fields).
 -- One identity, one process: when the id's heartbeat key lives and the hash names another
 -- holder, that process claimed the id after this one's key lapsed (this one stalled or was
 -- cut off for longer than a TTL): the beat changes nothing and returns the holder, and the
@@ -31,6 +31,7 @@
 -- (worker_idle, reason stale).
 -- Returns {1 when the worker came (back) online else 0, 1 when it was registered again
 -- else 0, the hash's resident JSON or false, the other holder of the id or ''}.
+local ARGS = named_args()
 local worker, ttl_ms, id_holder = ARGS.worker, ARGS.ttl_ms, ARGS.holder
 local was = redis.call('EXISTS', KEYS[1])
 if not blank(id_holder) and was == 1 then
@@ -61,9 +62,14 @@ if KEYS[4] then
     redis.call('SET', KEYS[4], ARGS.slot_holder, 'PX', ttl_ms)
   end
 end
-local fields = cjson.decode(ARGS.fields)
-local holding, running = fields.holding, fields.running
-for field, value in pairs(fields) do redis.call('HSET', KEYS[2], field, value) end
+local holding, running = nil, nil
+local i = data_base() + 1
+while A(i) ~= nil do
+  if A(i) == 'holding' then holding = A(i + 1) end
+  if A(i) == 'running' then running = A(i + 1) end
+  redis.call('HSET', KEYS[2], A(i), A(i + 1))
+  i = i + 2
+end
 if running then
   -- a device worker's main process reports what its pool process runs (RunSlot, set before
   -- gpu_start and cleared after gpu_end): a proving record of another run that began before

@@ -11,6 +11,7 @@
 -- with the same pid) is accepted.
 -- Returns {1} when registered, else {0, holder of the id ('' = unknown), its heartbeat's
 -- ms left, its pid field ('' = unknown)}.
+local ARGS = named_args()
 local holder = ARGS.holder
 local was = 1
 if not blank(holder) then

@@ -12,6 +12,7 @@
 -- Returns JSON {now, last_id, full 0|1, workers, active, recent, jobs = [{id, fields, parts}]
 -- (every active/recent job on a full read, else the jobs named since cursor), queues,
 -- counters, throughput, failures, series, acts = [[type, at, worker, token, job, idx]]}.
+local ARGS = named_args()
 local function id_parts(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms) or 0, tonumber(seq) or 0

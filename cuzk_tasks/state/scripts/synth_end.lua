@@ -11,6 +11,7 @@
 -- circuit's curve (snarkjs name, '' = unknown): the job's `curve`, set once --, route ('1':
 -- route it, '0': leave it unrouted), circuit and message ('' when route is '0').
 -- Returns {ok 0|1, reason, routed worker or '', its queue or ''}.
+local ARGS = named_args()
 local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, 'unknown', '', ''} end
 if js ~= 'running' then return {0, 'job_' .. js, '', ''} end
