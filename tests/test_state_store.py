@@ -1331,9 +1331,9 @@ def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(stor
 
 
 def test_a_script_with_named_arguments_stores_what_it_was_sent(store):
-    """gpu_fault, gpu_end, synth_end and finalize_end take one JSON object of named arguments
-    (_lib.lua ``ARGS``): text of any kind arrives as a positional argument would, and a name
-    the caller did not send fails the script instead of reading as nil."""
+    """gpu_fault, gpu_end, synth_end and finalize_end take named arguments (_lib.lua
+    ``named_args``: name/value pairs): text of any kind arrives as a positional argument
+    would, and a name the caller did not send fails the script instead of reading as nil."""
     new_job(store, n=1)
     w, other = device(store, "w1"), device(store, "w2")
     token = to_gpu(store, "j1", 0, w)
