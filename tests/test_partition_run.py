@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import DeviceResult, PartitionRun
-from cuzk_tasks.state.run import FINALIZE_FIELDS
+from cuzk_tasks.state.run import FINALIZE_FIELDS, RunError
 
 
 def _result(**changes):
@@ -38,8 +39,10 @@ def test_a_run_round_trips_through_json_and_names_its_attempt():
     (("j", 0, 0, "c", "5"), "priority must be an int"),
 ])
 def test_a_run_is_checked_when_it_is_made(args, error):
-    with pytest.raises(ValueError, match=error):
+    with pytest.raises(RunError, match=error) as info:
         PartitionRun(*args)
+    # the store's error for a bad id or index, as it always was; a ValueError for a message
+    assert isinstance(info.value, StateError) and isinstance(info.value, ValueError)
 
 
 def test_a_run_without_its_circuit_or_priority_is_not_sent():

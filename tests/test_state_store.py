@@ -126,7 +126,7 @@ def test_bad_prefix_and_ids_raise(store):
         store.register_worker("w", "gpu-ish", "h")
     with pytest.raises(StateError):
         store.heartbeat("w", 1, extra={"token": "x"})
-    with pytest.raises(ValueError, match="idx must be a non-negative int"):
+    with pytest.raises(StateError, match="idx must be a non-negative int"):
         PartitionRun("j", -1, 0)  # a bad run is refused where it is made
     with pytest.raises(StateError, match="expected a PartitionRun"):
         store.synth_begin(("j", 0, 0))

@@ -6,8 +6,9 @@ They live in the state package -- beneath the store, the messages and the pipeli
 all take them -- and import nothing of the service.  On the wire they are plain JSON
 objects (Celery's JSON arguments; never pickle): :meth:`PartitionRun.to_json` /
 :meth:`DeviceResult.to_json` write them and ``from_json`` reads them back, checking every
-field and naming the one that is wrong.  A finalize message is a DeviceResult's JSON, with
-the same keys prove_start has always sent (``job``, ``idx``, ``attempt``, ...).
+field and naming the one that is wrong (:class:`RunError`).  A finalize message is a
+DeviceResult's JSON, with the same keys prove_start has always sent (``job``, ``idx``,
+``attempt``, ...).
 """
 
 from __future__ import annotations
@@ -16,31 +17,39 @@ import dataclasses
 import math
 from typing import Any
 
+from ..errors import StateError
+
+
+class RunError(StateError, ValueError):
+    """A partition run or device result that is not well formed: a StateError where the
+    store is handed one (as a bad job id or index always was), a ValueError where a message
+    is decoded (finalize's contract)."""
+
 
 def _field(data, name, where):
     if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        raise RunError(f"{where}: expected a JSON object, got {type(data).__name__}")
     if name not in data:
-        raise ValueError(f"{where} without {name}")
+        raise RunError(f"{where} without {name}")
     return data[name]
 
 
 def _int(value, name, where) -> int:
     # ints as JSON gives them; a numeric string too, as the tasks' int(idx) always took
     if isinstance(value, bool):
-        raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
+        raise RunError(f"{where}: {name} must be a non-negative int, got {value!r}")
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}") from None
+        raise RunError(f"{where}: {name} must be a non-negative int, got {value!r}") from None
     if number < 0 or (isinstance(value, float) and value != number):
-        raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
+        raise RunError(f"{where}: {name} must be a non-negative int, got {value!r}")
     return number
 
 
 def _text(value, name, where, blank_ok=False) -> str:
     if not isinstance(value, str) or (not value and not blank_ok):
-        raise ValueError(f"{where}: {name} must be a{'' if blank_ok else ' non-empty'} string, "
+        raise RunError(f"{where}: {name} must be a{'' if blank_ok else ' non-empty'} string, "
                          f"got {value!r:.100}")
     return value
 
@@ -50,7 +59,7 @@ def _seconds(value, name, where, none_ok=False) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value):
-        raise ValueError(f"{where}: {name} must be a number of seconds"
+        raise RunError(f"{where}: {name} must be a number of seconds"
                          f"{' or null' if none_ok else ''}, got {value!r}")
     return float(value)
 
@@ -76,12 +85,12 @@ class PartitionRun:
         for name in ("idx", "attempt"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
+                raise RunError(f"{where}: {name} must be a non-negative int, got {value!r}")
         if self.circuit is not None:
             _text(self.circuit, "circuit", where)
         if self.priority is not None and (isinstance(self.priority, bool)
                                           or not isinstance(self.priority, int)):
-            raise ValueError(f"{where}: priority must be an int, got {self.priority!r}")
+            raise RunError(f"{where}: priority must be an int, got {self.priority!r}")
 
     def next_attempt(self) -> "PartitionRun":
         """The same partition's next attempt (a retry, a recovery, a re-dispatch)."""
@@ -96,7 +105,7 @@ class PartitionRun:
         """``{"job", "idx", "attempt", "circuit", "priority"}`` (the keys of a finalize
         message); a run without its circuit or priority is not sent (ValueError)."""
         if self.circuit is None or self.priority is None:
-            raise ValueError(f"partition run {self.member}: a message needs its circuit and "
+            raise RunError(f"partition run {self.member}: a message needs its circuit and "
                              f"priority, got {self.circuit!r}, {self.priority!r}")
         return {"job": self.job_id, "idx": self.idx, "attempt": self.attempt,
                 "circuit": self.circuit, "priority": self.priority}
@@ -111,7 +120,7 @@ class PartitionRun:
         circuit = _text(_field(data, "circuit", where), "circuit", where)
         priority = _field(data, "priority", where)
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"{where}: priority must be an int, got {priority!r}")
+            raise RunError(f"{where}: priority must be an int, got {priority!r}")
         return cls(job, idx, attempt, circuit, priority)
 
 
@@ -146,7 +155,7 @@ class DeviceResult:
     def __post_init__(self):
         if not isinstance(self.run, PartitionRun) or self.run.circuit is None \
                 or self.run.priority is None:
-            raise ValueError(f"device result: run must be a PartitionRun with its circuit and "
+            raise RunError(f"device result: run must be a PartitionRun with its circuit and "
                              f"priority, got {self.run!r}")
 
     def to_json(self) -> dict:
@@ -163,7 +172,7 @@ class DeviceResult:
         if isinstance(data, dict):
             missing = [n for n in FINALIZE_FIELDS if n not in data]
             if missing:
-                raise ValueError(f"{where} without {', '.join(missing)} "
+                raise RunError(f"{where} without {', '.join(missing)} "
                                  "(prove_start sends every one of them)")
         run = PartitionRun.from_json(data, where)
         return cls(run,
