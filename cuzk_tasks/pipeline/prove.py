@@ -15,7 +15,7 @@ def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finali
                  priority):
     """The device's share of one partition; gpu_end queues finalize on ``finalize_queue``
     (with ``priority``) when the partition advances.  Both come in every prove_start message
-    (:meth:`~cuzk_tasks.messages.StageMessages.prove_start`).  Returns None: the partial
+    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove_start`).  Returns None: the partial
     proof travels only in finalize's message."""
     store = ctx.store
     wid = ctx.worker_id

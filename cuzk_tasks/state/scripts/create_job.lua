@@ -5,7 +5,7 @@
 -- A(6) n partitions, then per partition 3 args: input, input_ref, witness_ref; then the
 -- number of messages m (0 or n), '1' when m > 0, the window (how many are sent now, 0 =
 -- all; the rest are held and released one per finished partition: _lib.lua release_held),
--- then the m outbox entries (cuzk_tasks/messages.py), in partition order -- sent only when
+-- then the m outbox entries (cuzk_tasks/service/messages.py), in partition order -- sent only when
 -- the job is created, so the job and its first tasks appear together; then the on_done
 -- spec (JSON {"task", "queue"}, '' = none) and its outbox entry without kwargs (kept under
 -- K.on_done(job) until the job ends: send_on_done); then the deadline in

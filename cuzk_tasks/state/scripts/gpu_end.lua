@@ -4,7 +4,7 @@
 --    token (the run that ends is the partition's current run); leaves the routed set.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) gpu_ms,
--- A(7) the finalize message (an outbox entry, cuzk_tasks/messages.py), added only when
+-- A(7) the finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when
 -- the partition advanced, in the same step ('' = none).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
 local job, idx, attempt, worker, token = A(1), A(2), A(3), A(4), A(5)
