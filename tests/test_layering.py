@@ -301,7 +301,7 @@ def import_cycles(graph) -> set[tuple[str, ...]]:
 
 
 #: Cycles inside cuzk_tasks/groth16/ that stand for now (the lead removes them, and then
-#: this list): the GPU backend is chosen by backends.get_backend, and gpu.py proves with
+#: this list): the GPU backend is chosen by backends.select.get_backend, and gpu.py proves with
 #: prover.prove_start, which asks backends for its backend.  Every other cycle fails.
 GROTH16_CYCLES_ALLOWED = set()
 

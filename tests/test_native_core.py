@@ -553,7 +553,7 @@ def test_shared_headers_compile_as_cuda(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
-    include = pathlib.Path(N.__file__).resolve().parent.parent / "native" / "include"
+    include = pathlib.Path(N.__file__).resolve().parents[2] / "native" / "include"
     src = tmp_path / "smoke.cu"
     src.write_text(CUDA_SMOKE)
     # PTX only (compute_80): the front end and the host compiler see every line; the kernel
