@@ -35,7 +35,7 @@ COPY pyproject.toml setup.py README.md /src/
 COPY cuzk_tasks /src/cuzk_tasks
 # PIP_CONSTRAINT (not -c) so the isolated build environment's setuptools is pinned too
 RUN PIP_CONSTRAINT=/src/ops/constraints.txt pip install /src \
- && cd / && python -c "import cuzk_tasks._native, cuzk_tasks.web, gunicorn; from cuzk_tasks.groth16.backends import get_backend; get_backend('cpu')"
+ && cd / && python -c "import cuzk_tasks._native, cuzk_tasks.web, gunicorn; from cuzk_tasks.groth16.backends.select import get_backend; get_backend('cpu')"
 
 # -------- cpu: runtime -----------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu

@@ -1,7 +1,7 @@
 """Build the native CPU core (``cuzk_tasks._native``).
 
 The core is plain C++ (headers shared with the CUDA kernels) exposing a C ABI
-that :mod:`cuzk_tasks.groth16.native` loads with ctypes.  It is packaged as a
+that :mod:`cuzk_tasks.groth16.backends.native` loads with ctypes.  It is packaged as a
 CPython extension module only so that ``pip install .`` compiles it with the
 interpreter's own toolchain settings; it has no Python-level API of its own.
 """

@@ -23,7 +23,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cuzk_tasks.config import load_settings  # noqa: E402
+from cuzk_tasks.settings.config import load_settings  # noqa: E402
 
 DONE_KEY = "bench:floor:overhead_ms"
 T_SYNTHESIZE, T_PROVE, T_FINALIZE = "bench.floor.synthesize", "bench.floor.prove", "bench.floor.finalize"
@@ -35,7 +35,7 @@ def work_ms():
 
 
 def send(app, task, t0, queue):
-    """Send the bare task as the product's publisher does (cuzk_tasks/publisher.py)."""
+    """Send the bare task as the product's publisher does (cuzk_tasks/service/publisher.py)."""
     app.send_task(task, (t0,), queue=queue, priority=5, ignore_result=True)
 
 
@@ -75,7 +75,7 @@ def make_app(settings):
 
 
 def main(argv):
-    from cuzk_tasks.worker import DEVICE_WORKER_TUNING, run_celery_worker
+    from cuzk_tasks.service.worker import DEVICE_WORKER_TUNING, run_celery_worker
 
     if argv[:1] != ["worker"] or argv[1:2] not in (["cpu"], ["device"]):
         raise SystemExit("usage: celery_floor.py worker cpu|device")

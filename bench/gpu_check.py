@@ -97,7 +97,7 @@ def _random_bases(n, distinct=1024, seed=1):
     """n G1 points (read-only, zkey-like): `distinct` random k*G from the CPU core, tiled."""
     import numpy as np
 
-    from cuzk_tasks.groth16 import native as N
+    from cuzk_tasks.groth16.backends import native as N
     from cuzk_tasks.groth16 import points as P
     from cuzk_tasks.groth16.reference.curve import G1
     from cuzk_tasks.groth16.reference.field import FR
@@ -116,8 +116,8 @@ def _random_bases(n, distinct=1024, seed=1):
 def section_ntt(sizes):
     import cupy
 
-    from cuzk_tasks.groth16 import native as N
-    from cuzk_tasks.groth16.gpu import GpuBackend
+    from cuzk_tasks.groth16.backends import native as N
+    from cuzk_tasks.groth16.backends.gpu import GpuBackend
 
     gpu = GpuBackend()
     rnd = random.Random(2)
@@ -140,8 +140,8 @@ def section_ntt(sizes):
 def section_msm(sizes):
     import numpy as np
 
-    from cuzk_tasks.groth16 import native as N
-    from cuzk_tasks.groth16.gpu import GpuBackend
+    from cuzk_tasks.groth16.backends import native as N
+    from cuzk_tasks.groth16.backends.gpu import GpuBackend
 
     gpu = GpuBackend()
     rnd = random.Random(3)
@@ -182,7 +182,7 @@ class SyntheticZkey:
 
         from cuzk_tasks.groth16 import points as P
         from cuzk_tasks.groth16.reference.curve import G1
-        from cuzk_tasks.groth16.zkey import COEF_DTYPE
+        from cuzk_tasks.groth16.formats.zkey import COEF_DTYPE
 
         from cuzk_tasks.groth16.curves import BN254
 
@@ -221,8 +221,8 @@ class SyntheticZkey:
 
 
 def section_prove(sizes):
-    from cuzk_tasks.groth16.backends import CpuBackend
-    from cuzk_tasks.groth16.gpu import GpuBackend
+    from cuzk_tasks.groth16.backends.select import CpuBackend
+    from cuzk_tasks.groth16.backends.gpu import GpuBackend
     from cuzk_tasks.groth16.prover import prove_start
 
     gpu = GpuBackend()
@@ -379,7 +379,7 @@ def main(argv=None):
         if st != "ok":
             log("pip install -e . failed; trying python setup.py build_ext --inplace")
             runner.run("build_ext", [py, "setup.py", "build_ext", "--inplace"], SECTION_LIMITS["build"], env)
-    probe = subprocess.run([py, "-c", "from cuzk_tasks.groth16 import native, gpu;"
+    probe = subprocess.run([py, "-c", "from cuzk_tasks.groth16.backends import native, gpu;"
                             "print(native.available(), gpu.device_count())"],
                            cwd=ROOT, env=env, capture_output=True, text=True)
     log(f"native core available, CUDA devices: {probe.stdout.strip() or probe.stderr.strip()[-500:]}")

@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
-from cuzk_tasks.groth16 import native
+from cuzk_tasks.groth16.backends import native
 try:
     from cuzk_tasks.groth16.reference.curve import g1_of, g2_of
     NEW = True

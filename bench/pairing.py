@@ -21,9 +21,10 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuzk_tasks.groth16 import native, prover, verifier  # noqa: E402
-from cuzk_tasks.groth16.wtns import read_wtns  # noqa: E402
-from cuzk_tasks.groth16.zkey import read_zkey  # noqa: E402
+from cuzk_tasks.groth16.backends import native
+from cuzk_tasks.groth16 import prover, verifier
+from cuzk_tasks.groth16.formats.wtns import read_wtns  # noqa: E402
+from cuzk_tasks.groth16.formats.zkey import read_zkey  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 VERIFY_FIXTURES = ["poseidon", "mulchain", "bls12381/poseidon", "bls12381/mulchain"]

@@ -42,9 +42,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cuzk_tasks.client import Client  # noqa: E402
-from cuzk_tasks.config import load_settings  # noqa: E402
-from cuzk_tasks.demo import ProcessGroup  # noqa: E402
-from cuzk_tasks.local_redis import LocalRedis  # noqa: E402
+from cuzk_tasks.settings.config import load_settings  # noqa: E402
+from cuzk_tasks.dev.demo import ProcessGroup  # noqa: E402
+from cuzk_tasks.dev.local_redis import LocalRedis  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "mulchain"
 

@@ -54,7 +54,7 @@ def circuit_info(zkey):
     """(nVars, domain size, curve) of a zkey, read in a child process: this process stays
     small because a child's peak RSS starts at its parent's (fork copies the page tables),
     and numpy alone would put ~25 MiB under every prover's figure."""
-    code = ("import json, sys; from cuzk_tasks.groth16.zkey import read_zkey_header; "
+    code = ("import json, sys; from cuzk_tasks.groth16.formats.zkey import read_zkey_header; "
             "h = read_zkey_header(sys.argv[1]); "
             "print(json.dumps([h.n_vars, h.domain_size, h.curve.snarkjs_name]))")
     out = subprocess.run([sys.executable, "-c", code, str(zkey)], cwd=REPO, check=True,

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None):
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
     from cuzk_tasks.state import PartitionRun, StateStore
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -63,9 +63,9 @@ BENCH = REPO / "bench"
 sys.path.insert(0, str(REPO))
 
 from cuzk_tasks.client import Client  # noqa: E402
-from cuzk_tasks.config import load_settings  # noqa: E402
-from cuzk_tasks.demo import ProcessGroup  # noqa: E402
-from cuzk_tasks.local_redis import LocalRedis  # noqa: E402
+from cuzk_tasks.settings.config import load_settings  # noqa: E402
+from cuzk_tasks.dev.demo import ProcessGroup  # noqa: E402
+from cuzk_tasks.dev.local_redis import LocalRedis  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "mulchain"
 FULL_FLEETS = "1x1,4x1,4x4,16x1,16x4,16x16,64x1,64x4,64x16"
@@ -275,7 +275,7 @@ def measure_sweep(fleet, r, min_s=1.0, min_runs=3):
     served): the product's Sweeper, lease checks included, from this process."""
     from cuzk_tasks import pipeline
     from cuzk_tasks.celery_app import create_app
-    from cuzk_tasks.routing import Sweeper
+    from cuzk_tasks.recovery.sweeper import Sweeper
 
     if fleet.sweeper is None:
         app = create_app(fleet.settings)

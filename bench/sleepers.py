@@ -15,7 +15,7 @@ only the orchestration (bench/scale.py).
 
 ``CUZK_BENCH_SLEEP="S_MS,F_MS"`` sets the synthesize and finalize sleeps (default 0,0).
 The production code has no branch for any of this: the prover is swapped through the
-``prover`` setting (cuzk_tasks/provers.py) and the synthesize sleep is a Celery signal
+``prover`` setting (cuzk_tasks/pipeline/provers.py) and the synthesize sleep is a Celery signal
 handler of this launcher.
 """
 
@@ -72,7 +72,7 @@ def install_synthesize_sleep(ms):
     """Sleep ``ms`` in the pool process before every synthesize task of this worker."""
     from celery import signals
 
-    from cuzk_tasks.task_names import TASK_SYNTHESIZE
+    from cuzk_tasks.service.task_names import TASK_SYNTHESIZE
 
     @signals.task_prerun.connect(weak=False)
     def _sleep(sender=None, **_kwargs):

@@ -141,9 +141,9 @@ def main(argv=None):
     if shutil.which("redis-server") is None:
         raise SystemExit("needs redis-server (apt-get install redis-server)")
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
 
     rng = random.Random(args.seed)
     victims = [v.strip() for v in args.victims.split(",") if v.strip()]

@@ -34,8 +34,8 @@ import zlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cuzk_tasks.queues import queue_keys  # noqa: E402
-from cuzk_tasks.local_redis import LocalRedis, free_port  # noqa: E402
+from cuzk_tasks.service.queues import queue_keys  # noqa: E402
+from cuzk_tasks.dev.local_redis import LocalRedis, free_port  # noqa: E402
 from cuzk_tasks.state import PartitionRun, StateStore  # noqa: E402
 
 KIND = "groth16-porep-snap-deal-update-32gib-v1x"

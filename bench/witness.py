@@ -112,7 +112,7 @@ class Circuit:
 
 def run_circuit(c: Circuit, args):
     from cuzk_tasks.groth16.witness import get_calculator, load_input_json
-    from cuzk_tasks.groth16.wtns import wtns_bytes
+    from cuzk_tasks.groth16.formats.wtns import wtns_bytes
 
     inputs = load_input_json(c.input)
     t = time.perf_counter()
@@ -126,7 +126,7 @@ def run_circuit(c: Circuit, args):
     zkey = backend = None
     if "proof" in c.contenders():
         from cuzk_tasks.groth16 import prove, read_zkey
-        from cuzk_tasks.groth16.backends import get_backend
+        from cuzk_tasks.groth16.backends.select import get_backend
         zkey, backend = read_zkey(str(c.zkey)), get_backend("cpu")
         t = time.perf_counter()
         prove(zkey, values, backend=backend)      # warm-up: page the zkey in
@@ -242,7 +242,7 @@ def print_table(results):
 def bare_library(c: Circuit, proofs: int):
     """proofs/s of witness + prove in this process (warm), and the mean of each."""
     from cuzk_tasks.groth16 import prove, read_zkey
-    from cuzk_tasks.groth16.backends import get_backend
+    from cuzk_tasks.groth16.backends.select import get_backend
     from cuzk_tasks.groth16.witness import get_calculator, load_input_json
 
     inputs, wc = load_input_json(c.input), get_calculator(c.wasm)
@@ -265,9 +265,9 @@ def bare_library(c: Circuit, proofs: int):
 def through_service(c: Circuit, proofs: int, per_job: int):
     """proofs/s through a real local cluster: redis-server, a CPU worker, a device worker."""
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.demo import ProcessGroup
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.dev.demo import ProcessGroup
+    from cuzk_tasks.dev.local_redis import LocalRedis
 
     sys.path.insert(0, str(REPO / "bench"))
     from pipeline import wait_jobs

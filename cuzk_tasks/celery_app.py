@@ -52,21 +52,21 @@ Why each setting is what it is:
 * ``broker_channel_error_retry``: BUSY, OOM or READONLY from Redis is a channel error to
   kombu; with this the consumer reconnects with its backoff instead of stopping the worker.
   Messages delivered but unacknowledged when a connection drops come back through the stage
-  and request leases (:mod:`cuzk_tasks.routing`, :mod:`cuzk_tasks.request_leases`).
+  and request leases (:mod:`cuzk_tasks.pipeline.routing`, :mod:`cuzk_tasks.recovery.request_leases`).
 """
 
 from __future__ import annotations
 
 from celery import Celery
 
-from .config import Settings, load_settings
-from .redis_url import celery_url, is_sentinel
+from .settings.config import Settings, load_settings
+from .settings.redis_url import celery_url, is_sentinel
 
-from .task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
+from .service.task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
 
 
 def broker_transport_options(settings: Settings) -> dict:
-    # kombu's default priority steps and separator (cuzk_tasks/queues.py): a client with
+    # kombu's default priority steps and separator (cuzk_tasks/service/queues.py): a client with
     # default settings reaches the workers with any message priority
     return {
         "visibility_timeout": int(settings.visibility_timeout_s),
@@ -115,7 +115,7 @@ def create_app(settings: Settings | None = None) -> Celery:
             TASK_FINALIZE: {"queue": settings.cpu_queue},
             TASK_STATUS: {"queue": settings.cpu_queue},
             TASK_RESULT: {"queue": settings.cpu_queue},
-            # TASK_PROVE_START has no static route: routing.py sends it to one device queue
+            # TASK_PROVE_START has no static route: pipeline/routing.py sends it to one device queue
         },
         task_ignore_result=True,  # progress and results live in the state store
         result_expires=settings.result_ttl_s,
@@ -126,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     )
     app.cuzk_settings = settings
     # register the tasks (shared tasks bind to every app)
-    from . import tasks  # noqa: F401
+    from .service import tasks  # noqa: F401
 
     app.finalize(auto=True)
     return app

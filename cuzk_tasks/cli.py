@@ -32,8 +32,8 @@ def _cpu_backend_chosen(name):
     """Will ``--backend`` (None: $CUZK_BACKEND or auto) prove on the CPU core?  Decided
     without importing the backends: auto means the GPU only where an NVIDIA driver is."""
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from . import defaults
-    from .groth16.devices import nvidia_driver_present
+    from .settings import defaults
+    from .groth16.backends.devices import nvidia_driver_present
 
     name = (name or defaults.backend_name()).lower()
     return name == "cpu" or (name == "auto" and not nvidia_driver_present())
@@ -43,9 +43,9 @@ def _prove_natively(args):
     """The CPU core's whole-file prove (no numpy import); None when it declines, and the
     numpy path then proves, or says exactly what is wrong with which file."""
     # lazy: a command imports only what it runs (here: no numpy)
-    from . import defaults
+    from .settings import defaults
     from .errors import NativeCoreError
-    from .groth16.native_prove import prove_files
+    from .groth16.backends.native_prove import prove_files
 
     try:
         return prove_files(args.zkey, args.witness, threads=defaults.thread_count(),
@@ -58,7 +58,7 @@ def _prove_natively(args):
 
 def _cmd_prove(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .groth16.proof_json import dump_json
+    from .groth16.formats.proof_json import dump_json
 
     t0 = time.perf_counter()
     done = _prove_natively(args) if _cpu_backend_chosen(args.backend) else None
@@ -68,10 +68,10 @@ def _cmd_prove(args):
     else:
         _configure_logging(args.verbose)  # the backends log (a GPU fallback, for one)
         # lazy: the numpy path, only when the whole-file prove declined or a GPU proves
-        from .groth16.backends import get_backend
+        from .groth16.backends.select import get_backend
         from .groth16.prover import prove_finish, prove_start
-        from .groth16.wtns import read_wtns
-        from .groth16.zkey import read_zkey
+        from .groth16.formats.wtns import read_wtns
+        from .groth16.formats.zkey import read_zkey
 
         zkey = read_zkey(args.zkey)
         witness = read_wtns(args.witness, zkey=zkey)
@@ -154,9 +154,9 @@ def _stop_witness(worker, outcome, grace_s=2.0):
 
 def _cmd_vkey(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .groth16 import jsonio
+    from .groth16.formats import jsonio
     from .groth16.verifier import export_verification_key
-    from .groth16.zkey import read_zkey
+    from .groth16.formats.zkey import read_zkey
 
     jsonio.dump_json(export_verification_key(read_zkey(args.zkey)), args.verification_key)
     return EXIT_OK
@@ -182,7 +182,7 @@ def _cmd_setup(args):
 
 def _settings(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .config import load_settings
+    from .settings.config import load_settings
 
     settings = load_settings(getattr(args, "config", None))
     if getattr(args, "redis", None):
@@ -193,7 +193,7 @@ def _settings(args):
 
 def _cmd_worker(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from . import worker
+    from .service import worker
 
     settings = _settings(args)
     level = "DEBUG" if args.verbose else args.loglevel
@@ -209,7 +209,7 @@ _last_progress = [None]
 
 def _cmd_demo(args):
     # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
-    from .demo import run_demo
+    from .dev.demo import run_demo
 
     return run_demo(jobs=args.jobs, partitions=args.partitions, redis_url=args.redis,
                     keep_running=args.keep_running)
@@ -299,7 +299,7 @@ def _cmd_status(args):
     import json
 
     from .client import Client
-    from .queues import queue_keys
+    from .service.queues import queue_keys
 
     settings = _settings(args)
     client = Client(settings=settings)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import time
 
-from . import pipeline, request_checks
+from . import pipeline
 from .celery_app import create_app
-from .config import Settings, load_settings
 from .errors import CuzkError, JobError
+from .pipeline import request_checks
+from .service.task_names import TASK_SUBMIT
+from .settings.config import Settings, load_settings
 from .state import JobState, OutageRetry, WorkerRole
-from .task_names import TASK_SUBMIT
 
 SUBMIT_REPLY_TIMEOUT_S = 30.0
 

@@ -27,8 +27,8 @@ import os
 import stat
 from contextlib import contextmanager
 
-from . import defaults
 from .errors import CuzkError
+from .settings import defaults
 
 OUTSIDE = "is outside the allowed input roots (allowed_input_roots)"
 """The end of the message of a refused path: ``<path> is outside the allowed input roots ...``."""

@@ -99,10 +99,10 @@ def worker_id_for(settings, argv, pid) -> str:
 
 def slot_host(client, keys, settings, pid):
     """The host name the worker ``pid`` claimed from its host-slot group (settings.host_slot),
-    found by its holder text (cuzk_tasks.worker.slot_holder), or None."""
+    found by its holder text (cuzk_tasks.service.worker.slot_holder), or None."""
     import socket
 
-    from cuzk_tasks import defaults
+    from cuzk_tasks.settings import defaults
 
     holder = f"{socket.gethostname()}:{pid}"
     group = settings.host_slot
@@ -116,7 +116,7 @@ def slot_host(client, keys, settings, pid):
 def check_worker(pid=None, argv=None) -> tuple[bool, str]:
     import dataclasses
 
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.state.keys import Keys
 
     if pid is None:
@@ -128,7 +128,7 @@ def check_worker(pid=None, argv=None) -> tuple[bool, str]:
     settings = load_settings()
     keys = Keys(settings.prefix)
     try:
-        from cuzk_tasks.redis_url import client as redis_client
+        from cuzk_tasks.settings.redis_url import client as redis_client
 
         client = redis_client(settings.state_url, settings.sentinel_master, socket_timeout=3,
                               socket_connect_timeout=3)

@@ -18,10 +18,11 @@ import time
 
 import pytest
 
-from cuzk_tasks import defaults, pipeline
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings import defaults
+from cuzk_tasks import pipeline
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError, StateError
-from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.service.messages import StageMessages
 from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
@@ -124,7 +125,7 @@ def test_inline_bytes_over_the_job_limit_are_refused_naming_partitions():
 def test_submit_refuses_a_100_mb_inline_input_fast_and_writes_nothing(store_factory):
     """The tester's case: a 100 MB inline input was refused only after 17 s.  Now
     submit_job (and Client.submit, the same call) refuses it before anything is written."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.celery_app import create_app
 
     store = store_factory()
@@ -142,7 +143,7 @@ def test_submit_refuses_a_100_mb_inline_input_fast_and_writes_nothing(store_fact
 
 
 def test_the_limits_are_settings_with_env_vars():
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     s = load_settings(env={})
     assert (s.max_partitions_per_job, s.max_inline_bytes_per_job, s.job_window) == \

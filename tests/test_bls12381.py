@@ -14,15 +14,16 @@ import types
 import pytest
 
 from cuzk_tasks.errors import FormatError, ProofError, VerificationError
-from cuzk_tasks.groth16 import jsonio, points
+from cuzk_tasks.groth16.formats import jsonio
+from cuzk_tasks.groth16 import points
 from cuzk_tasks.groth16.curves import BLS12_381, BN254
 from cuzk_tasks.groth16.prover import prove_start, witness_values
-from cuzk_tasks.groth16.r1cs import read_r1cs
+from cuzk_tasks.groth16.formats.r1cs import read_r1cs
 from cuzk_tasks.groth16.reference.curve import g1_of, g2_of
 from cuzk_tasks.groth16.reference.field import fq2_ops, sqrt_mod
 from cuzk_tasks.groth16.verifier import export_verification_key, verify, verify_files
-from cuzk_tasks.groth16.wtns import read_wtns
-from cuzk_tasks.groth16.zkey import coef_value, read_zkey
+from cuzk_tasks.groth16.formats.wtns import read_wtns
+from cuzk_tasks.groth16.formats.zkey import coef_value, read_zkey
 
 from support.snarkjs_tool import (BLS12381_FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs,
                           snarkjs_verify)
@@ -173,7 +174,7 @@ def test_snarkjs_accepts_native_bls12_381_proofs_and_refuses_tampered_ones(name,
 def test_a_backend_without_the_curve_refuses_bls12_381_clearly():
     """A backend proves the curves it lists: a BLS12-381 zkey on one that lists BN254 only is
     refused before any backend work, naming what to use instead."""
-    from cuzk_tasks.groth16.gpu import GpuBackend
+    from cuzk_tasks.groth16.backends.gpu import GpuBackend
     from cuzk_tasks.groth16.prover import require_backend_curve
 
     assert BLS12_381 in GpuBackend.curves  # the GPU backend proves both (emulated in CI)
@@ -369,8 +370,8 @@ def test_pipeline_prover_proves_bls12_381_and_refuses_mismatched_witnesses(tmp_p
     resident zkey: a mismatched curve names both files; a BLS12-381 job is proved."""
     from types import SimpleNamespace
 
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.provers import Groth16Prover
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.pipeline.provers import Groth16Prover
 
     zk = read_zkey(fixture_dir(MULCHAIN) / "circuit.zkey")
     # the prover opens witnesses only inside the input roots (cuzk_tasks.paths.open_input)

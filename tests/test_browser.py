@@ -24,7 +24,7 @@ from support import instruments
 import pytest
 from support.processes import dump_stacks, start_logged, stop_process_group, write_circuits_toml
 
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -59,7 +59,7 @@ def _config(base):
 def stack(tmp_path_factory):
     from support.redis_server import RedisServer
 
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     base = tmp_path_factory.mktemp("browser")
     server = RedisServer()

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 from support.processes import start_logged, stop_process_group
 
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ if shutil.which("redis-server") is None:
 
 @pytest.fixture
 def web(tmp_path):
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
     from cuzk_tasks.state import StateStore
 
     server = LocalRedis()

@@ -21,6 +21,6 @@ def test_missing_compiler_is_a_clear_install_error(tmp_path):
 
 
 def test_installed_core_is_loadable_and_current():
-    from cuzk_tasks.groth16 import native
+    from cuzk_tasks.groth16.backends import native
 
     assert native.lib().cuzk_abi_version() == native.ABI_VERSION

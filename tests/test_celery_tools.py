@@ -73,7 +73,7 @@ def tools_redis():
 @pytest.fixture(scope="module")
 def stack(tools_redis, tmp_path_factory):
     """Two device workers and one CPU worker; ``stack.nodes``: their Celery node names."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     base = tmp_path_factory.mktemp("stack")
     env = dict(os.environ)

@@ -80,7 +80,7 @@ if shutil.which("redis-server") is None:
 def aof_redis():
     """redis-server with an append-only file synced on every write, which the tests kill -9,
     restart on the same files, pause and resume."""
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
 
     server = LocalRedis(aof=True)
     try:
@@ -91,7 +91,7 @@ def aof_redis():
 
 @pytest.fixture(scope="module")
 def cluster(aof_redis, tmp_path_factory):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     base = tmp_path_factory.mktemp("chaos")
     env = dict(os.environ)
@@ -222,7 +222,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     its heartbeat expires, the sweeper re-dispatches everything routed to it (attempt + 1)
     to the other device.  Every partition finishes there, one proof each; the messages left
     in the dead device's queue are stale when it comes back."""
-    from cuzk_tasks.queues import queue_keys
+    from cuzk_tasks.service.queues import queue_keys
 
     c = cluster
     queues = {w["worker_id"]: w["queue"] for w in c.store.live_device_workers()}
@@ -303,7 +303,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
 SUBMITTER = """\
 import json, os, sys
 from cuzk_tasks.client import Client
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings.config import load_settings
 
 tag, n_parts, limit, input_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 inputs = json.loads(open(input_path).read())

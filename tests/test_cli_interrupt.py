@@ -74,7 +74,7 @@ def test_a_trapping_wasm_is_one_line_without_a_traceback(tmp_path, input_json):
 
 
 def test_prove_on_corrupt_point_data_names_the_zkey_and_section(tmp_path):
-    from cuzk_tasks.groth16.zkey import read_zkey
+    from cuzk_tasks.groth16.formats.zkey import read_zkey
 
     d = FIX / "mulchain"
     data = bytearray((d / "circuit.zkey").read_bytes())

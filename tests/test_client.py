@@ -12,10 +12,10 @@ import pytest
 
 from cuzk_tasks import client as client_module
 from cuzk_tasks.client import Client
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.state import WorkerRole
-from cuzk_tasks.queues import queue_keys
+from cuzk_tasks.service.queues import queue_keys
 
 PARTS = [{"input": {"a": "3", "b": "11"}}]
 

@@ -248,7 +248,7 @@ def env_vars_read_by_code() -> set[str]:
 
 
 def test_every_env_var_of_our_services_is_read_by_the_code():
-    from cuzk_tasks import config
+    from cuzk_tasks.settings import config
 
     known = env_vars_read_by_code()
     settings_vars = {env for _, env, _, _ in config._FIELDS}
@@ -264,7 +264,7 @@ def test_every_env_var_of_our_services_is_read_by_the_code():
 
 def test_service_settings_load(tmp_path):
     """The environment of each service of ours is accepted by load_settings / the web config."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     config = _sample_config(tmp_path)
     for name, svc in compose_services({"REDIS_PASSWORD": "pw"}).items():
@@ -928,7 +928,7 @@ def test_healthcheck_script_parses_worker_ids():
         spec.loader.exec_module(hc)
     finally:
         sys.path.remove(str(OPS))
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     settings = load_settings(env={"CUZK_HOSTNAME": "h1"})
     assert hc.worker_id_for(settings, ["cuzk-tasks", "worker", "--device", "2"], 77) == "h1:dev2"
@@ -1059,7 +1059,7 @@ def _image_circuits(tmp_path):
 
 
 def test_circuits_init_fresh_volume_gets_the_sample(tmp_path):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     init = _circuits_init()
     src, dest = _image_circuits(tmp_path), tmp_path / "vol"
@@ -1077,7 +1077,7 @@ def test_circuits_init_fresh_volume_gets_the_sample(tmp_path):
 def test_circuits_init_keeps_an_operator_config_but_adds_the_sample(tmp_path):
     """The old `cp -Rn` kept an operator's cuzk.toml as it was, so demo-submit's circuit was
     unknown there; now the sample's table (and input root) is added, nothing overwritten."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.paths import confined_path
 
     init = _circuits_init()

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
 
 
@@ -122,7 +122,7 @@ def test_pickle_message_is_refused():
 def test_pool_processes_have_a_memory_ceiling_by_default():
     """Issue 11: a second line of defence against leaks (Celery's max_memory_per_child):
     8 GiB per pool process by default, plus the resident zkeys' budget on a device worker."""
-    from cuzk_tasks.worker import max_memory_per_child_kib
+    from cuzk_tasks.service.worker import max_memory_per_child_kib
 
     settings = load_settings(env={})
     assert settings.max_memory_per_child_mb == 8192
@@ -137,7 +137,7 @@ def test_pool_processes_have_a_memory_ceiling_by_default():
 def test_sentinel_urls_need_the_master_name_and_parse():
     """Issue 11: sentinel://host:port;sentinel://... (kombu's form) for broker, result
     backend and state store, with CUZK_SENTINEL_MASTER naming the group."""
-    from cuzk_tasks import redis_url
+    from cuzk_tasks.settings import redis_url
 
     url = "sentinel://:s3cret@10.0.0.5:26379/2;sentinel://10.0.0.6:26380;sentinel://h7"
     with pytest.raises(ConfigError, match="CUZK_SENTINEL_MASTER") as refused:
@@ -169,7 +169,7 @@ def test_the_prover_is_a_setting_and_a_bad_one_says_what_it_expects():
     """prove_start and finalize have one path: tests and benchmarks swap the whole prover
     (CUZK_PROVER=module:Class), the product's is groth16."""
     from cuzk_tasks.pipeline import Context
-    from cuzk_tasks.provers import Groth16Prover
+    from cuzk_tasks.pipeline.provers import Groth16Prover
 
     assert isinstance(Context(None, load_settings(env={})).prover, Groth16Prover)
     with pytest.raises(ConfigError, match="prover"):

@@ -133,8 +133,8 @@ def stop_demo(proc):
 
 def test_readme_client_snippet_runs_against_the_demo(tmp_path):
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.demo import DEMO_CIRCUIT_DIR
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.dev.demo import DEMO_CIRCUIT_DIR
     from cuzk_tasks.groth16.verifier import verify
 
     proc, lines, url, circuits = start_kept_demo()

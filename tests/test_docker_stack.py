@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 from support.docker_engine import engine_setup
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

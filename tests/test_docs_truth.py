@@ -1,7 +1,7 @@
 """The docs' mechanical claims, kept true of the code.
 
 * Every ``CUZK_*`` environment variable the code reads (cuzk_tasks/ with its web app, ops/*.py,
-  and ``getenv`` in the native sources) is documented in cuzk_tasks/defaults.py next to a
+  and ``getenv`` in the native sources) is documented in cuzk_tasks/settings/defaults.py next to a
   constant that holds its default.
 * Every key builder of ``cuzk_tasks.state.keys.Keys`` has a docstring that says the key's
   Redis type and what it holds (keys.py is the keyspace's reference); every key
@@ -32,7 +32,7 @@ import tomllib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULTS = ROOT / "cuzk_tasks" / "defaults.py"
+DEFAULTS = ROOT / "cuzk_tasks" / "settings" / "defaults.py"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 API = ROOT / "docs" / "api.md"
 RUNBOOK = ROOT / "ops" / "runbook.md"
@@ -97,7 +97,7 @@ def test_every_env_var_the_code_reads_is_in_defaults_py():
             "CUZK_GPU_MSM_WINDOW", "CUZK_MSM_WINDOW"} <= set(code)
     missing = undocumented_env_vars(code, DEFAULTS.read_text(encoding="utf-8"))
     assert not missing, "read by the code but not documented with a default in " \
-        "cuzk_tasks/defaults.py: " + ", ".join(f"{v} ({code[v]})" for v in sorted(missing))
+        "cuzk_tasks/settings/defaults.py: " + ", ".join(f"{v} ({code[v]})" for v in sorted(missing))
 
 
 def test_env_var_check_would_fail_if_an_entry_were_removed():
@@ -401,7 +401,7 @@ def detection_time_problems(runbook_text) -> list[str]:
     """What "Scaling out" gets wrong about how long a lost host's partitions wait: the
     heartbeat TTL and the sweep interval (the heartbeat interval) with their defaults, and
     their sum as the bound."""
-    from cuzk_tasks import defaults
+    from cuzk_tasks.settings import defaults
 
     section = " ".join(_section(runbook_text, "## Scaling out").split())
     ttl, sweep = defaults.HEARTBEAT_TTL_S, defaults.HEARTBEAT_INTERVAL_S
@@ -416,7 +416,7 @@ def test_runbook_states_the_detection_time_of_a_lost_host():
 
 
 def test_detection_time_check_would_fail_if_the_bound_were_wrong():
-    from cuzk_tasks import defaults
+    from cuzk_tasks.settings import defaults
 
     text = RUNBOOK.read_text(encoding="utf-8")
     ttl, sweep = defaults.HEARTBEAT_TTL_S, defaults.HEARTBEAT_INTERVAL_S

@@ -34,7 +34,7 @@ if shutil.which("redis-server") is None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from support.redis_server import RedisServer
 
     server = RedisServer()  # of this module's own: Celery's queue keys are not prefixed

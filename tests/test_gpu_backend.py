@@ -2,7 +2,7 @@
 
 Marked ``gpu``; every test here is skipped without a CUDA device that CuPy can
 see (the skip reason says so).  They have NOT yet run on a device: they are the
-acceptance tests for ``cuzk_tasks.groth16.gpu`` on the first lent GPU
+acceptance tests for ``cuzk_tasks.groth16.backends.gpu`` on the first lent GPU
 (``bench/gpu_check.py`` runs them with ``pytest -m gpu``).  The same tests also run
 in CI on the CPU, against the kernels compiled with g++ under a CUDA emulation
 (``tests/test_gpu_emulated.py``).
@@ -14,8 +14,8 @@ import random
 import numpy as np
 import pytest
 
-from cuzk_tasks.groth16 import gpu as G
-from cuzk_tasks.groth16 import native as N
+from cuzk_tasks.groth16.backends import gpu as G
+from cuzk_tasks.groth16.backends import native as N
 from cuzk_tasks.groth16 import points as P
 from cuzk_tasks.groth16.reference.curve import G1
 from cuzk_tasks.groth16.reference.field import FR, MONT_R
@@ -203,8 +203,8 @@ def test_compute_h_matches_cpu(gpu, log_n):
 
 
 def _load(name):
-    from cuzk_tasks.groth16.wtns import read_wtns
-    from cuzk_tasks.groth16.zkey import read_zkey
+    from cuzk_tasks.groth16.formats.wtns import read_wtns
+    from cuzk_tasks.groth16.formats.zkey import read_zkey
 
     zkey = read_zkey(fixture_dir(name) / "circuit.zkey")
     witness = read_wtns(fixture_dir(name) / "witness.wtns", expected_length=zkey.n_vars)
@@ -226,7 +226,7 @@ def test_evaluate_ab_and_h_match_cpu(gpu, name):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_prove_start_matches_cpu(gpu, name):
-    from cuzk_tasks.groth16.backends import CpuBackend
+    from cuzk_tasks.groth16.backends.select import CpuBackend
     from cuzk_tasks.groth16.prover import prove_start
 
     zkey, witness = _load(name)
@@ -299,7 +299,7 @@ def test_bls12_381_msm_ntt_and_h_match_cpu(gpu):
 
 @pytest.mark.parametrize("name", BLS12381_FIXTURES)
 def test_bls12_381_proof_matches_cpu_and_verifies(gpu, name):
-    from cuzk_tasks.groth16.backends import CpuBackend
+    from cuzk_tasks.groth16.backends.select import CpuBackend
     from cuzk_tasks.groth16.prover import prove, prove_start
     from cuzk_tasks.groth16.verifier import verify
 
@@ -314,6 +314,6 @@ def test_bls12_381_proof_matches_cpu_and_verifies(gpu, name):
 
 
 def test_auto_backend_picks_the_gpu():
-    from cuzk_tasks.groth16.backends import get_backend
+    from cuzk_tasks.groth16.backends.select import get_backend
 
     assert get_backend("auto").name == "gpu"

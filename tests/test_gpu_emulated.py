@@ -12,7 +12,7 @@ tests for real.
 import pytest
 
 from support import cupy_emu
-from cuzk_tasks.groth16 import gpu as G
+from cuzk_tasks.groth16.backends import gpu as G
 from test_gpu_backend import (  # noqa: F401  (the tests and the fixture they share)
     bases,
     test_bls12_381_msm_ntt_and_h_match_cpu,
@@ -57,7 +57,7 @@ def test_a_wrong_kernel_result_is_caught(gpu, monkeypatch):
     """The differential tests above can fail: corrupt one kernel's output and they do."""
     import numpy as np
 
-    from cuzk_tasks.groth16 import native as N
+    from cuzk_tasks.groth16.backends import native as N
     from cuzk_tasks.groth16.curves import BN254
     from test_gpu_backend import random_mont
 
@@ -86,7 +86,7 @@ class _EmulatedCluster:
         import uuid
 
         from cuzk_tasks.client import Client
-        from cuzk_tasks.config import load_settings
+        from cuzk_tasks.settings.config import load_settings
         from support.processes import start_logged, worker_argv, write_circuits_toml
 
         self.root = pathlib.Path(__file__).resolve().parent.parent

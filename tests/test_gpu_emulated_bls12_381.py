@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from support import cupy_emu
-from cuzk_tasks.groth16 import gpu as G
-from cuzk_tasks.groth16 import native as N
+from cuzk_tasks.groth16.backends import gpu as G
+from cuzk_tasks.groth16.backends import native as N
 from test_native_bls12_381 import (CURVE, G1, G1_GEN, G2, G2_GEN, Q, R, RR, arr, from_limbs,
                                    g1_from_jac, g1_from_row, g1_row, g2_from_row, g2_row, mont_rows,
                                    root)

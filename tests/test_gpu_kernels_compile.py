@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from cuzk_tasks.groth16 import gpu
+from cuzk_tasks.groth16.backends import gpu
 
 ARCHES = ["sm_80", "sm_90"]
 

@@ -3,8 +3,8 @@
 import pytest
 
 from cuzk_tasks.errors import CuzkError, GpuError
-from cuzk_tasks.groth16 import backends
-from cuzk_tasks.groth16 import gpu as G
+from cuzk_tasks.groth16.backends import select as backends
+from cuzk_tasks.groth16.backends import gpu as G
 
 
 def test_auto_uses_cpu_without_a_device(monkeypatch):
@@ -31,12 +31,12 @@ def test_auto_on_a_host_without_a_driver_does_not_import_the_gpu_backend():
     import subprocess
     import sys
 
-    from cuzk_tasks.groth16.devices import nvidia_driver_present
+    from cuzk_tasks.groth16.backends.devices import nvidia_driver_present
 
     if nvidia_driver_present():
         pytest.skip("this host has an NVIDIA driver")
-    code = ("import sys; from cuzk_tasks.groth16.backends import get_backend; "
-            "print(get_backend('auto').name, 'cuzk_tasks.groth16.gpu' in sys.modules, "
+    code = ("import sys; from cuzk_tasks.groth16.backends.select import get_backend; "
+            "print(get_backend('auto').name, 'cuzk_tasks.groth16.backends.gpu' in sys.modules, "
             "'cupy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["cpu", "False", "False"]
@@ -141,6 +141,6 @@ def test_device_memory_reaches_the_worker_hash():
     assert int(worker["gpu_resident_mb"]) == 3 * 1024
     assert worker["state"] == "idle"  # publishing never touches state or token
     # The CPU core has no device memory: nothing is published.
-    from cuzk_tasks.groth16.backends import CpuBackend
+    from cuzk_tasks.groth16.backends.select import CpuBackend
 
     assert not publish_device_memory(store, "h:dev0", 5.0, CpuBackend())

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from cuzk_tasks.config import load_settings
-from cuzk_tasks.worker import await_lapsing_slots
+from cuzk_tasks.settings.config import load_settings
+from cuzk_tasks.service.worker import await_lapsing_slots
 
 INTERVAL_S, TTL_S = 0.4, 1.0
 
@@ -60,7 +60,7 @@ def test_only_live_holders_claim_the_next_slot(store):
 
 def _register(store, holder, sleep=None):
     from cuzk_tasks.state import Registration
-    from cuzk_tasks.worker import register_identity
+    from cuzk_tasks.service.worker import register_identity
 
     reg = Registration("device", "h", device=0, queue="q0")
     return register_identity(store, _settings(), "h:dev0", reg, holder, sleep=sleep)
@@ -70,7 +70,7 @@ def test_a_restart_waits_for_its_dead_predecessors_heartbeat(store, caplog):
     assert store.register_worker("h:dev0", "device", "h", device=0, queue="q0",
                                  holder="box:1", ttl_s=TTL_S)  # then killed: no more beats
     t0 = time.monotonic()
-    with caplog.at_level("WARNING", logger="cuzk_tasks.worker"):
+    with caplog.at_level("WARNING", logger="cuzk_tasks.service.worker"):
         assert _register(store, "box:2")
     assert time.monotonic() - t0 < 1.5 * INTERVAL_S + TTL_S + 0.5
     assert store.redis.hget(store.keys.worker("h:dev0"), "holder") == "box:2"
@@ -101,7 +101,7 @@ def test_a_live_holder_is_named_and_the_second_process_refused(store):
 def test_a_holder_that_lost_its_id_is_told_once(store):
     """A process whose heartbeat lapsed (stalled) and whose id another process claimed
     meanwhile: its next beat changes nothing and asks it to stop, once."""
-    from cuzk_tasks.worker import Heartbeat
+    from cuzk_tasks.service.worker import Heartbeat
 
     assert store.register_worker("h:dev0", "device", "h", device=0, queue="q0",
                                  holder="box:2", ttl_s=TTL_S)

@@ -24,8 +24,9 @@ import uuid
 
 import pytest
 
-from cuzk_tasks import pipeline, queues
-from cuzk_tasks.config import load_settings
+from cuzk_tasks import pipeline
+from cuzk_tasks.service import queues
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
 from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.paths import (NAME_MAX, OUTSIDE, InputRefError, OutsideInputRootsError,
@@ -159,7 +160,7 @@ def test_bad_setting_names_the_field(tmp_path, text, env):
 
 def test_reader_errors_do_not_quote_file_bytes(tmp_path):
     from cuzk_tasks.groth16.witness import load_input_json
-    from cuzk_tasks.groth16.wtns import read_wtns
+    from cuzk_tasks.groth16.formats.wtns import read_wtns
 
     p = tmp_path / "passwd"
     p.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")

@@ -49,7 +49,7 @@ def test_state_store_messages_and_web_app_do_not_load_celery():
     """The state store, the outbox entries it is handed (messages, queues), and the web app
     (which reads through the store) never need Celery or kombu."""
     code = (
-        "import sys, cuzk_tasks.state, cuzk_tasks.messages, cuzk_tasks.queues, cuzk_tasks.web, "
+        "import sys, cuzk_tasks.state, cuzk_tasks.service.messages, cuzk_tasks.service.queues, cuzk_tasks.web, "
         "cuzk_tasks.web.status\n"
         "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('celery', 'kombu'))\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
@@ -172,7 +172,7 @@ def test_a_plain_prove_imports_neither_argparse_nor_json(tmp_path):
     """What ``cuzk-tasks prove`` loads beyond the interpreter's start, up to the native call
     (here the call declines at once: the files do not exist)."""
     code = ("import sys; before = set(sys.modules)\n"
-            "from cuzk_tasks import cli; from cuzk_tasks.groth16 import native_prove\n"
+            "from cuzk_tasks import cli; from cuzk_tasks.groth16.backends import native_prove\n"
             f"args = cli.plain_prove_args(['-v', 'prove', 'z', 'w', 'p', 'q'])\n"
             "assert args.command == 'prove' and args.verbose\n"
             "print(' '.join(sorted(set(sys.modules) - before)))")
@@ -199,8 +199,8 @@ def test_the_witness_command_imports_no_numpy(tmp_path):
     loaded = set(result.stdout.split())
     assert "wasmtime" in loaded and "cuzk_tasks.groth16.witness" in loaded  # it looked
     assert not {m for m in loaded if m.split(".")[0] == "numpy"}
-    assert not loaded & {"cuzk_tasks.groth16.jsonio", "cuzk_tasks.groth16.points",
-                         "cuzk_tasks.groth16.wtns", "cuzk_tasks.groth16.zkey", "argparse"}
+    assert not loaded & {"cuzk_tasks.groth16.formats.jsonio", "cuzk_tasks.groth16.points",
+                         "cuzk_tasks.groth16.formats.wtns", "cuzk_tasks.groth16.formats.zkey", "argparse"}
     assert out.read_bytes() == (fixture / "witness.wtns").read_bytes()
 
 
@@ -301,7 +301,7 @@ def import_cycles(graph) -> set[tuple[str, ...]]:
 
 
 #: Cycles inside cuzk_tasks/groth16/ that stand for now (the lead removes them, and then
-#: this list): the GPU backend is chosen by backends.get_backend, and gpu.py proves with
+#: this list): the GPU backend is chosen by backends.select.get_backend, and gpu.py proves with
 #: prover.prove_start, which asks backends for its backend.  Every other cycle fails.
 GROTH16_CYCLES_ALLOWED = set()
 
@@ -322,7 +322,7 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_import():
     assert import_cycles(graph) == {("a", "b", "c")}
     known = module_files()
     edges = imported_modules("cuzk_tasks.celery_app", known["cuzk_tasks.celery_app"], known)
-    assert "cuzk_tasks.tasks" in edges  # imported inside create_app
+    assert "cuzk_tasks.service.tasks" in edges  # imported inside create_app
 
 
 # --- the web app: a layer inside cuzk_tasks ----------------------------------------------
@@ -339,11 +339,11 @@ WEB_MAY_TAKE = {
     "cuzk_tasks.state.reads": {"status_delta", "last_event_id", "phase_histograms",
                                "PARTITION_FIELDS"},
     "cuzk_tasks.state.codec": {"decode"},
-    "cuzk_tasks.queues": {"queue_keys"},
-    "cuzk_tasks.redis_url": {"is_outage", "outage_errors"},
-    "cuzk_tasks.config": {"load_settings"},
+    "cuzk_tasks.service.queues": {"queue_keys"},
+    "cuzk_tasks.settings.redis_url": {"is_outage", "outage_errors", "redact"},
+    "cuzk_tasks.settings.config": {"load_settings"},
     "cuzk_tasks.errors": {"ConfigError"},
-    "cuzk_tasks.defaults": None,
+    "cuzk_tasks.settings.defaults": None,
 }
 #: The StateStore methods the web app calls: reads, all of them (it writes nothing).
 WEB_STORE_READS = {"from_url", "ping", "get_job", "job_status", "get_result", "collect_result",
@@ -353,7 +353,7 @@ STORE_INSIDES = {"redis", "keys", "script", "common_args", "Keys"}
 #: The modules outside the web app that import it, and what they import: the commands
 #: that start it (``cuzk-tasks web``, ``cuzk-tasks demo``).  Nothing else depends on it.
 WEB_STARTED_BY = {"cuzk_tasks.cli": {"cuzk_tasks.web.serve"},
-                  "cuzk_tasks.demo": {"cuzk_tasks.web.config", "cuzk_tasks.web.serve"}}
+                  "cuzk_tasks.dev.demo": {"cuzk_tasks.web.config", "cuzk_tasks.web.serve"}}
 
 
 def in_web(module: str) -> bool:

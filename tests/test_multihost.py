@@ -67,7 +67,7 @@ class Hosts:
     processes, named ``<host>-cpu`` and ``<host>-dev0``, and a client on Redis's socket)."""
 
     def __init__(self, base):
-        from cuzk_tasks.config import load_settings
+        from cuzk_tasks.settings.config import load_settings
 
         self.base = base
         self.net = netns.Network()

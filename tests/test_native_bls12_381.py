@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuzk_tasks.errors import NativeCoreError
-from cuzk_tasks.groth16 import native as N
+from cuzk_tasks.groth16.backends import native as N
 
 CURVE = "bls12381"
 Q = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab

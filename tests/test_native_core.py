@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuzk_tasks.errors import NativeCoreError
-from cuzk_tasks.groth16 import native as N
+from cuzk_tasks.groth16.backends import native as N
 from cuzk_tasks.groth16 import points as P
 from cuzk_tasks.groth16.reference import ntt as RN
 from cuzk_tasks.groth16.reference.curve import G1, G2
@@ -493,7 +493,7 @@ def test_evaluate_ab_matches_python():
         assert from_mont_arr(a, FR) == want_a
         assert from_mont_arr(b, FR) == want_b
     # the zkey reader's structured dtype works too
-    from cuzk_tasks.groth16.zkey import COEF_DTYPE
+    from cuzk_tasks.groth16.formats.zkey import COEF_DTYPE
 
     a2, b2 = N.evaluate_ab(recs.view(COEF_DTYPE), arr(witness), domain)
     assert np.array_equal(a, a2) and np.array_equal(b, b2)
@@ -553,7 +553,7 @@ def test_shared_headers_compile_as_cuda(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
-    include = pathlib.Path(N.__file__).resolve().parent.parent / "native" / "include"
+    include = pathlib.Path(N.__file__).resolve().parents[2] / "native" / "include"
     src = tmp_path / "smoke.cu"
     src.write_text(CUDA_SMOKE)
     # PTX only (compute_80): the front end and the host compiler see every line; the kernel

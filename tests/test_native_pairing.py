@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from cuzk_tasks.errors import NativeCoreError
-from cuzk_tasks.groth16 import jsonio
-from cuzk_tasks.groth16 import native as N
+from cuzk_tasks.groth16.formats import jsonio
+from cuzk_tasks.groth16.backends import native as N
 from cuzk_tasks.groth16 import points as P
 from cuzk_tasks.groth16 import verifier
 from cuzk_tasks.groth16.curves import BLS12_381, BN254

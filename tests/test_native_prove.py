@@ -1,4 +1,4 @@
-"""The CLI's whole-file prove on the native core (groth16/native_prove.py, prove_cpu.hpp):
+"""The CLI's whole-file prove on the native core (groth16/backends/native_prove.py, prove_cpu.hpp):
 the same proof as the numpy prover for the same r and s, on both curves; a proof that
 verifies when r and s are drawn; every file it does not accept declined (and then the numpy
 path says what is wrong); and ``cuzk-tasks prove`` on the CPU core imports no numpy."""
@@ -13,7 +13,7 @@ import pytest
 from cuzk_tasks.cli import main as cli_main
 from cuzk_tasks.errors import NativeCoreError
 from cuzk_tasks.groth16 import read_wtns, read_zkey, verify, write_wtns
-from cuzk_tasks.groth16.native_prove import STEPS, prove_files
+from cuzk_tasks.groth16.backends.native_prove import STEPS, prove_files
 from cuzk_tasks.groth16.prover import prove_finish, prove_start
 from support.snarkjs_tool import BLS12381_FIXTURES, FIXTURES, fixture_dir
 
@@ -179,7 +179,7 @@ def test_the_cli_proves_on_the_cpu_core_without_importing_numpy(name, tmp_path):
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from cuzk_tasks.groth16.proof_json import dumps_json  # noqa: E402
+from cuzk_tasks.groth16.formats.proof_json import dumps_json  # noqa: E402
 
 JSON_VALUES = st.recursive(
     st.one_of(st.text(max_size=8), st.integers(), st.booleans(), st.none(),

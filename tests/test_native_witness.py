@@ -25,7 +25,7 @@ from support.snarkjs_tool import FIXTURES, fixture_dir
 
 from cuzk_tasks.errors import (ConfigError, CuzkError, FormatError, WitnessError,
                                WitnessInterrupted, WitnessTimeoutError)
-from cuzk_tasks.groth16.circom_input import load_input_json
+from cuzk_tasks.groth16.formats.circom_input import load_input_json
 from cuzk_tasks.groth16.curves import BN254
 from cuzk_tasks.groth16.native_witness import (NATIVE_PREFIX, NativeWitnessGenerator,
                                                generate_witness, get_generator)
@@ -338,8 +338,8 @@ def test_unusable_generator_files_are_format_errors(native, tmp_path):
 
 # ------------------------------------------------------------------ config
 def test_the_witness_key_of_a_circuit(tmp_path):
-    from cuzk_tasks.config import NATIVE_PREFIX as CONFIG_PREFIX, load_settings
-    from cuzk_tasks.registry import CircuitRegistry
+    from cuzk_tasks.settings.config import NATIVE_PREFIX as CONFIG_PREFIX, load_settings
+    from cuzk_tasks.pipeline.registry import CircuitRegistry
 
     assert CONFIG_PREFIX == NATIVE_PREFIX
     cfg = tmp_path / "cuzk.toml"
@@ -363,7 +363,7 @@ def test_jobs_through_the_service_with_a_native_generator(native, fakes, tmp_pat
     """One CPU worker (one pool process), one device worker: a native circuit proves; a
     generator that hangs and one that crashes fail their jobs clearly, and the worker lives
     (same pool process) to prove the next job."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.errors import JobError
     from cuzk_tasks.groth16 import verify
     from support import instruments

@@ -4,7 +4,7 @@ The callback is an outbox entry (``StageMessages.on_done``: task, queue, priorit
 ``expires_s``) kept with the job; the Lua step that ends the job (``_lib.lua``: finish_job
 -> send_on_done) writes its kwargs into it and adds it to the outbox, and the store's
 publisher -- here a :class:`support.outbox.Recorder`, or a real Celery app
-(``cuzk_tasks.publisher.CeleryPublisher``) on a real redis-server -- sends it.  Here: each
+(``cuzk_tasks.service.publisher.CeleryPublisher``) on a real redis-server -- sends it.  Here: each
 end path (done, failed, poison, cancelled), exactly once however often an end path runs,
 the result stored in the same step, what Celery puts on the broker (the same message as a
 foreign app's ``send_task``, with its ``expires``), the trimming of expired callbacks, and
@@ -20,11 +20,13 @@ import uuid
 
 import pytest
 
-from cuzk_tasks import defaults, pipeline, queues
+from cuzk_tasks.settings import defaults
+from cuzk_tasks import pipeline
+from cuzk_tasks.service import queues
 from cuzk_tasks.celery_app import create_app
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.service.messages import StageMessages
 from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.state.store import script_text
 from support.outbox import Recorder, queued
@@ -95,7 +97,7 @@ def celery_store(redis_server_url, celery_app):
     to that same server (the broker is the state store's Redis)."""
     import redis
 
-    from cuzk_tasks.publisher import CeleryPublisher
+    from cuzk_tasks.service.publisher import CeleryPublisher
     from cuzk_tasks.state import StateStore
 
     client = redis.Redis.from_url(redis_server_url, decode_responses=True)

@@ -104,7 +104,7 @@ def service(tmp_path_factory):
     from support.redis_server import RedisServer
 
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     base = tmp_path_factory.mktemp("ondone")
     server = RedisServer()

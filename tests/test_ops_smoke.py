@@ -33,7 +33,7 @@ import urllib.request
 import pytest
 from support.docker_engine import engine_setup
 from support.processes import start_logged, stop_process_group
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -251,7 +251,7 @@ def test_demo_submit_proves_the_sample_circuit(stack):
                            text=True, timeout=300)
     assert again.returncode == 0 and again.stdout.strip() == job_id, again.stdout + again.stderr
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     client = Client(settings=load_settings(env=stack.env_for("demo-submit")))
     result = client.wait(job_id, timeout=300)

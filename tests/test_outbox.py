@@ -1,5 +1,5 @@
 """The outbox: a step that makes a stage due records its message in the same Lua step;
-Celery publishes it right after (cuzk_tasks/publisher.py), and a sweeper publishes what a
+Celery publishes it right after (cuzk_tasks/service/publisher.py), and a sweeper publishes what a
 process that died in between left (docs/architecture.md, "The outbox").
 
 Unit tests on both store backends with a recording publisher; then the static rule (no
@@ -20,10 +20,11 @@ import uuid
 
 import pytest
 
-from cuzk_tasks import defaults, queues
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings import defaults
+from cuzk_tasks.service import queues
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
-from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.service.messages import StageMessages
 from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
@@ -262,7 +263,7 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
 def test_a_device_hands_its_messages_to_the_relay_which_publishes_them(store_factory):
     """A device's pool process publishes nothing itself (StateStore.hand_to_relay); a CPU
     worker's relay thread (publisher.OutboxRelay) takes the ids and publishes the entries."""
-    from cuzk_tasks.publisher import OutboxRelay
+    from cuzk_tasks.service.publisher import OutboxRelay
 
     device = store_factory()
     device.publisher = device.hand_to_relay
@@ -279,7 +280,7 @@ def test_a_device_hands_its_messages_to_the_relay_which_publishes_them(store_fac
 
 
 def test_the_relay_skips_what_a_sweeper_published_meanwhile(store_factory):
-    from cuzk_tasks.publisher import OutboxRelay
+    from cuzk_tasks.service.publisher import OutboxRelay
 
     device = store_factory()
     device.publisher = device.hand_to_relay

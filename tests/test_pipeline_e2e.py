@@ -1,7 +1,7 @@
 """End to end through real processes: redis-server, two device workers, one CPU worker.
 
 The device workers run the CPU backend (``--backend cpu``) so this runs without a GPU.
-Test-only instruments (env vars, see cuzk_tasks/defaults.py) make finalize slow
+Test-only instruments (env vars, see cuzk_tasks/settings/defaults.py) make finalize slow
 (CUZK_TEST_FINALIZE_DELAY_MS, so finalizers overlap the next prove_start), make
 prove_start slow per circuit (CUZK_TEST_PROVE_DELAY_MS) and make prove_start of the
 test-only circuit ``poison_test`` kill its process (CUZK_TEST_POISON_CIRCUIT).
@@ -66,7 +66,7 @@ def _config(base):
 
 @pytest.fixture(scope="module")
 def cluster(e2e_redis, tmp_path_factory):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     base = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ)
@@ -241,8 +241,8 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     too deep for the JSON decoder (which Celery drops)."""
     from celery import Celery
 
-    from cuzk_tasks.queues import queue_keys
-    from cuzk_tasks.task_names import TASK_SUBMIT, TASK_SYNTHESIZE
+    from cuzk_tasks.service.queues import queue_keys
+    from cuzk_tasks.service.task_names import TASK_SUBMIT, TASK_SYNTHESIZE
 
     c = cluster
     cpu = c.procs["cpu"]
@@ -493,7 +493,7 @@ def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
 def _delivered_stage(store, job, n, stage):
     """A partition of ``job`` whose ``stage`` message the CPU worker has taken: synthesize
     running (state synthesizing), or finalize popped into kombu's unacked hash."""
-    from cuzk_tasks.task_names import stage_partition
+    from cuzk_tasks.service.task_names import stage_partition
 
     for idx in range(n):
         part = store.get_partition(job, idx) or {}
@@ -587,7 +587,7 @@ def test_kill_the_whole_cpu_worker_holding_a_submit_by_name(cluster):
     after the visibility timeout (an hour), and the job completes with one proof each."""
     from celery import Celery
 
-    from cuzk_tasks.task_names import TASK_SUBMIT
+    from cuzk_tasks.service.task_names import TASK_SUBMIT
 
     c, n = cluster, 3
     app = Celery("caller", broker=c.settings.broker_url, backend=c.settings.result_backend,

@@ -22,8 +22,8 @@ from support.processes import write_circuits_toml
 
 from cuzk_tasks import pipeline
 from cuzk_tasks.celery_app import create_app
-from cuzk_tasks.config import load_settings
-from cuzk_tasks.routing import Sweeper
+from cuzk_tasks.settings.config import load_settings
+from cuzk_tasks.recovery.sweeper import Sweeper
 from cuzk_tasks.state import PartitionRun
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"

@@ -8,14 +8,14 @@ import pytest
 
 from cuzk_tasks.cli import main as cli_main
 from cuzk_tasks.errors import FormatError, ProofError
-from cuzk_tasks.groth16 import jsonio
+from cuzk_tasks.groth16.formats import jsonio
 from cuzk_tasks.groth16.prover import PartialProof, prove, prove_finish, prove_start
 from cuzk_tasks.groth16.reference import groth16 as ref
 from cuzk_tasks.groth16.reference.curve import G1, G2
 from cuzk_tasks.groth16.reference.field import FR
 from cuzk_tasks.groth16.verifier import export_verification_key, verify
-from cuzk_tasks.groth16.wtns import read_wtns, write_wtns
-from cuzk_tasks.groth16.zkey import read_zkey
+from cuzk_tasks.groth16.formats.wtns import read_wtns, write_wtns
+from cuzk_tasks.groth16.formats.zkey import read_zkey
 from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, run_snarkjs
 
 
@@ -176,7 +176,7 @@ def test_cli_bad_input_is_a_clear_error(tmp_path, capsys):
 
 def _rewrite_sections(src, dst, order):
     """Copy an iden3 binary file with its sections written in ``order``."""
-    from cuzk_tasks.groth16.binfile import BinFile, write_bin_header, write_section
+    from cuzk_tasks.groth16.formats.binfile import BinFile, write_bin_header, write_section
 
     with BinFile(src, b"zkey", (1,)) as bf:
         payloads = {t: bf.read(secs[0]) for t, secs in bf.sections.items()}

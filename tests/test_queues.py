@@ -1,8 +1,8 @@
-"""The queue list names of cuzk_tasks.queues are kombu's own (its Redis transport defaults)."""
+"""The queue list names of cuzk_tasks.service.queues are kombu's own (its Redis transport defaults)."""
 
 from kombu import Connection
 
-from cuzk_tasks import queues
+from cuzk_tasks.service import queues
 
 
 def test_the_priority_steps_and_separator_are_kombus_defaults():

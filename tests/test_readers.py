@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuzk_tasks.errors import CuzkError, FormatError
-from cuzk_tasks.groth16.binfile import BN254_Q as Q, BN254_R as R
-from cuzk_tasks.groth16.r1cs import read_r1cs
-from cuzk_tasks.groth16.wtns import (ints_to_limbs, limbs_to_ints, read_wtns,
+from cuzk_tasks.groth16.formats.binfile import BN254_Q as Q, BN254_R as R
+from cuzk_tasks.groth16.formats.r1cs import read_r1cs
+from cuzk_tasks.groth16.formats.wtns import (ints_to_limbs, limbs_to_ints, read_wtns,
                                      write_wtns, wtns_bytes)
-from cuzk_tasks.groth16.zkey import (COEF_DTYPE, coef_value, limbs_ge,
+from cuzk_tasks.groth16.formats.zkey import (COEF_DTYPE, coef_value, limbs_ge,
                                      read_zkey, read_zkey_header)
 
 from support.snarkjs_tool import FIXTURES, fixture_dir

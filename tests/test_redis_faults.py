@@ -63,7 +63,7 @@ def redis_server():
 
 @pytest.fixture
 def cluster(redis_server, tmp_path):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     env = dict(os.environ)
     env.update({
@@ -340,7 +340,7 @@ def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redi
     over.  Within a heartbeat or two of Redis answering again the worker shows its true
     state -- heartbeat.lua ends the stale record (worker_idle, reason stale) -- long before
     the sweeper re-drives the partition (two sweeps a TTL apart); the job then completes."""
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
 
     env = dict(os.environ)
     env.update({

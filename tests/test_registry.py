@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
-from cuzk_tasks.config import CircuitSpec
+from cuzk_tasks.settings.config import CircuitSpec
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.registry import CircuitRegistry, ResidentZkeys
+from cuzk_tasks.pipeline.registry import CircuitRegistry, ResidentZkeys
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 

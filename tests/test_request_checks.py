@@ -1,4 +1,4 @@
-"""By-name requests checked field by field (issue 24): cuzk_tasks/request_checks.py (the bounds
+"""By-name requests checked field by field (issue 24): cuzk_tasks/pipeline/request_checks.py (the bounds
 a worker's main process applies before its pool gets a message), submit_job's own checks,
 on_done.queue, the request-id digest, and SafeRequest refusing a message in-process.
 
@@ -16,11 +16,13 @@ import uuid
 import pytest
 from support.processes import write_circuits_toml
 
-from cuzk_tasks import defaults, pipeline, request_checks
+from cuzk_tasks.settings import defaults
+from cuzk_tasks import pipeline
+from cuzk_tasks.pipeline import request_checks
 from cuzk_tasks.celery_app import create_app
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.task_names import TASK_PROVE_START, TASK_RESULT, TASK_SUBMIT
+from cuzk_tasks.service.task_names import TASK_PROVE_START, TASK_RESULT, TASK_SUBMIT
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 
@@ -59,7 +61,7 @@ def test_nesting_depth_counts_lists_and_objects_without_recursing():
 
 
 def _submit_signature():
-    from cuzk_tasks import tasks
+    from cuzk_tasks.service import tasks
 
     return inspect.signature(tasks.submit.run)
 
@@ -92,7 +94,7 @@ def test_a_bad_submit_message_is_refused_naming_its_field(args, kwargs, needle):
 
 
 def test_a_good_submit_message_passes_and_other_tasks_are_bounded_too():
-    from cuzk_tasks import tasks
+    from cuzk_tasks.service import tasks
 
     good = {"circuit": "c", "partitions": [{"input": {"a": nest(defaults.MAX_INPUT_DEPTH - 1)}}],
             "priority": 0, "request_id": "r", "on_done": {"task": "t", "queue": "q"}, "deadline_s": 5}
@@ -165,7 +167,7 @@ def test_a_callback_to_a_queue_no_one_reads_expires_and_the_sweeper_drops_it(ctx
     import base64
     import time
 
-    from cuzk_tasks import routing
+    from cuzk_tasks.recovery.sweeper import Sweeper
 
     short = pipeline.Context(ctx.app, ctx.settings.replace(on_done_ttl_s=1), worker_id="rqhost:cpu:1")
     queue = f"{ctx.settings.prefix}-unread"
@@ -176,7 +178,7 @@ def test_a_callback_to_a_queue_no_one_reads_expires_and_the_sweeper_drops_it(ctx
     assert envelope["headers"]["expires"].endswith("+00:00")
     assert json.loads(base64.b64decode(envelope["body"]))[1]["job_id"] == job
     time.sleep(2.1)
-    routing.Sweeper(short).run_once(leases=False)
+    Sweeper(short).run_once(leases=False)
     assert short.store.redis.llen(queue) == 0
 
 
@@ -245,7 +247,7 @@ class _Pool:
 def _request(ctx, task_name, kwargs, pool):
     from celery.worker.request import create_request_cls
 
-    from cuzk_tasks.safe_request import SafeRequest
+    from cuzk_tasks.service.safe_request import SafeRequest
 
     app = ctx.app
     task = app.tasks[task_name]

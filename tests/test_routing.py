@@ -1,7 +1,7 @@
 """Routing choice and the sweeper's re-dispatch, on a real redis-server (no Celery workers).
 
 The prove_start messages the transitions record in the outbox are published by the context's
-Celery app (cuzk_tasks/publisher.py) and read back from the device queues' lists."""
+Celery app (cuzk_tasks/service/publisher.py) and read back from the device queues' lists."""
 
 import json
 import time
@@ -10,12 +10,14 @@ import uuid
 import pytest
 from support.outbox import queued
 
-from cuzk_tasks import queues, routing
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.service import queues
+from cuzk_tasks.pipeline import routing
+from cuzk_tasks.recovery.sweeper import Sweeper
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.pipeline import Context
-from cuzk_tasks.publisher import CeleryPublisher
+from cuzk_tasks.service.publisher import CeleryPublisher
 from cuzk_tasks.state import DeviceResult, PartitionRun
-from cuzk_tasks.task_names import stage_partition
+from cuzk_tasks.service.task_names import stage_partition
 from cuzk_tasks.celery_app import create_app
 
 # kombu's Redis transport: the hash of delivered, unacknowledged messages (delivery tag ->
@@ -87,15 +89,15 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
+    assert Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     part = store.get_partition(job, 0)
     assert part["state"] == "synth_done" and int(part["attempt"]) == 1
     assert store.unrouted_partitions() == [(job, 0)]
     # a second sweep changes nothing (the attempt guard)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
+    assert Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     # dev1 comes up: the partition goes there with the new attempt
     store.heartbeat("h:dev1", 5)
-    assert routing.Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
+    assert Sweeper(ctx).run_once() == {"redispatched": 0, "routed": 1, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
     assert sent(ctx) == [(job, 0, 0, "h:dev0"), (job, 0, 1, "h:dev1")]
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
@@ -192,7 +194,7 @@ def _cpu_messages(ctx):
 
 
 def _publish(ctx, entry):
-    """Have Celery send one outbox entry (cuzk_tasks/messages.py) as the step's would be."""
+    """Have Celery send one outbox entry (cuzk_tasks/service/messages.py) as the step's would be."""
     assert CeleryPublisher(ctx.app).send([("test", entry)]) == ["test"]
 
 
@@ -232,7 +234,7 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0)])
     _cpu_worker(lossy, "h:cpu:gone", [(job, 2, 0)])
     store.worker_offline("h:cpu:gone")
-    sweeper = routing.Sweeper(lossy)
+    sweeper = Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 2)  # seen once, then re-driven
     assert sorted(_cpu_messages(lossy)) == [("cuzk.synthesize", job, 0, 1),
                                             ("cuzk.synthesize", job, 2, 1)]
@@ -255,7 +257,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     assert store.synth_begin(PartitionRun(job, 0, 0))  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
     _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the queue is busy: irrelevant here
-    sweeper = routing.Sweeper(lossy)
+    sweeper = Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
     time.sleep(0.25)  # the worker's heartbeat has expired
     assert _sweep_twice(sweeper, lossy) == (0, 1)
@@ -272,7 +274,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     store.redis.delete(*queues.queue_keys(queue))  # the message is gone
-    sweeper = routing.Sweeper(lossy)
+    sweeper = Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 1)
     part = store.get_partition(job, 0)
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, "h:dev0")
@@ -293,7 +295,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
     store.heartbeat("h:dev0", 5, holding=[(job, 1, 0)])
     assert store.get_worker("h:dev0")["state"] == "proving"
-    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 1)
+    assert _sweep_twice(Sweeper(lossy), lossy) == (0, 1)
     part = store.get_partition(job, 0)
     assert (part["state"], part["attempt"], part["token"]) == ("synth_done", 1, None)
     assert store.get_worker("h:dev0")["state"] == "idle"  # compare-and-delete on the run's token
@@ -308,7 +310,7 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
     store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
-    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
+    assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["token"] == start.token
 
 
@@ -322,7 +324,7 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"
-    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 1)
+    assert _sweep_twice(Sweeper(lossy), lossy) == (0, 1)
     part = store.get_partition(job, 0)
     assert (part["state"], part["attempt"]) == ("synth_done", 1)
     assert sent(lossy) == [(job, 0, 1, "h:dev0")]
@@ -333,7 +335,7 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
     _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the backlog moves
-    assert _sweep_twice(routing.Sweeper(lossy), lossy) == (0, 0)
+    assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
 
 
@@ -343,7 +345,7 @@ def test_sightings_across_a_gap_in_the_sweeps_do_not_count(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
-    sweeper = routing.Sweeper(lossy)
+    sweeper = Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0
     settings = lossy.settings
     sweeper._last_look -= settings.heartbeat_ttl_s + settings.heartbeat_interval_s + 1
@@ -377,7 +379,7 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
     the worker's main process (celery.worker.state.requests)."""
     from celery.worker import state
 
-    from cuzk_tasks.worker import held_messages
+    from cuzk_tasks.service.worker import held_messages
 
     class Request:  # the four attributes of celery.worker.request.Request read
         def __init__(self, task_name, args, kwargs, task_id=None):
@@ -410,8 +412,8 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
     from kombu import Connection
 
     from cuzk_tasks.celery_app import create_app
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.worker import held_messages
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.service.worker import held_messages
 
     app = create_app(load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0"}))
 
@@ -446,13 +448,13 @@ def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
 
 
 def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
-    """The sweeper's request leases (cuzk_tasks/request_leases.py): a by-name request
+    """The sweeper's request leases (cuzk_tasks/recovery/request_leases.py): a by-name request
     delivered a TTL ago that no online worker reports holding goes back on its queue on the
     second sighting; a held one, a stage message, a request waiting for its ETA and one
     delivered just now stay where they are."""
     import datetime
 
-    from cuzk_tasks.request_leases import RequestLeases
+    from cuzk_tasks.recovery.request_leases import RequestLeases
 
     r, store = ctx.store.redis, ctx.store
     queue = f"q.{uuid.uuid4().hex[:8]}"
@@ -496,7 +498,7 @@ def test_request_leases_put_back_only_what_no_live_worker_holds(ctx):
 def test_the_sweeper_thread_checks_leases_every_half_ttl(ctx):
     """The lease checks read every in-flight partition, so the periodic sweep runs them every
     half heartbeat TTL (still two sightings a TTL apart within 1.5 TTLs), not every sweep."""
-    sweeper = routing.Sweeper(ctx)
+    sweeper = Sweeper(ctx)
     calls = []
     sweeper.recover_stages = lambda workers=None: calls.append(time.monotonic()) or 0
     for _ in range(3):
@@ -514,7 +516,7 @@ def test_a_periodic_loop_logs_a_redis_outage_once_and_its_end_once(caplog):
     any other failure is logged with its traceback every time."""
     import redis
 
-    from cuzk_tasks.periodic import PeriodicThread
+    from cuzk_tasks.service.periodic import PeriodicThread
 
     failures = [redis.exceptions.ConnectionError("refused"),
                 redis.exceptions.ResponseError("BUSY Redis is busy running a script."),
@@ -529,7 +531,7 @@ def test_a_periodic_loop_logs_a_redis_outage_once_and_its_end_once(caplog):
                 raise failure
 
     loop = Loop(1.0)
-    with caplog.at_level("WARNING", logger="cuzk_tasks.periodic"):
+    with caplog.at_level("WARNING", logger="cuzk_tasks.service.periodic"):
         for _ in range(6):
             loop.step_logged()
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
@@ -546,9 +548,9 @@ def test_one_sweeper_at_a_time_does_the_cluster_wide_checks(ctx):
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
     assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
-    first = routing.Sweeper(ctx)
+    first = Sweeper(ctx)
     first.holder = "h:cpu:1"
-    other = routing.Sweeper(ctx)
+    other = Sweeper(ctx)
     other.holder = "g:cpu:2"
     assert "standby" not in first.run_once()
     time.sleep(0.4)  # dev0's heartbeat lapses; the first sweeper's lease (0.5 s) does not

@@ -47,7 +47,7 @@ def _circuit_dir(base, name, behaviour):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from support.redis_server import RedisServer
 
     base = tmp_path_factory.mktemp("runaway")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cuzk_tasks.local_redis import find_redis_server
+from cuzk_tasks.dev.local_redis import find_redis_server
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

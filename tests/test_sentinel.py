@@ -130,7 +130,7 @@ def group(tmp_path_factory):
 
 @pytest.mark.chaos
 def test_a_sentinel_failover_mid_run_loses_no_job(group, tmp_path):
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.groth16 import verify
 
     web_port = _ports(1)[0]

@@ -20,16 +20,17 @@ import pytest
 
 from cuzk_tasks.cli import main as cli_main
 from cuzk_tasks.errors import FormatError, SelfVerificationError
-from cuzk_tasks.groth16 import native, points
-from cuzk_tasks.groth16.binfile import BinFile
+from cuzk_tasks.groth16.backends import native
+from cuzk_tasks.groth16 import points
+from cuzk_tasks.groth16.formats.binfile import BinFile
 from cuzk_tasks.groth16.curves import BLS12_381, BN254
 from cuzk_tasks.groth16.prover import prove
-from cuzk_tasks.groth16.r1cs import read_r1cs, read_r1cs_raw
+from cuzk_tasks.groth16.formats.r1cs import read_r1cs, read_r1cs_raw
 from cuzk_tasks.groth16.reference.curve import g1_of, g2_of
 from cuzk_tasks.groth16.setup import DEV_ONLY_NOTICE, domain_size_for, setup
 from cuzk_tasks.groth16.verifier import export_verification_key
-from cuzk_tasks.groth16.wtns import read_wtns, write_wtns
-from cuzk_tasks.groth16.zkey import coef_value, read_zkey
+from cuzk_tasks.groth16.formats.wtns import read_wtns, write_wtns
+from cuzk_tasks.groth16.formats.zkey import coef_value, read_zkey
 from support.snarkjs_tool import (ROOT, fixture_dir, requires_snarkjs, run_snarkjs, snarkjs_verify,
                                   strip_ansi)
 

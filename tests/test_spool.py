@@ -1,5 +1,5 @@
 """Spool hygiene and a full spool disk (issue 24): the sweep of ended jobs' witnesses
-(cuzk_tasks/spool.py) on the state store, and synthesize's write into a real full
+(cuzk_tasks/recovery/spool.py) on the state store, and synthesize's write into a real full
 filesystem (a 64 KiB tmpfs; skipped where this process may not mount one)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from cuzk_tasks.defaults import SPOOL_FORGOTTEN_S
+from cuzk_tasks.settings.defaults import SPOOL_FORGOTTEN_S
 from cuzk_tasks.errors import SpoolFullError
-from cuzk_tasks.spool import sweep_spool
+from cuzk_tasks.recovery.spool import sweep_spool
 from cuzk_tasks.state import PartitionRun
 
 
@@ -143,7 +143,7 @@ def test_each_host_sweeps_its_own_private_spool(tmp_path):
     import json
 
     from cuzk_tasks.client import Client
-    from cuzk_tasks.config import load_settings
+    from cuzk_tasks.settings.config import load_settings
     from support.processes import start_logged, stop_process_group, worker_argv, \
         write_circuits_toml
     from support.redis_server import RedisServer, have_redis_server

@@ -16,12 +16,13 @@ import uuid
 import pytest
 from support.processes import write_circuits_toml
 
-from cuzk_tasks import pipeline, queues
+from cuzk_tasks import pipeline
+from cuzk_tasks.service import queues
 from cuzk_tasks.celery_app import create_app
-from cuzk_tasks.config import load_settings
-from cuzk_tasks.publisher import OutboxRelay
+from cuzk_tasks.settings.config import load_settings
+from cuzk_tasks.service.publisher import OutboxRelay
 from cuzk_tasks.state import PartitionRun, WorkerRole
-from cuzk_tasks.worker import advertised
+from cuzk_tasks.service.worker import advertised
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 HOST = "stagehost"
@@ -185,7 +186,7 @@ def _count_tails(ctx, monkeypatch):
 
 
 def test_a_finalize_that_waited_looks_first_and_skips_a_cancelled_partition(stack, monkeypatch):
-    from cuzk_tasks import defaults
+    from cuzk_tasks.settings import defaults
 
     cpu = stack["cpu"]
     job, (started,) = _finalize_message(stack)

@@ -12,8 +12,8 @@ import pytest
 from cuzk_tasks.errors import StateError
 from cuzk_tasks.state import (DeviceResult, JobState, Keys, PartitionRun, PartitionState,
                               StateStore, WorkerState)
-from cuzk_tasks.config import load_settings
-from cuzk_tasks.messages import StageMessages
+from cuzk_tasks.settings.config import load_settings
+from cuzk_tasks.service.messages import StageMessages
 from cuzk_tasks.state.store import script_text
 from support.outbox import Recorder
 

@@ -3,7 +3,7 @@
 A real Celery worker in this process (``celery.contrib.testing.worker.start_worker``, solo
 pool) serving both the CPU queue and a registered device's queue (CPU backend) -- and a CPU
 worker's outbox relay, which publishes what the device's steps record -- with the
-instrumentation ``cuzk_tasks.tracing.instrument`` installs in every pool process, on a real
+instrumentation ``cuzk_tasks.service.tracing.instrument`` installs in every pool process, on a real
 redis-server; spans go to the SDK's in-memory exporter.  The job is sent the way a
 Celery user sends it, ``send_task("cuzk.submit")``.
 """
@@ -36,7 +36,7 @@ def exporter():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from cuzk_tasks import tracing
+    from cuzk_tasks.service import tracing
 
     memory = InMemorySpanExporter()
     provider = trace.get_tracer_provider()
@@ -57,8 +57,8 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
 
     from cuzk_tasks import pipeline
     from cuzk_tasks.celery_app import create_app
-    from cuzk_tasks.config import load_settings
-    from cuzk_tasks.publisher import OutboxRelay
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.service.publisher import OutboxRelay
 
     tag = uuid.uuid4().hex[:8]
     config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", FIX / "mulchain")})

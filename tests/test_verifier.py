@@ -9,12 +9,12 @@ import time
 import pytest
 
 from cuzk_tasks.errors import CuzkError, FormatError, VerificationError
-from cuzk_tasks.groth16 import jsonio
+from cuzk_tasks.groth16.formats import jsonio
 from cuzk_tasks.groth16.curves import curve_by_name
 from cuzk_tasks.groth16.reference.curve import G1, G2, g1_of
 from cuzk_tasks.groth16.reference.field import FQ, FR
 from cuzk_tasks.groth16.verifier import export_verification_key, verify, verify_files
-from cuzk_tasks.groth16.zkey import read_zkey
+from cuzk_tasks.groth16.formats.zkey import read_zkey
 
 from support.snarkjs_tool import FIXTURES, fixture_dir, requires_snarkjs, snarkjs_verify
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from cuzk_tasks import defaults
+from cuzk_tasks.settings import defaults
 from cuzk_tasks.groth16.wasm_cache import entry_name, wasmtime_version
 from cuzk_tasks.groth16.witness import WitnessCalculator, load_input_json
 

@@ -16,7 +16,8 @@ pytest.importorskip("prometheus_client")
 
 from cuzk_tasks.state import PartitionRun  # noqa: E402
 from cuzk_tasks.web import create_app  # noqa: E402
-from cuzk_tasks.web.config import WebConfig, redact_url  # noqa: E402
+from cuzk_tasks.settings.redis_url import redact  # noqa: E402
+from cuzk_tasks.web.config import WebConfig  # noqa: E402
 
 KIND40 = "groth16-porep-snap-deal-update-32gib-v1x"
 assert len(KIND40) == 40
@@ -153,7 +154,7 @@ def test_status_schema_queues_counters_failures_timeline(store):
     store.gpu_end(w, tok, PartitionRun("js", 0, 0), 25.0)
     store.finalize_end(PartitionRun("js", 0, 0), 9.0, {"p": 1}, ["1"])
     store.fail_partition(PartitionRun("js", 1, 0), "witness does not satisfy constraint 7")
-    from cuzk_tasks.queues import queue_keys
+    from cuzk_tasks.service.queues import queue_keys
 
     keys = queue_keys(cfg.cpu_queue)
     store.redis.lpush(keys[0], "m1", "m2")
@@ -394,7 +395,7 @@ def test_basic_auth(store):
 
 def test_no_redis_password_in_pages_or_logs(store, caplog):
     url = "redis://:hunter2-secret@db.example:6379/0"
-    assert "hunter2" not in redact_url(url)
+    assert "hunter2" not in redact(url)
     with caplog.at_level(logging.DEBUG):
         app = create_app(WebConfig(prefix=store.prefix, state_url=url), store=store)
         c = app.test_client()
@@ -468,7 +469,7 @@ def test_status_bytes_gzip_etag_304(store):
 
 
 def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):
-    from cuzk_tasks.queues import queue_keys
+    from cuzk_tasks.service.queues import queue_keys
     from cuzk_tasks.state import reads
 
     app = make_app(store, cache_max_age_ms=0)

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from support.processes import start_logged, stop_process_group
 
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 
 pytestmark = [pytest.mark.slow]
 
@@ -41,7 +41,7 @@ pytest.importorskip("gunicorn")
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
 
     base = tmp_path_factory.mktemp("web-limits")
     server = LocalRedis()

@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 from support.processes import start_logged, stop_process_group
-from cuzk_tasks.local_redis import free_port
+from cuzk_tasks.dev.local_redis import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
@@ -47,7 +47,7 @@ def _get(url, accept="application/json"):
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
-    from cuzk_tasks.local_redis import LocalRedis
+    from cuzk_tasks.dev.local_redis import LocalRedis
     from cuzk_tasks.state import StateStore
 
     base = tmp_path_factory.mktemp("web-outage")

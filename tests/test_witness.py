@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuzk_tasks.errors import CuzkError, FormatError, WitnessError
-from cuzk_tasks.groth16.binfile import BN254_R as R
+from cuzk_tasks.groth16.formats.binfile import BN254_R as R
 from cuzk_tasks.groth16.curves import BLS12_381
-from cuzk_tasks.groth16.r1cs import read_r1cs
+from cuzk_tasks.groth16.formats.r1cs import read_r1cs
 from cuzk_tasks.groth16.witness import (WitnessCalculator, fnv1a64,
                                         generate_witness, get_calculator,
                                         load_input_json)
-from cuzk_tasks.groth16.wtns import limbs_to_ints, read_wtns
+from cuzk_tasks.groth16.formats.wtns import limbs_to_ints, read_wtns
 
 from support.snarkjs_tool import (BLS12381_FIXTURES, FIXTURES, fixture_dir, requires_snarkjs,
                           run_snarkjs)

@@ -31,7 +31,7 @@ RETIRE_S = 2.0
 
 class Stack:
     def __init__(self, base, url):
-        from cuzk_tasks.config import load_settings
+        from cuzk_tasks.settings.config import load_settings
         from cuzk_tasks.client import Client
 
         self.base = base

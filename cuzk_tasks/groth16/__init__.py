@@ -9,7 +9,7 @@ Typical use::
     proof, public = prove(zkey, read_wtns("witness.wtns", expected_length=zkey.n_vars))
 
 The names below load on first use (PEP 562), so that importing one light submodule (the
-CLI's whole-file prove: :mod:`.native_prove`) does not import numpy with the prover.
+CLI's whole-file prove: :mod:`.backends.native_prove`) does not import numpy with the prover.
 """
 
 import importlib
@@ -18,8 +18,8 @@ import importlib
 _EXPORTS = {
     "PartialProof": "prover", "prove": "prover", "prove_start": "prover",
     "prove_finish": "prover",
-    "read_wtns": "wtns", "write_wtns": "wtns",
-    "read_zkey": "zkey",
+    "read_wtns": "formats.wtns", "write_wtns": "formats.wtns",
+    "read_zkey": "formats.zkey",
     "export_verification_key": "verifier", "verify": "verifier",
 }
 

@@ -35,11 +35,11 @@ import tempfile
 import threading
 from typing import Dict, List, Optional
 
-from .. import defaults
 from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
 from ..paths import atomic_output
-from .circom_input import js_bigint, load_input_json, qualify
+from ..settings import defaults
 from .curves import CURVES
+from .formats.circom_input import js_bigint, load_input_json, qualify
 from .stamped_cache import StampedCache
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ class NativeWitnessGenerator:
                 # lazy: importing this module (the command line's wasm path) loads no numpy
                 import numpy as np
 
-                from .wtns import read_wtns
+                from .formats.wtns import read_wtns
 
                 w = read_wtns(out_path, expected_prime=self.prime)
             except FormatError as exc:
@@ -388,7 +388,7 @@ class NativeWitnessGenerator:
     def calculate_wtns(self, inputs: dict, input_path: str = "<input>",
                        time_limit_s: Optional[float] = None) -> bytes:
         """The .wtns file bytes, identical to ``snarkjs wtns calculate``."""
-        from .wtns import wtns_bytes  # lazy: numpy, only once a binary ran
+        from .formats.wtns import wtns_bytes  # lazy: numpy, only once a binary ran
 
         return wtns_bytes(self.calculate(inputs, input_path, time_limit_s), self.prime)
 
@@ -469,7 +469,7 @@ def generate_witness(spec, input_json_path, wtns_out_path) -> int:
         from .witness import generate_witness as generate_with_wasm
 
         return generate_with_wasm(spec, input_json_path, wtns_out_path)
-    from .wtns import wtns_bytes  # lazy: numpy, only on the native path
+    from .formats.wtns import wtns_bytes  # lazy: numpy, only on the native path
 
     gen = get_generator(spec)
     values = gen.calculate_file(input_json_path)

@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import defaults
 from ..errors import FormatError, NativeCoreError, ProofError, SelfVerificationError
-from . import jsonio, points
-from .backends import get_backend
+from ..settings import defaults
+from . import points
+from .backends.select import get_backend
 from .curves import BN254, curve_by_name
+from .formats import jsonio
+from .formats.wtns import check_witness_curve
 from .reference.curve import g1_of
 from .verifier import export_verification_key
 from .verifier import verify as verify_proof
-from .wtns import check_witness_curve
 
 log = logging.getLogger(__name__)
 

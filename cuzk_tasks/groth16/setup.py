@@ -41,11 +41,12 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..errors import CuzkError, FormatError
-from . import native, points
 from ..paths import atomic_output
-from .binfile import write_bin_header
-from .r1cs import read_r1cs_raw
-from .zkey import (PROTOCOL_GROTH16, SEC_A, SEC_B1, SEC_B2, SEC_C, SEC_COEFS, SEC_CONTRIB,
+from . import points
+from .backends import native
+from .formats.binfile import write_bin_header
+from .formats.r1cs import read_r1cs_raw
+from .formats.zkey import (PROTOCOL_GROTH16, SEC_A, SEC_B1, SEC_B2, SEC_C, SEC_COEFS, SEC_CONTRIB,
                    SEC_GROTH16, SEC_H, SEC_HEADER, SEC_IC, ZKEY_MAGIC, ZKEY_VERSIONS)
 
 DEV_ONLY_NOTICE = ("single-party development setup: NOT for production -- the toxic waste was "

@@ -18,7 +18,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import FormatError, VerificationError
-from . import jsonio, native, points
+from . import points
+from .backends import native
+from .formats import jsonio
 from .reference.curve import g1_of
 from .reference.pairing import g1_mul_jacobian, pairing_of
 

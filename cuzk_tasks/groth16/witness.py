@@ -40,13 +40,13 @@ import struct
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from .. import defaults
 from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
 from ..paths import atomic_output
-from .circom_input import js_bigint as _js_bigint, js_int, load_input_json, \
+from ..settings import defaults
+from .formats.circom_input import js_bigint as _js_bigint, js_int, load_input_json, \
     qualify as _qualify  # noqa: F401 (js_int, load_input_json: re-exported)
+from .formats.wtnsfile import wtns_file_bytes, wtns_header
 from .stamped_cache import StampedCache
-from .wtnsfile import wtns_file_bytes, wtns_header
 
 try:  # imported lazily so the readers work without wasmtime installed
     import wasmtime

@@ -18,9 +18,9 @@ One module per stage (docs/architecture.md, "One partition's path"):
 * ``reads``        ``job_status``, ``job_result`` (the by-name reads)
 
 ``context`` holds what they share: :class:`Context` (settings, store, prover, messages).
-Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/messages.py) and recorded in
+Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/service/messages.py) and recorded in
 the state store's outbox by the transition that makes it due, in the same Lua step; Celery
-publishes it right after (cuzk_tasks/publisher.py), and the sweeper publishes what a process
+publishes it right after (cuzk_tasks/service/publisher.py), and the sweeper publishes what a process
 that died in between left (docs/architecture.md, "The outbox").
 """
 

@@ -1,8 +1,8 @@
 """The per-process context of the pipeline's tasks, and what every stage shares.
 
 :class:`Context`: settings, state store (whose outbox entries this process's Celery app
-publishes, :class:`cuzk_tasks.publisher.CeleryPublisher`), Celery app, resident zkeys,
-compute backend and prover, and the stage messages (:class:`cuzk_tasks.messages.StageMessages`).
+publishes, :class:`cuzk_tasks.service.publisher.CeleryPublisher`), Celery app, resident zkeys,
+compute backend and prover, and the stage messages (:class:`cuzk_tasks.service.messages.StageMessages`).
 One per Celery app per process (:func:`context`).
 """
 
@@ -14,13 +14,14 @@ import os
 import threading
 import time
 
-from .. import defaults, queues, redis_url
-from ..config import Settings
-from ..messages import StageMessages
 from ..paths import confined_path, open_input
-from ..provers import load_prover
-from ..registry import CircuitRegistry, ResidentZkeys
+from ..service import queues
+from ..service.messages import StageMessages
+from ..settings import defaults, redis_url
+from ..settings.config import Settings
 from ..state import StateStore
+from .provers import load_prover
+from .registry import CircuitRegistry, ResidentZkeys
 
 log = logging.getLogger("cuzk_tasks.pipeline")
 
@@ -95,7 +96,7 @@ class Context:
                 store.publisher = store.hand_to_relay
             elif self.app is not None:
                 # lazy: the publisher's kombu is loaded only where a Celery app is
-                from ..publisher import CeleryPublisher
+                from ..service.publisher import CeleryPublisher
 
                 store.publisher = CeleryPublisher(self.app)
             self._store = store
@@ -106,14 +107,14 @@ class Context:
         if self._backend is None:
             # lazy: the compute backend loads numpy and the native core (or CuPy), which a
             # client, importing the pipeline for submit_job, never needs
-            from ..groth16.backends import get_backend
+            from ..groth16.backends.select import get_backend
 
             self._backend = get_backend(self.backend_name)
         return self._backend
 
     @property
     def prover(self):
-        """The compute of prove_start and finalize (the ``prover`` setting; cuzk_tasks.provers)."""
+        """The compute of prove_start and finalize (the ``prover`` setting; cuzk_tasks.pipeline.provers)."""
         if self._prover is None:
             self._prover = load_prover(self)
         return self._prover

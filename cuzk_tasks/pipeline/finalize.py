@@ -9,9 +9,9 @@ import json
 import os
 import time
 
-from .. import defaults
 from ..errors import CuzkError, SelfVerificationError
 from ..paths import atomic_output
+from ..settings import defaults
 from ..state import DeviceResult, PartitionState
 from .context import (Context, fail, internal_error, log, ms_since, public_error, ref_path,
                       spooled_witness)

@@ -15,8 +15,9 @@ from .context import Context, fail, internal_error, log, ms_since, public_error,
 def prove_start(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
     """The device's share of ``run``, whose witness is ``witness_ref``; gpu_end queues
     finalize on ``finalize_queue`` (at the run's priority) when the partition advances.  All
-    come in every prove_start message (:meth:`~cuzk_tasks.messages.StageMessages.prove_start`).
-    Returns None: the partial proof travels only in finalize's message (a
+    come in every prove_start message
+    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove_start`).  Returns None: the
+    partial proof travels only in finalize's message (a
     :class:`~cuzk_tasks.state.DeviceResult`)."""
     slot = ctx.run_slot
     if slot is not None:  # before gpu_start: while the hash says proving this run, so does it

@@ -8,9 +8,10 @@ import os
 import re
 import uuid
 
-from .. import queues, request_checks
 from ..errors import CuzkError
+from ..service import queues
 from ..state import PartitionRun, serves
+from . import request_checks
 from .context import Context, fail, log, ref_path
 
 

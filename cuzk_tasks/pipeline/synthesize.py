@@ -10,20 +10,20 @@ import json
 import os
 import time
 
-from .. import defaults
 from ..errors import CuzkError, FormatError, SpoolFullError, WitnessError
 from ..paths import atomic_output
-from ..registry import circuit_file_error
-from ..routing import after_route
+from ..settings import defaults
 from ..state import PartitionRun
 from .context import Context, fail, internal_error, log, ms_since, open_ref, spooled_witness
+from .registry import circuit_file_error
+from .routing import after_route
 
 
 
 def _load_inputs(ctx, part, idx):
     # lazy: the groth16 package loads numpy, which a client (importing the pipeline for
     # submit_job) never needs
-    from ..groth16 import circom_input
+    from ..groth16.formats import circom_input
 
     text = part.get("input")
     if text:
@@ -45,7 +45,7 @@ def _load_inputs(ctx, part, idx):
 
 def synthesize(ctx: Context, run: PartitionRun):
     """Synthesize ``run``; its circuit and priority come in every synthesize message
-    (:meth:`~cuzk_tasks.messages.StageMessages.synthesize`), so no job is read here.
+    (:meth:`~cuzk_tasks.service.messages.StageMessages.synthesize`), so no job is read here.
     Its attempt: 0 from submit_job (its message leaves it out), more from a sweeper that
     found the stage lost (``recover_stage``) or a retry after a full spool disk
     (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
@@ -69,7 +69,7 @@ def synthesize(ctx: Context, run: PartitionRun):
         zkey = ctx.resident.get(spec.name)
         if part.get("witness_ref"):
             # lazy: groth16 loads numpy (see _load_inputs)
-            from ..groth16.wtns import read_wtns
+            from ..groth16.formats.wtns import read_wtns
 
             f = open_ref(ctx, "witness_ref", part["witness_ref"])
             witness_ref = f.name  # the real path, which prove_start and finalize open again
@@ -82,7 +82,7 @@ def synthesize(ctx: Context, run: PartitionRun):
                                 "partitions must give a witness_ref")
             # lazy: groth16 loads numpy, the wasm path wasmtime (see _load_inputs)
             from ..groth16.native_witness import generator_path, get_generator
-            from ..groth16.wtns import check_witness_curve, wtns_bytes
+            from ..groth16.formats.wtns import check_witness_curve, wtns_bytes
 
             kind, path = ("witness", generator_path(generator)) if spec.witness \
                 else ("wasm", generator)
@@ -172,4 +172,4 @@ def _unlink(path):
     try:
         os.unlink(path)
     except OSError:
-        pass  # the spool sweep (cuzk_tasks/spool.py) removes what is left
+        pass  # the spool sweep (cuzk_tasks/recovery/spool.py) removes what is left

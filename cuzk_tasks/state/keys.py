@@ -187,7 +187,7 @@ class Keys:
 
     def on_done(self, job_id: str) -> str:
         """string: the job's on_done outbox entry without its kwargs (JSON, see
-        ``cuzk_tasks.messages.StageMessages.on_done``), kept from create_job until the job
+        ``cuzk_tasks.service.messages.StageMessages.on_done``), kept from create_job until the job
         ends and deleted in the step that sends it; absent for a job without on_done."""
         return f"{self.prefix}:on_done:{job_id}"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from .. import defaults
+from ..settings import defaults
 from .codec import as_list, decode, pairs, worker_record
 
 PARTITION_FIELDS = (

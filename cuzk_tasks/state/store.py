@@ -21,7 +21,7 @@ matter most:
   earlier partition, a duplicate) never clears a worker that has moved on -- the
   Filecoin cuzk bug, where a finalizer of job A cleared the busy flag of a worker
   already proving job B (``tests/test_state_machine.py``).
-* ``message=`` arguments are the next stage's outbox entry (:mod:`cuzk_tasks.messages`;
+* ``message=`` arguments are the next stage's outbox entry (:mod:`cuzk_tasks.service.messages`;
   without a queue where routing picks it), recorded in the same step and handed to
   :attr:`StateStore.publisher` with the script's reply.
 * Timestamps come from Redis ``TIME`` inside the scripts (float seconds).
@@ -43,8 +43,8 @@ import threading
 import time
 import uuid
 
-from .. import defaults, redis_url
 from ..errors import StateError
+from ..settings import defaults, redis_url
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
 from .enums import JobState, WorkerRole
@@ -77,7 +77,7 @@ log = logging.getLogger("cuzk_tasks.state")
 class OutageRetry:
     """Calls a Redis operation again, with backoff (50 ms doubling to 2 s), while Redis is
     unreachable or cannot serve -- loading, busy with a script, at maxmemory, read-only
-    (:func:`cuzk_tasks.redis_url.is_outage`) -- for up to ``budget_s`` seconds from the first
+    (:func:`cuzk_tasks.settings.redis_url.is_outage`) -- for up to ``budget_s`` seconds from the first
     failure; then the last error is raised (any other error at once).  One warning when an
     outage starts and one line when Redis is back, however many threads wait on it."""
 
@@ -448,7 +448,7 @@ class StateStore:
                  **kwargs) -> "StateStore":
         """A store on a new ``redis.Redis`` client for ``url`` (decode_responses=True); for a
         ``sentinel://`` URL, on the current master of group ``sentinel_master``
-        (:mod:`cuzk_tasks.redis_url`).  ``socket_timeout_s``: how long a command waits to
+        (:mod:`cuzk_tasks.settings.redis_url`).  ``socket_timeout_s``: how long a command waits to
         connect or for its reply before it raises ``redis.TimeoutError``; ``retries``: how
         many times redis-py reconnects and sends a command again after a connection error or
         timeout.  None keeps redis-py's defaults for either (5 s; 10 retries, 10 ms backoff
@@ -467,7 +467,7 @@ class StateStore:
     @classmethod
     def from_settings(cls, settings, outage_s: float | None = None,
                       publisher=None) -> "StateStore":
-        """The store a service process uses, from its :class:`cuzk_tasks.config.Settings`:
+        """The store a service process uses, from its :class:`cuzk_tasks.settings.config.Settings`:
         ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``,
         ``host_affine`` (not ``shared_spool``); transitions ride out
         ``redis_outage_s`` of outage unless ``outage_s`` says otherwise.  ``publisher``: see
@@ -574,7 +574,7 @@ class StateStore:
         ``job_id`` None = a new uuid.  ``partitions``: dicts with optional ``input`` (JSON
         text), ``input_ref``, ``witness_ref``.  When ``request_id`` already maps to a job,
         or ``job_id`` already exists, returns ``(that job id, False)`` and creates nothing.
-        ``messages``: outbox entries (JSON text, :class:`cuzk_tasks.messages.StageMessages`:
+        ``messages``: outbox entries (JSON text, :class:`cuzk_tasks.service.messages.StageMessages`:
         the job's synthesize tasks, one per partition in order), sent only when the job is
         created.  ``window``: how many of them are queued at once (None or 0 = all); the
         rest are held in the store and released one per finished partition (``finalize_end``),

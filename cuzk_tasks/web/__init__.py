@@ -15,10 +15,11 @@ import time
 
 from flask import Flask, request
 
+from cuzk_tasks.settings.redis_url import redact
 from cuzk_tasks.state import StateStore
 
 from . import api, auth, filters, metrics, outage, pages
-from .config import WebConfig, load_web_config, redact_url
+from .config import WebConfig, load_web_config
 from .live import Broadcaster
 from .services import EXTENSION, Services
 from .status import StatusReader
@@ -82,6 +83,6 @@ def create_app(config: WebConfig | dict | None = None, store=None) -> Flask:
     app.after_request(_security_headers)
     outage.register(app, outage_log)
     filters.register(app)
-    log.info("status page reading state store %s (prefix %s)", redact_url(config.state_url),
+    log.info("status page reading state store %s (prefix %s)", redact(config.state_url),
              config.prefix)
     return app

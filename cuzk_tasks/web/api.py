@@ -8,7 +8,7 @@ import time
 
 from flask import Blueprint, Response, jsonify, request, url_for
 
-from cuzk_tasks.defaults import JOB_STATUS_PAGE
+from cuzk_tasks.settings.defaults import JOB_STATUS_PAGE
 from cuzk_tasks.state.reads import PARTITION_FIELDS
 
 from .outage import is_outage, redis_errors

@@ -1,13 +1,12 @@
-"""Settings of the status page: the service's Settings plus ``CUZK_WEB_*`` (cuzk_tasks/defaults.py)."""
+"""Settings of the status page: the service's Settings plus ``CUZK_WEB_*`` (cuzk_tasks/settings/defaults.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
-from cuzk_tasks import defaults
-from cuzk_tasks.config import load_settings
+from cuzk_tasks.settings import defaults
+from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError
 
 
@@ -120,8 +119,3 @@ def load_web_config(env=None, config_path=None) -> WebConfig:
         except ValueError:
             raise ConfigError(f"environment variable {var}: cannot parse {raw!r}") from None
     return WebConfig(**values)
-
-
-def redact_url(url: str) -> str:
-    """``redis://user:secret@host`` -> ``redis://user:***@host`` (for logs and pages)."""
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", str(url))

@@ -1,6 +1,6 @@
 """gunicorn settings of the status page: ``gunicorn -c cuzk_tasks/web/gunicorn.conf.py``
 (``cuzk-tasks web`` runs exactly this).  Every knob reads its CUZK_WEB_* variable
-(defaults and units in cuzk_tasks/defaults.py).
+(defaults and units in cuzk_tasks/settings/defaults.py).
 
 Worker class: ``cuzk_tasks.web.worker.StatusPageWorker``, gunicorn's ``gthread`` except that a
 request reaches a thread only once it has fully arrived (slow clients hold a socket, never a
@@ -25,7 +25,7 @@ boot (``post_worker_init`` below), not in its first request.
 import os
 import threading
 
-from cuzk_tasks import defaults
+from cuzk_tasks.settings import defaults
 
 bind = [os.environ.get("CUZK_WEB_BIND", "").strip() or defaults.WEB_BIND]
 worker_class = "cuzk_tasks.web.worker.StatusPageWorker"

@@ -15,7 +15,7 @@ import time
 
 from flask import Response, jsonify, render_template, request
 
-from cuzk_tasks.redis_url import is_outage, outage_errors
+from cuzk_tasks.settings.redis_url import is_outage, outage_errors
 
 log = logging.getLogger("cuzk_tasks.web")
 

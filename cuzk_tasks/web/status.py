@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from cuzk_tasks.queues import queue_keys
+from cuzk_tasks.service.queues import queue_keys
 from cuzk_tasks.state import reads
 from cuzk_tasks.state.codec import decode
 

@@ -34,7 +34,7 @@ import time
 from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import ThreadWorker
 
-from cuzk_tasks import defaults
+from cuzk_tasks.settings import defaults
 
 #: a head larger than this never completes: the connection is closed
 MAX_HEAD_BYTES = 65536

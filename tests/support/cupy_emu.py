@@ -1,4 +1,4 @@
-"""TEST ONLY: the part of CuPy that ``cuzk_tasks.groth16.gpu`` uses, on the CPU.
+"""TEST ONLY: the part of CuPy that ``cuzk_tasks.groth16.backends.gpu`` uses, on the CPU.
 
 ``GpuBackend`` runs unchanged on top of this module: "device" arrays are numpy arrays
 (a subclass whose module name starts with ``cupy``, as the backend checks), and

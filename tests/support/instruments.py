@@ -19,7 +19,7 @@ import os
 import pathlib
 import time
 
-from cuzk_tasks.provers import Groth16Prover
+from cuzk_tasks.pipeline.provers import Groth16Prover
 
 log = logging.getLogger("tests.instruments")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 
-from cuzk_tasks import queues
+from cuzk_tasks.service import queues
 
 
 class Recorder:

@@ -69,7 +69,7 @@ def child_pids(pid) -> list[int]:
 
 
 def dump_stacks(procs, gap_s=0.3):
-    """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.worker.STACK_DUMP_SIGNAL,
+    """Ask worker processes for their stacks (SIGUSR2: cuzk_tasks.service.worker.STACK_DUMP_SIGNAL,
     faulthandler in the parent and every pool process) so a test that times out shows in the
     logs where each process was.  One process at a time: they share a log file."""
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import gc
 
-from cuzk_tasks.local_redis import LocalRedis, find_redis_server
+from cuzk_tasks.dev.local_redis import LocalRedis, find_redis_server
 
 __all__ = ["RedisServer", "have_redis_server"]
 
 
 class RedisServer(LocalRedis):
-    """:class:`~cuzk_tasks.local_redis.LocalRedis` whose ``stop()`` first lets the garbage
+    """:class:`~cuzk_tasks.dev.local_redis.LocalRedis` whose ``stop()`` first lets the garbage
     collector free the Celery results it can.
 
     Celery before 5.7 unsubscribes a result in ``AsyncResult.__del__`` and, with its Redis

@@ -78,7 +78,7 @@ def run_snarkjs(*args, timeout: float = 300, check: bool = False,
 def snarkjs_verify(tmp_path, vkey: dict, public: list, proof: dict) -> bool:
     """``snarkjs groth16 verify`` on the given JSON objects (written, as snarkjs writes
     them, into ``tmp_path``): True iff snarkjs accepts the proof."""
-    from cuzk_tasks.groth16 import jsonio
+    from cuzk_tasks.groth16.formats import jsonio
 
     jsonio.dump_json(vkey, tmp_path / "vk.json")
     jsonio.dump_json(public, tmp_path / "pub.json")

@@ -8,7 +8,7 @@ today, the oracle a generic native core is checked against.
 
 from .. import points
 from ..curves import BN254
-from ..zkey import coef_value
+from ..formats.zkey import coef_value
 from .curve import g1_of, g2_of
 from .ntt import compute_h
 

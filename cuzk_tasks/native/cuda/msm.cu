@@ -1,7 +1,7 @@
 // G1 multi-scalar multiplication (Pippenger) on the GPU, the device twin of
 // cuzk/msm_cpu.hpp.
 //
-// Pipeline (driven by cuzk_tasks/groth16/gpu.py):
+// Pipeline (driven by cuzk_tasks/groth16/backends/gpu.py):
 //   1. msm_digits       one thread per scalar: reduce mod r, signed c-bit
 //                       recoding (digits in [-2^(c-1), 2^(c-1)], W = bits(r)/c + 1
 //                       windows, same recoding as the CPU core), key =

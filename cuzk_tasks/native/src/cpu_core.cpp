@@ -1,5 +1,5 @@
 // cuzk-tasks native CPU proving core: C ABI loaded with ctypes by
-// cuzk_tasks/groth16/native.py.
+// cuzk_tasks/groth16/backends/native.py.
 //
 // Conventions (all functions; cuzk_prove_files takes its curve from the zkey):
 //   * the first argument `curve` picks the curve: 0 = BN254 (snarkjs "bn128"),
@@ -551,7 +551,7 @@ void cuzk_free(void* p) { std::free(p); }
 // it; the module itself is empty.  Python loads the C ABI above via ctypes.
 static struct PyModuleDef cuzk_native_module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "cuzk-tasks native CPU core (C ABI, loaded via ctypes by cuzk_tasks.groth16.native)", -1,
+    "cuzk-tasks native CPU core (C ABI, loaded via ctypes by cuzk_tasks.groth16.backends.native)", -1,
     nullptr, nullptr, nullptr, nullptr, nullptr};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&cuzk_native_module); }

@@ -110,7 +110,7 @@ end
 
 -- The outbox (docs/architecture.md, "The outbox"): a step that makes a stage due -- or
 -- ends a job with an on_done callback -- records the message as an entry (JSON {"task",
--- "queue", "priority", "args", "kwargs"[, "expires_s"]}, cuzk_tasks/messages.py) in the
+-- "queue", "priority", "args", "kwargs"[, "expires_s"]}, cuzk_tasks/service/messages.py) in the
 -- same step.  The entries a call adds are returned to its caller with its reply
 -- (outbox_reply, below), who has Celery publish them and then deletes them; K.outbox_due()
 -- scores each by when it was added, so the sweeper publishes the ones a caller that died
@@ -226,7 +226,7 @@ end
 
 -- The job's on_done callback, if it has one: create_job kept its outbox entry without
 -- kwargs under K.on_done(job) (JSON {"task", "queue", "priority", ["expires_s"]}, built by
--- cuzk_tasks/messages.py).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
+-- cuzk_tasks/service/messages.py).  Its kwargs are {"job_id", "state", then "proofs" (`proofs`,
 -- JSON text, when given) or "error"}.  Sent at most once: the kept entry is deleted in the
 -- step that adds it to the outbox.  With `expires_s`, its queue is noted in
 -- K.on_done_queues() (scored by when the callback expires) for the sweeper's
@@ -479,7 +479,7 @@ end
 -- Route one partition of this attempt, not yet routed, to `worker` (blank: the best live
 -- device, choose_device) and, when `msg` is not blank, add its message to the outbox in the
 -- same step (`msg`: the entry without its queue, a JSON object written by
--- cuzk_tasks/messages.py; the queue is put in front).  A synth_done partition gets its
+-- cuzk_tasks/service/messages.py; the queue is put in front).  A synth_done partition gets its
 -- prove_start, for the device's queue.  With HOST_AFFINE a pending one is *placed*: its
 -- synthesize goes to the device's host's CPU queue, and its later stages stay on that host
 -- (docs/architecture.md, "Placement").  Exactly one route per attempt succeeds.

@@ -9,11 +9,11 @@
 -- send_on_done), deadline_s (seconds from now, '' = none: deadline_s and deadline_at on
 -- the job, K.jobs_deadlines()), digest (the request's, '' = none: kept on the job as
 -- request_digest, _lib.lua request_job).
--- After them, the data (_lib.lua data_base): per partition 3 args (input, input_ref, witness_ref), then the m
--- outbox entries (cuzk_tasks/messages.py), in partition order -- sent only when the job is
--- created, so the job and its first tasks appear together.  Partition keys are built from
--- the prefix.  Returns {job_id, created 0|1}, or {job_id, -2}: the request id names a job of
--- other content (nothing is created).
+-- After them, the data (_lib.lua data_base): per partition 3 args (input, input_ref,
+-- witness_ref), then the m outbox entries (cuzk_tasks/service/messages.py), in partition
+-- order -- sent only when the job is created, so the job and its first tasks appear
+-- together.  Partition keys are built from the prefix.  Returns {job_id, created 0|1}, or
+-- {job_id, -2}: the request id names a job of other content (nothing is created).
 local ARGS = named_args()
 local job, req, n = ARGS.job, ARGS.request, tonumber(ARGS.n)
 if req ~= '' then

@@ -4,7 +4,7 @@
 --    token (the run that ends is the partition's current run); leaves the routed set.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- ARGS (named, _lib.lua): job, idx, attempt, worker, token, gpu_ms, message -- the
--- finalize message (an outbox entry, cuzk_tasks/messages.py), added only when the
+-- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
 -- partition advanced, in the same step ('' = none).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
 local ARGS = named_args()

@@ -1,0 +1,76 @@
+"""The Celery tasks: thin wrappers over :mod:`cuzk_tasks.pipeline`.
+
+Names are stable (services without this package call them by name):
+
+* ``cuzk.submit``       (cpu queue) kwargs circuit, partitions, priority, request_id,
+                        on_done ({"task", "queue"}: sent once when the job ends), deadline_s
+                        (seconds from submit; default the circuit's) -> job id
+* ``cuzk.status``       (cpu queue) kwargs job_id, offset, limit -> the job and a page of its partitions' states (JSON)
+* ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
+* ``cuzk.synthesize``   (cpu queue) job_id, idx, circuit, priority [, attempt: 0, or the attempt
+                        a recovery queued it for]
+* ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit,
+                        witness_ref, finalize_queue, priority: its gpu_end queues finalize there
+* ``cuzk.finalize``     (cpu queue, published by prove_start's gpu_end) the prove_start result
+                        (a DeviceResult's JSON, cuzk_tasks/state/run.py)
+
+The stage messages are recorded by this package alone (cuzk_tasks/service/messages.py, the outbox),
+which sends every argument above but ``attempt`` 0: one missing is an error of the task
+(TypeError), never a default.
+
+Every task's messages go through :class:`cuzk_tasks.service.safe_request.SafeRequest` (and
+``safe_strategy``) in the worker's main process: one out of bounds (nesting depth, size, a
+by-name field of the wrong type) or undecodable is refused once with its reason, never
+handed to the pool (cuzk_tasks/pipeline/request_checks.py).
+"""
+
+from celery import shared_task
+
+from .. import pipeline
+from ..state import PartitionRun
+from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
+                         TASK_SUBMIT, TASK_SYNTHESIZE)
+
+# by name: Celery imports them in the worker only (a client registering the tasks never needs them)
+SAFE = {"Request": "cuzk_tasks.service.safe_request:SafeRequest",
+        "Strategy": "cuzk_tasks.service.safe_request:safe_strategy"}
+
+
+@shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, **SAFE)
+def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
+           deadline_s=None):
+    """Create a job by name; returns its id.  Idempotent on ``request_id``, which defaults
+    to ``celery:<this request's task id>``: a submit delivered again because its worker died
+    (cuzk_tasks/recovery/request_leases.py) returns the job it created, never a second one."""
+    if request_id is None and self.request.id:
+        request_id = f"celery:{self.request.id}"
+    return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
+                               priority=priority, request_id=request_id, on_done=on_done,
+                               deadline_s=deadline_s)
+
+
+@shared_task(name=TASK_STATUS, bind=True, ignore_result=False, **SAFE)
+def status(self, job_id, offset=0, limit=None):
+    return pipeline.job_status(pipeline.context(self.app), job_id, offset=offset, limit=limit)
+
+
+@shared_task(name=TASK_RESULT, bind=True, ignore_result=False, **SAFE)
+def result(self, job_id):
+    return pipeline.job_result(pipeline.context(self.app), job_id)
+
+
+@shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
+def synthesize(self, job_id, idx, circuit, priority, attempt=0):
+    run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
+    pipeline.synthesize(pipeline.context(self.app), run)
+
+
+@shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
+def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
+    run = PartitionRun(job_id, int(idx), int(attempt), circuit, int(priority))
+    pipeline.prove_start(pipeline.context(self.app), run, witness_ref, finalize_queue)
+
+
+@shared_task(name=TASK_FINALIZE, bind=True, **SAFE)
+def finalize(self, started):
+    return pipeline.finalize(pipeline.context(self.app), started)

@@ -1,0 +1,497 @@
+"""Worker processes: ``cuzk-tasks worker --device N`` and ``cuzk-tasks worker --cpu``.
+
+A device worker is a Celery worker with a prefork pool of ONE process,
+consuming only its host-qualified device queue (``cuzk.dev.<host>.<N>``).  The
+compute backend (CUDA context) is created in the pool child
+(``worker_process_init``), never in the parent, so a child killed by a bad
+partition takes its context with it and the parent forks a clean one.  The
+parent runs the heartbeat thread: ``register_worker`` once, then
+``heartbeat(ttl)`` every interval; on shutdown it marks the worker offline.
+The worker's identity (id ``<host>:dev<N>``, role, backend) is set on the Celery app
+(``app.cuzk_identity``) before the pool forks, so each pool process's context has it.
+While the pool process proves, the parent already hands it the next prove_start
+of the queue (``DEVICE_WORKER_TUNING``), so partitions follow each other without
+the parent's broker round trips in between.
+
+A CPU worker consumes the cpu queue (submit, synthesize, finalize) with a
+configurable concurrency and runs the :class:`~cuzk_tasks.recovery.sweeper.Sweeper`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import NamedTuple
+
+from celery import signals
+from celery.worker import state as celery_state
+
+from .. import pipeline
+from ..celery_app import create_app
+from ..errors import IdentityHeldError
+from ..recovery.request_leases import held_requests
+from ..recovery.sweeper import Sweeper
+from ..settings import defaults
+from ..settings.config import Settings
+from ..settings.redis_url import is_outage
+from ..state import Registration, StateStore, WorkerRole
+from . import tracing
+from .periodic import PeriodicThread
+from .publisher import OutboxRelay
+from .task_names import stage_partition
+
+log = logging.getLogger("cuzk_tasks.service.worker")
+
+
+class Heartbeat(PeriodicThread):
+    """Publishes a worker's heartbeat (with TTL) from the worker's main process."""
+
+    thread_name = "cuzk-heartbeat"
+
+    def __init__(self, store, worker_id, settings: Settings, extra=None, extra_fn=None,
+                 slot=None, holding_fn=None, registration: Registration | None = None,
+                 holder=None, on_lost=None, run_slot=None):
+        super().__init__(settings.heartbeat_interval_s)
+        self.store = store
+        self.worker_id = worker_id
+        self.settings = settings
+        self.extra = extra or {}
+        self.extra_fn = extra_fn  # optional: more fields per beat (NVML readings)
+        self.slot = slot  # the host slot this worker's name came from (kept alive by beats)
+        self.holding_fn = holding_fn  # the messages this process holds (held_messages)
+        # what register_worker recorded: a beat that finds it gone (Redis back empty) records
+        # it again, with the resident set the pool process last published (seen by the beats)
+        self.registration = registration
+        # the process that claimed the worker id (register_identity); on_lost() is called
+        # once when a beat finds another process holding it (it claimed the id while this
+        # one's heartbeat had lapsed): this process must stop, not share the id's queue
+        self.holder = holder
+        self.on_lost = on_lost
+        self.lost_to = None
+        self.run_slot = run_slot  # a device worker's pipeline.RunSlot: reported as `running`
+
+    def beat(self):
+        extra = dict(self.extra)
+        if self.extra_fn is not None:
+            try:
+                extra.update(self.extra_fn() or {})
+            except Exception:  # a flaky probe never stops the heartbeat
+                log.debug("heartbeat extra probe failed", exc_info=True)
+        if self.run_slot is not None:  # what the pool process proves now (heartbeat.lua)
+            extra["running"] = self.run_slot.get()
+        held = self.holding_fn() if self.holding_fn is not None else None
+        beat = self.store.heartbeat(self.worker_id, self.settings.heartbeat_ttl_s, extra=extra,
+                                    slot=self.slot, holding=held.stages if held else None,
+                                    holding_requests=held.requests if held else None,
+                                    registration=self.registration, holder=self.holder)
+        if beat.held_by is not None:
+            if self.lost_to is None:
+                self.lost_to = beat.held_by
+                log.error("worker %s: another process (%s) holds this worker id now -- it "
+                          "started while this one's heartbeat had lapsed; this process stops "
+                          "so that one id is one process (give each a unique CUZK_HOSTNAME)",
+                          self.worker_id, beat.held_by)
+                if self.on_lost is not None:
+                    self.on_lost()
+            return beat
+        if self.registration is not None:
+            if beat.registered:
+                log.warning("worker %s: its registration was gone from Redis (restarted "
+                            "empty?): registered again as %s, queue %s", self.worker_id,
+                            self.registration.role, self.registration.queue)
+            seen = beat.resident
+            if seen is not None and list(seen) != list(self.registration.resident or ()):
+                self.registration = dataclasses.replace(self.registration, resident=tuple(seen))
+        return beat
+
+    step = beat
+
+    def start(self):
+        self.beat()  # online at once, not one interval later
+        return super().start()
+
+
+class HeldMessages(NamedTuple):
+    """What a worker process holds, as its heartbeat reports it (:func:`held_messages`)."""
+
+    stages: list  # (job, idx, attempt) of each stage message: its stage leases
+    requests: list  # Celery task ids of the by-name requests: its request leases
+
+
+def abandoned(request) -> bool:
+    """True for a request Celery still lists but will never run: reserved, not yet accepted
+    by a pool process, on a broker channel that has closed since (a lost connection).
+
+    On a reconnect Celery's consumer means to drop such requests from its registry, but its
+    ``on_close`` looks the reserved *Request objects* up among the registry's *task ids*, so
+    they stay; the pool's flush drops their jobs, and kombu could not put their messages back
+    while Redis was down (they sit in its ``unacked`` hash).  Reported as held, such a
+    request would keep its stage's lease alive for ever and the sweeper would never re-drive
+    the partition.  A request a pool process accepted (``time_start`` set) still runs and
+    keeps its lease, whatever became of its channel."""
+    if getattr(request, "time_start", None) is not None:
+        return False
+    channel = getattr(getattr(request, "message", None), "channel", None)
+    return bool(getattr(channel, "closed", False))
+
+
+def held_messages() -> HeldMessages | None:
+    """Every message this Celery worker process holds -- reserved (prefetched) or running in
+    a pool process: the ``(job, idx, attempt)`` of each stage message (its stage leases,
+    docs/architecture.md, "Stage leases") and the task id of each by-name request (its
+    request leases, :mod:`cuzk_tasks.recovery.request_leases`).  Read in the worker's MAIN process,
+    where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
+    active`` reads it).  None when the registry kept changing while it was copied: holding
+    unknown (a beat then leaves the last report as it is)."""
+    for _ in range(5):
+        try:
+            # a copy: the consumer thread mutates it
+            requests = tuple(celery_state.requests.values())
+            break
+        except RuntimeError:  # changed size during the copy
+            continue
+    else:
+        return None
+    requests = tuple(r for r in requests if not abandoned(r))
+    held = set()
+    for request in requests:
+        try:
+            found = stage_partition(request.task_name, request.args, request.kwargs)
+        except Exception:  # a request without a decodable body holds no stage of ours
+            found = None
+        if found is not None:
+            held.add(found)
+    return HeldMessages(sorted(held), held_requests(requests))
+
+
+def nvml_probe(device: int):
+    """A callable returning gpu_name, gpu_mem_used_mb, gpu_mem_total_mb, gpu_util_pct of
+    physical GPU ``device`` for the status page, or None without pynvml or a driver.
+
+    NVML numbers the GPUs this process can see, ignoring CUDA_VISIBLE_DEVICES: on a host that
+    is ordinal ``device``; in a container given one GPU (compose ``device_ids``) it is 0."""
+    try:
+        import pynvml  # optional (nvidia-ml-py)
+
+        pynvml.nvmlInit()
+        index = 0 if pynvml.nvmlDeviceGetCount() == 1 else int(device)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        return None
+
+    def probe():
+        mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+        return {"gpu_name": name, "gpu_mem_used_mb": mem.used // (1 << 20),
+                "gpu_mem_total_mb": mem.total // (1 << 20), "gpu_util_pct": util.gpu}
+
+    return probe
+
+
+#: Device workers: the pool process gets the NEXT prove_start of its queue while it proves
+#: (prefetch 2 = the running message + one reserved; no put-lock semaphore; "fcfs" writes the
+#: reserved message into the process's pipe at once instead of after the running one has
+#: been acked), so it starts the next partition without waiting for the parent's ack, BRPOP
+#: and reservation round trips.  Every device has its own queue: the reserved message could
+#: not run elsewhere anyway.  Why: cuzk_tasks/celery_app.py (module docstring).
+DEVICE_WORKER_TUNING = {"prefetch_multiplier": 2, "pool_putlocks": False, "optimization": "fcfs"}
+
+
+def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
+    """Celery's ``max_memory_per_child`` (KiB) for a worker of ``role``, None = no limit:
+    ``max_memory_per_child_mb``, plus the zkey budget in a device worker."""
+    if not settings.max_memory_per_child_mb:
+        return None
+    mb = settings.max_memory_per_child_mb + (settings.zkey_budget_mb if role == "device" else 0)
+    return int(mb * 1024)
+
+
+def run_celery_worker(app, queues, concurrency, nodename, loglevel, **tuning):
+    """Run a prefork Celery worker consuming ``queues`` (a name or a list of names) in this
+    process (what ``celery worker`` runs) until it stops; ``tuning`` takes WorkController
+    options the command line cannot express."""
+    queues = [queues] if isinstance(queues, str) else list(queues)
+    # Celery's event heartbeat stays on (worker-online, worker-heartbeat every 2 s,
+    # worker-offline: one PUBLISH each): Flower and `celery events` show a worker online by it
+    worker = app.Worker(queues=queues, concurrency=concurrency, pool_cls="prefork",
+                        hostname=nodename, loglevel=loglevel, without_gossip=True,
+                        without_mingle=True, **tuning)
+    worker.start()
+    return worker.exitcode
+
+
+#: `kill -USR2 -<pgid>` makes every process of a worker (parent and pool processes) write
+#: every thread's stack to its log: where a stuck task is.  Not SIGUSR1: billiard raises
+#: the soft time limit in pool processes with it.
+STACK_DUMP_SIGNAL = signal.SIGUSR2
+
+
+def dump_stacks_on(signum):
+    # the real stderr: in pool processes Celery replaces sys.stderr with a logging proxy
+    faulthandler.register(signum, file=sys.__stderr__, all_threads=True, chain=False)
+
+
+def _start_after_pool_fork(app, *loops):
+    """Start the periodic threads (heartbeat, sweeper) once Celery has forked its pool
+    processes (``worker_ready``).  fork() copies only the calling thread: a lock another
+    thread holds at that instant (an import in progress, a connection pool's) stays held in
+    the child for ever, and the child's first task that needs it hangs.  Each loop's first
+    step has already run in this thread, so its imports are done before any fork."""
+    @signals.worker_ready.connect(weak=False)
+    def _start(**_kwargs):
+        for loop in loops:
+            if loop is not None:
+                loop.start()
+
+
+def _init_child(app):
+    """worker_process_init: build this pool process's context (and its backend)."""
+    @signals.worker_process_init.connect(weak=False)
+    def _on_child(**_kwargs):
+        dump_stacks_on(STACK_DUMP_SIGNAL)
+        tracing.instrument()  # with the otel extra: a span per task, a trace per job
+        ctx = pipeline.context(app)
+        if ctx.identity.role == "device":
+            backend = ctx.backend  # CUDA (or the CPU core) initialised here, in the child
+            log.info("device worker %s: backend %s ready in pool process %d", ctx.worker_id,
+                     getattr(backend, "name", backend), os.getpid())
+
+
+def slot_holder() -> str:
+    """Who holds a host slot: this process on this (container) host.  ops/healthcheck.py
+    finds the slot of a worker's main process by the same text."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def await_lapsing_slots(store, settings: Settings, sleep=None) -> list[int]:
+    """Before a claim: wait until the held slots below the lowest free one that no live
+    heartbeat renews have lapsed, so a recreated worker takes its predecessor's slot rather
+    than the next one.  A predecessor that could not release its slot at its stop keeps it
+    for up to one heartbeat TTL -- ``docker compose up --force-recreate`` stops Redis before
+    the workers that depend on it.  One and a half heartbeat intervals tell the two apart: a
+    live holder renews its slot within one.  Waits only while some slot is held; returns the
+    indices found stale."""
+    sleep = time.sleep if sleep is None else sleep
+    group, interval = settings.host_slot, settings.heartbeat_interval_s
+    before = store.held_host_slots(group)
+    if not before:
+        return []
+    sleep(1.5 * interval)
+    after = store.held_host_slots(group)
+    # not renewed: its TTL fell by (nearly) the whole wait; a live one falls by <= interval
+    stale = {n: ms for n, ms in after.items()
+             if n in before and before[n] - ms >= 1.25 * interval * 1000}
+    if stale:
+        log.warning("host slot %s: waiting %.1f s for slot(s) %s of stopped workers to lapse",
+                    group, max(stale.values()) / 1000, sorted(stale))
+        sleep(max(stale.values()) / 1000 + 0.05)
+    return sorted(stale)
+
+
+def _refusal(worker_id, claim, settings: Settings) -> IdentityHeldError:
+    holder = claim.holder
+    host, _, pid = (holder or "").rpartition(":")
+    who = (f"process {pid} on host {host}" if holder
+           else f"a process that recorded no holder (pid {claim.pid or 'unknown'})")
+    return IdentityHeldError(worker_id, holder, (
+        f"worker id {worker_id} is held by a live heartbeat of another process: {who}.  Two "
+        f"processes with one id would share its queue.  Give this one a unique host name "
+        f"(CUZK_HOSTNAME, or CUZK_HOST_SLOT) or another --device, or stop the other; if that "
+        f"process is gone, its heartbeat lapses within {settings.heartbeat_ttl_s:g} s "
+        f"(CUZK_HEARTBEAT_TTL_S) and a restart then succeeds"))
+
+
+def register_identity(store, settings: Settings, worker_id, registration: Registration,
+                      holder: str, sleep=None):
+    """Register this process as worker ``worker_id`` and claim the id for it (``holder``,
+    :func:`slot_holder`): one identity, one process.  When a heartbeat of another process
+    holds the id, watch it for one and a half heartbeat intervals, as
+    :func:`await_lapsing_slots` does: renewed, the holder lives and this raises
+    :class:`IdentityHeldError` naming it; not renewed, the holder stopped without releasing
+    the id (``kill -9``, or Redis unreachable at its stop) -- its own restart, say -- and
+    this waits (one log line) for its heartbeat to lapse, at most one TTL, and claims again;
+    refused again (another process won meanwhile), it raises."""
+    sleep = time.sleep if sleep is None else sleep
+    interval = settings.heartbeat_interval_s
+
+    def claim():
+        return store.register_worker(worker_id, registration.role, registration.host,
+                                     device=registration.device, queue=registration.queue,
+                                     holder=holder, ttl_s=settings.heartbeat_ttl_s)
+
+    got = claim()
+    if got:
+        return got
+    before = got.ttl_ms
+    sleep(1.5 * interval)
+    left = store.heartbeat_ttl_ms(worker_id)
+    # a live holder renews its heartbeat within one interval; a dead one's TTL just falls
+    # (-1: a key without a TTL, written by hand: it never lapses)
+    if left == -1 or (left > 0 and before - left < 1.25 * interval * 1000):
+        raise _refusal(worker_id, got, settings)
+    if left > 0:
+        log.warning("worker %s: the heartbeat of %s, which held this id, is not renewed (it "
+                    "stopped without releasing it): waiting %.1f s for it to lapse",
+                    worker_id, got.holder or "an unknown process", left / 1000)
+        sleep(left / 1000 + 0.05)
+    got = claim()
+    if not got:
+        raise _refusal(worker_id, got, settings)
+    return got
+
+
+def _stop_this_worker():
+    """Ask this Celery worker's main process for a warm shutdown (what SIGTERM does)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stop_loops(*loops, timeout_s: float = defaults.WORKER_STOP_REDIS_S) -> None:
+    """Stop the periodic threads (heartbeat, sweeper) together, waiting up to ``timeout_s``
+    in all for a step in progress: one waiting out a Redis outage is left behind."""
+    loops = [loop for loop in loops if loop is not None]
+    for loop in loops:
+        loop.stop(timeout_s=0)
+    deadline = time.monotonic() + timeout_s
+    for loop in loops:
+        loop.stop(timeout_s=max(0.0, deadline - time.monotonic()))
+
+
+def mark_offline(settings: Settings, worker_id, slot=None, holder=None) -> bool:
+    """At a worker's stop: delete its heartbeat key and release its host slot, in one try
+    bounded by ``WORKER_STOP_REDIS_S`` (a fresh connection, no outage retry).  With Redis
+    unavailable it logs one warning and returns False: the key expires within a heartbeat
+    TTL anyway, and a stop must not wait out an outage."""
+    try:
+        store = StateStore.from_url(settings.state_url, prefix=settings.prefix,
+                                    sentinel_master=settings.sentinel_master,
+                                    socket_timeout_s=defaults.WORKER_STOP_REDIS_S, retries=0)
+        store.worker_offline(worker_id, slot=slot, holder=holder)
+        return True
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        log.warning("worker %s: Redis unavailable at its stop (%s): its heartbeat expires "
+                    "within %.0f s", worker_id, type(exc).__name__, settings.heartbeat_ttl_s)
+        return False
+
+
+def _open_store(settings: Settings):
+    """The worker process's state store: its transitions ride out a Redis restart."""
+    return StateStore.from_settings(settings)
+
+
+def claim_host_name(settings: Settings, store):
+    """``(settings, slot)``: with ``settings.host_slot`` set, claim the lowest free host name
+    ``<group>-<n>`` and return settings that use it (the pool processes read it from
+    ``CUZK_HOSTNAME``), else ``(settings, None)``."""
+    if not settings.host_slot:
+        return settings, None
+    await_lapsing_slots(store, settings)
+    slot = store.claim_host_slot(settings.host_slot, slot_holder(), settings.heartbeat_ttl_s)
+    os.environ["CUZK_HOSTNAME"] = slot.host
+    log.warning("host slot %s claimed: host name %s", settings.host_slot, slot.host)
+    return dataclasses.replace(settings, hostname=slot.host), slot
+
+
+def advertised(settings: Settings, role: WorkerRole) -> dict:
+    """What a worker's heartbeats advertise for placement (_lib.lua ``live_devices``): the
+    circuits its registry serves (a JSON list of names) and, for a CPU worker with host-affine
+    stages, its host's CPU queue (``host_queue``), which it consumes."""
+    fields = {"pid": os.getpid(), "circuits": json.dumps(sorted(settings.circuits))}
+    if role == WorkerRole.CPU and settings.host_affine:
+        fields["host_queue"] = settings.host_cpu_queue()
+    return fields
+
+
+def run_device_worker(settings: Settings, device: int, backend: str = "auto",
+                      loglevel: str = "INFO"):
+    store = _open_store(settings)
+    settings, slot = claim_host_name(settings, store)
+    host = settings.hostname
+    worker_id = settings.device_worker_id(device)
+    queue = settings.device_queue(device)
+    if backend != "cpu" and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    dump_stacks_on(STACK_DUMP_SIGNAL)
+    registration = Registration(WorkerRole.DEVICE, host, device=device, queue=queue)
+    holder = slot_holder()
+    try:
+        register_identity(store, settings, worker_id, registration, holder)
+    except IdentityHeldError:
+        mark_offline(settings, worker_id, slot, holder)  # the host slot, if any; never its key
+        raise
+    app = create_app(settings)
+    app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
+    # shared with the pool process (made before it forks): what it proves now
+    app.cuzk_run_slot = run_slot = pipeline.RunSlot()
+    _init_child(app)
+    probe = nvml_probe(device) if backend != "cpu" else None
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE),
+                          extra_fn=probe, slot=slot, holding_fn=held_messages,
+                          registration=registration, holder=holder, on_lost=_stop_this_worker,
+                          run_slot=run_slot)
+    heartbeat.beat()  # online at once; the thread starts after the pool fork
+    _start_after_pool_fork(app, heartbeat)
+    log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
+    try:
+        exitcode = run_celery_worker(
+            app, queue, 1, f"dev{device}@{host}", loglevel, **DEVICE_WORKER_TUNING,
+            max_memory_per_child=max_memory_per_child_kib(settings, "device"))
+    finally:
+        stop_loops(heartbeat)
+        mark_offline(settings, worker_id, slot, holder)
+    if exitcode:
+        raise SystemExit(exitcode)
+
+
+def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
+                   sweeper: bool = True):
+    store = _open_store(settings)
+    settings, slot = claim_host_name(settings, store)
+    host = settings.hostname
+    worker_id = settings.cpu_worker_id()
+    concurrency = concurrency or settings.cpu_concurrency or os.cpu_count() or 1
+    dump_stacks_on(STACK_DUMP_SIGNAL)
+    registration = Registration(WorkerRole.CPU, host, queue=settings.cpu_queue)
+    holder = slot_holder()
+    try:
+        register_identity(store, settings, worker_id, registration, holder)
+    except IdentityHeldError:
+        mark_offline(settings, worker_id, slot, holder)
+        raise
+    app = create_app(settings)
+    app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
+    _init_child(app)
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU),
+                          slot=slot, holding_fn=held_messages, registration=registration,
+                          holder=holder, on_lost=_stop_this_worker)
+    heartbeat.beat()  # online at once; the threads start after the pool fork
+    sweep = Sweeper(pipeline.context(app)) if sweeper else None
+    if sweep is not None:
+        sweep.step_logged()
+    # publishes what the devices' steps record (their pool processes publish nothing)
+    relay = OutboxRelay(pipeline.context(app).store, app)
+    _start_after_pool_fork(app, heartbeat, sweep, relay)
+    queues = [settings.cpu_queue]
+    if settings.host_affine:  # the synthesize and finalize of this host's devices' partitions
+        queues.append(settings.host_cpu_queue())
+    log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, ", ".join(queues),
+                concurrency)
+    try:
+        exitcode = run_celery_worker(app, queues, concurrency,
+                                      f"cpu{os.getpid()}@{host}", loglevel,
+                                      max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
+    finally:
+        stop_loops(relay, sweep, heartbeat)
+        mark_offline(settings, worker_id, slot, holder)
+    if exitcode:
+        raise SystemExit(exitcode)
