@@ -89,7 +89,8 @@ def finish_partition(store, job_id, idx):
     start = store.gpu_start("w1", PartitionRun(job_id, idx, 0))
     assert start.ok, start
     store.gpu_end("w1", start.token, PartitionRun(job_id, idx, 0), 1.0)
-    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, {"pi": idx}, [str(idx)], token=start.token)
+    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, {"pi": idx}, [str(idx)],
+                              token=start.token)
 
 
 def device(store, worker_id="w1"):

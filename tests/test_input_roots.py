@@ -370,7 +370,8 @@ def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
     job = _routed_to_me(ctx, fifo)
     started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
     assert started.ok
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0), 1.0).partition_advanced
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                             1.0).partition_advanced
     result = _started(job, fifo, ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
@@ -542,7 +543,8 @@ def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tre
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
     started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0), 1.0).partition_advanced
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                             1.0).partition_advanced
     result = _started(job, str(fifo), ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected

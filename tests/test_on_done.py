@@ -81,7 +81,8 @@ def finish_partition(store, job_id, idx, worker_id, proof, public):
     assert store.route(PartitionRun(job_id, idx, 0), worker_id)
     token = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0), 3).token
     assert store.gpu_end(worker_id, token, PartitionRun(job_id, idx, 0), 1.0).partition_advanced
-    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, json.dumps(proof), json.dumps(public), token=token)
+    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, json.dumps(proof),
+                              json.dumps(public), token=token)
 
 
 # --- the message --------------------------------------------------------------------------
@@ -200,7 +201,8 @@ def test_done_sends_proofs_and_stores_the_result_in_the_same_step(store):
 def test_failed_sends_the_error_once_for_the_first_failure(store):
     new_job(store, n=3)
     assert store.fail_partition(PartitionRun("j1", 1), "bad input.json: field x", any_attempt=True)
-    assert store.fail_partition(PartitionRun("j1", 0), "second", any_attempt=True) is False  # cancelled by the first
+    assert store.fail_partition(PartitionRun("j1", 0), "second",
+                                any_attempt=True) is False  # cancelled by the first
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs == {"job_id": "j1", "state": "failed",
                       "error": "partition 1: bad input.json: field x"}
@@ -211,7 +213,8 @@ def test_failed_sends_the_error_once_for_the_first_failure(store):
 def test_poison_pill_fails_the_job_with_its_callback(store):
     new_job(store, n=1)
     w = device(store)
-    assert store.synth_begin(PartitionRun("j1", 0, 0)) and store.synth_end(PartitionRun("j1", 0, 0), "/w", 1.0)
+    run = PartitionRun("j1", 0, 0)
+    assert store.synth_begin(run) and store.synth_end(run, "/w", 1.0)
     assert store.route(PartitionRun("j1", 0, 0), w)
     assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).ok
     assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).reason == "poison"

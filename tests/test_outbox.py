@@ -40,8 +40,8 @@ def _job(store, n=2, on_done=None, window=None):
     m = _messages()
     late = (on_done, m.on_done(on_done)) if on_done else None
     store.create_job("j", "c", "groth16", 5, None, [{"input": "{}"}] * n,
-                     messages=[m.synthesize(PartitionRun("j", i, 0, "c", 5)) for i in range(n)], on_done=late,
-                     window=window)
+                     messages=[m.synthesize(PartitionRun("j", i, 0, "c", 5)) for i in range(n)],
+                     on_done=late, window=window)
 
 
 def test_a_steps_messages_are_published_then_deleted(store_factory, caplog):
@@ -112,7 +112,8 @@ def test_a_held_message_is_released_into_the_outbox_when_a_partition_ends(store_
     store = store_factory(publisher=rec)
     _job(store, n=3, window=1)
     assert [e["args"][1] for e in rec.sent] == [0]
-    assert store.fail_partition(PartitionRun("j", 0, 0), "boom")  # the job fails: nothing more is released
+    assert store.fail_partition(PartitionRun("j", 0, 0),
+                                "boom")  # the job fails: nothing more is released
     assert [e["args"][1] for e in rec.sent] == [0]
 
 
@@ -208,7 +209,8 @@ def test_a_job_whose_creator_died_before_publishing_still_completes(redis_server
         t0 = time.monotonic()
         job = uuid.uuid4().hex
         _, created = dead.create_job(job, "mulchain", "groth16", 5, None, [{"input": inputs}] * 2,
-                                     messages=[m.synthesize(PartitionRun(job, i, 0, "mulchain", 5)) for i in range(2)])
+                                     messages=[m.synthesize(PartitionRun(job, i, 0, "mulchain", 5))
+                                               for i in range(2)])
         assert created and len(dead.outbox_entries()) == 2
         result = client.wait(job, timeout=90)
         assert result["state"] == "done" and len(result["proofs"]) == 2

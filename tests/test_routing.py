@@ -132,8 +132,10 @@ def test_route_choice_least_outstanding_then_resident_then_id(ctx):
     assert store.route(PartitionRun(job, 0, 0), circuit="a").worker == "h:dev2"
     # dev0 and dev1 have 0 outstanding, neither holds b: the smaller id
     assert store.route(PartitionRun(job, 1, 0), circuit="b").worker == "h:dev0"
-    assert store.route(PartitionRun(job, 2, 0), circuit="a").worker == "h:dev1"   # least outstanding wins over resident
-    assert store.route(PartitionRun(job, 3, 0), circuit="a").worker == "h:dev2"   # all at 1: resident
+    assert store.route(PartitionRun(job, 2, 0),
+                       circuit="a").worker == "h:dev1"   # least outstanding wins over resident
+    assert store.route(PartitionRun(job, 3, 0),
+                       circuit="a").worker == "h:dev2"   # all at 1: resident
     store.worker_offline("h:dev0"), store.worker_offline("h:dev1"), store.worker_offline("h:dev2")
     r = store.route(PartitionRun(job, 4, 0), circuit="a")
     assert not r and r.reason == "no_live_device"
@@ -256,7 +258,8 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
     assert store.synth_begin(PartitionRun(job, 0, 0))  # delivered and running ...
     _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
-    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the queue is busy: irrelevant here
+    # the queue is busy: irrelevant here
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))
     sweeper = Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
     time.sleep(0.25)  # the worker's heartbeat has expired
@@ -320,7 +323,8 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
-    assert store.gpu_end("h:dev0", start.token, PartitionRun(job, 0, 0), 5.0).partition_advanced  # no finalize queued
+    assert store.gpu_end("h:dev0", start.token, PartitionRun(job, 0, 0),
+                         5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"
@@ -334,7 +338,8 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
-    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))  # the backlog moves
+    # the backlog moves
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
 
@@ -364,7 +369,8 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     finalize = DeviceResult(PartitionRun("j", 5, 1, "c", 4), witness_ref="/w", worker="d",
                             token="t", backend="cpu", partial=None, sent_at=0.0)
     sent = [json.loads(e) for e in (
-        m.synthesize(PartitionRun("j", 3, 0, "c", 4)), m.synthesize(PartitionRun("j", 3, 2, "c", 4)),
+        m.synthesize(PartitionRun("j", 3, 0, "c", 4)),
+        m.synthesize(PartitionRun("j", 3, 2, "c", 4)),
         m.prove_start(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
         m.on_done({"task": "svc.cb", "queue": "q"}))]
     assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))

@@ -70,7 +70,8 @@ def test_cuzk_timeline(store, own_end, late):
         assert fin.ok and fin.job_complete
         assert store.get_job("A")["state"] == "done"
     if late.startswith("fail_partition"):
-        assert store.fail_partition(PartitionRun("A", 0, 0), "self-verification failed", token=token)
+        assert store.fail_partition(PartitionRun("A", 0, 0), "self-verification failed",
+                                    token=token)
         assert store.get_job("A")["state"] == "failed"
     # W still shows proving B with B's token
     assert _shows(store, W) == ("proving", "B", 0, b.token)
@@ -86,7 +87,8 @@ def test_cuzk_timeline_same_job_two_partitions(store):
     store.heartbeat(W, 60)
     store.create_job("J", "c", "k", 5, None, [{"input": "{}"}, {"input": "{}"}])
     for i in (0, 1):
-        store.synth_begin(PartitionRun("J", i, 0)), store.synth_end(PartitionRun("J", i, 0), "/w", 1.0)
+        store.synth_begin(PartitionRun("J", i, 0)), store.synth_end(PartitionRun("J", i, 0),
+                                                                    "/w", 1.0)
         assert store.route(PartitionRun("J", i, 0), W)
     a = store.gpu_start(W, PartitionRun("J", 0, 0), 3)
     assert store.gpu_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
@@ -119,7 +121,8 @@ def test_cuzk_timeline_failure_after_moving_on(store):
     a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     assert store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0).partition_advanced
     b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
-    assert store.fail_partition(PartitionRun("A", 0, 0), "finalize crashed")      # A's finalizer fails
+    assert store.fail_partition(PartitionRun("A", 0, 0),
+                                "finalize crashed")      # A's finalizer fails
     assert _shows(store, W) == ("proving", "B", 0, b.token)
     assert store.get_job("A")["state"] == "failed"
     assert store.get_job("B")["state"] == "running"
@@ -162,7 +165,8 @@ def test_finalizer_of_a_returned_run_while_its_redelivery_runs(store, token):
     first = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     store.register_worker(W, "device", "host", device=0, queue="q")
     second = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
-    fin = store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]", token=first.token if token == "first" else None)
+    fin = store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]",
+                             token=first.token if token == "first" else None)
     assert fin.ok and fin.job_complete
     assert _shows(store, W) == ("proving", "A", 0, second.token)
     end = store.gpu_end(W, second.token, PartitionRun("A", 0, 0), 1.0)
@@ -252,7 +256,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
         if self.store.synth_begin(PartitionRun(job, idx, 0)):
             self.store.synth_end(PartitionRun(job, idx, 0), "/w", 1.0)
         part = self.store.get_partition(job, idx)
-        if part["state"] == "synth_done" and self.store.route(PartitionRun(job, idx, part["attempt"]), worker):
+        run = PartitionRun(job, idx, part["attempt"])
+        if part["state"] == "synth_done" and self.store.route(run, worker):
             self.messages.append((worker, job, idx, part["attempt"]))
 
     @precondition(lambda self: self.messages)
@@ -289,9 +294,11 @@ class BusyFlagMachine(RuleBasedStateMachine):
         s, r = self.store, run
         if order == "end_first":
             s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
-            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised", token=r.token)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+                             token=r.token)
         elif order == "fail_first":
-            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised", token=r.token)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+                             token=r.token)
             s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
         else:  # what pipeline.prove_start does: fail without token, gpu_end in finally
             s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised")
@@ -305,7 +312,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
         and moves the partition to another live device (a new message) or fails it."""
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
-        fault = self.store.gpu_fault(worker, run.token, PartitionRun(run.job, run.idx, run.attempt), "cudaErrorIllegalAddress", "c", max_faults)
+        fault = self.store.gpu_fault(worker, run.token, PartitionRun(run.job, run.idx, run.attempt),
+                                     "cudaErrorIllegalAddress", "c", max_faults)
         if fault.outcome == "rerouted":
             assert fault.worker != worker and fault.worker in self.online, fault
             self.messages.append((fault.worker, run.job, run.idx, run.attempt + 1))
@@ -334,7 +342,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
         elif at == "busy":
             worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         if fault:
-            self.store.gpu_fault(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), "late", "c", 3)
+            self.store.gpu_fault(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), "late",
+                                 "c", 3)
         else:
             self.store.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
 
@@ -345,12 +354,14 @@ class BusyFlagMachine(RuleBasedStateMachine):
         r = self.returned[pick % len(self.returned)]
         token = r.token if pass_token else None
         if ok:
-            res = self.store.finalize_end(PartitionRun(r.job, r.idx, r.attempt), 1.0, "{}", "[]", token=token)
+            res = self.store.finalize_end(PartitionRun(r.job, r.idx, r.attempt), 1.0, "{}", "[]",
+                                          token=token)
             if res.job_complete:
                 assert res.ok
                 self.completions[r.job] += 1
         else:
-            self.store.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "self-verification failed", token=token)
+            self.store.fail_partition(PartitionRun(r.job, r.idx, r.attempt),
+                                      "self-verification failed", token=token)
 
     @rule(worker=st.sampled_from(WORKERS), expire=st.booleans(), sweepers=st.integers(1, 2),
           by_worker=st.booleans())
@@ -371,7 +382,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
                     if part["state"] not in ("synth_done", "gpu"):
                         continue
                     key = (job, idx, part["attempt"])
-                    if self.store.redispatch(PartitionRun(job, idx, part["attempt"]), worker_id=dead if by_worker else None):
+                    if self.store.redispatch(PartitionRun(job, idx, part["attempt"]),
+                                             worker_id=dead if by_worker else None):
                         wins[key] = wins.get(key, 0) + 1
         assert all(n == 1 for n in wins.values()), wins
 
@@ -397,7 +409,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
                 job, idx = run.job, run.idx
             else:
                 job, idx = self._partition(pick)
-            self.store.fail_partition(PartitionRun(job, idx), "failed by operator", any_attempt=True)
+            self.store.fail_partition(PartitionRun(job, idx), "failed by operator",
+                                      any_attempt=True)
 
     # the pipeline's main steps twice as likely as the rest
     deliver_again = deliver

@@ -274,7 +274,8 @@ def test_synth_rejections_change_nothing(store):
     assert not store.synth_end(PartitionRun("j1", 0, 0), "/w", 1)   # not synthesizing
     assert dump(store) == before
     assert store.synth_begin(PartitionRun("j1", 0, 0))
-    assert store.synth_begin(PartitionRun("j1", 0, 0))              # redelivered synthesize: accepted, no change
+    # a redelivered synthesize: accepted, no change
+    assert store.synth_begin(PartitionRun("j1", 0, 0))
     assert store.synth_end(PartitionRun("j1", 0, 0), "/w", 1)
     before = dump(store)
     assert not store.synth_begin(PartitionRun("j1", 0, 0))          # late duplicate after synth_end
@@ -287,8 +288,10 @@ def test_synth_deliveries_are_counted_and_bounded(store):
     is redelivered or re-driven with the next attempt; each accepted delivery counts, summed
     over attempts, and past max deliveries the partition and its job fail."""
     new_job(store)
-    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2, time_limit_s=40).reason == "ok"
-    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2, time_limit_s=40).reason == "redelivered"
+    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2,
+                             time_limit_s=40).reason == "ok"
+    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2,
+                             time_limit_s=40).reason == "redelivered"
     assert store.get_partition("j1", 0)["synth_deliveries"] == 2
     # the sweeper re-drives the lost stage with the next attempt: still counted
     assert store.recover_stage(PartitionRun("j1", 0, 0), "synthesizing")
@@ -302,7 +305,8 @@ def test_synth_deliveries_are_counted_and_bounded(store):
     assert job["state"] == JobState.FAILED and "partition 0: synthesize was" in job["error"]
     # without max_deliveries (an older caller) nothing is counted
     new_job(store, job_id="j2")
-    assert store.synth_begin(PartitionRun("j2", 0, 0)) and store.synth_begin(PartitionRun("j2", 0, 0))
+    assert store.synth_begin(PartitionRun("j2", 0, 0)) and \
+        store.synth_begin(PartitionRun("j2", 0, 0))
     assert store.get_partition("j2", 0).get("synth_deliveries") is None
 
 
@@ -321,11 +325,14 @@ def test_synth_retry_hands_the_partition_back_uncounted(store_factory):
     assert p["last_outage"] == "spool disk full (/s)"
     assert rec.sent == [json.loads(msg)]
     assert rec.sent[0]["kwargs"]["attempt"] == 1
-    assert not store.synth_retry(PartitionRun("j1", 0, 0), "again", message=msg)  # stale: the attempt moved on
+    assert not store.synth_retry(PartitionRun("j1", 0, 0), "again",
+                                 message=msg)  # stale: the attempt moved on
     assert len(rec.sent) == 1  # a refused step records nothing
-    assert store.synth_begin(PartitionRun("j1", 0, 1), max_deliveries=1)  # the retry is delivery 1 of 1
+    assert store.synth_begin(PartitionRun("j1", 0, 1),
+                             max_deliveries=1)  # the retry is delivery 1 of 1
     assert store.cancel_job("j1")
-    assert not store.synth_retry(PartitionRun("j1", 0, 1), "full", message=msg)  # an ended job stays ended
+    assert not store.synth_retry(PartitionRun("j1", 0, 1), "full",
+                                 message=msg)  # an ended job stays ended
     assert len(rec.sent) == 1 and store.outbox_entries() == {}
 
 
@@ -432,7 +439,8 @@ def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_fa
     new_job(store, n=2)
     w = device(store)
     msg = stage_messages().synthesize(PartitionRun("j1", 0, 1, "c", 5))
-    assert not store.recover_stage(PartitionRun("j1", 0, 0), "synthesizing", message=msg)  # it is pending
+    assert not store.recover_stage(PartitionRun("j1", 0, 0), "synthesizing",
+                                   message=msg)  # it is pending
     assert rec.sent == []
     assert store.recover_stage(PartitionRun("j1", 0, 0), "pending", message=msg)
     assert rec.sent == [json.loads(msg)]
@@ -451,10 +459,12 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     token = to_gpu(store, "j1", 0, w1)
     retry = stage_messages().prove_start(PartitionRun("j1", 0, 1, "c", 5), "/w")
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
-    stale = store.gpu_fault(w1, "other-token", PartitionRun("j1", 0, 0), "late", "c", 3, message=retry)
+    stale = store.gpu_fault(w1, "other-token", PartitionRun("j1", 0, 0), "late", "c", 3,
+                            message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")
     assert store.get_worker(w1)["state"] == "proving" and rec.sent == []
-    fault = store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "CUDA error: illegal address", "c", 3, message=retry)
+    fault = store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "CUDA error: illegal address", "c",
+                            3, message=retry)
     assert (fault.worker_cleared, fault.outcome, fault.worker) == (True, "rerouted", w2)
     part = store.get_partition("j1", 0)
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, w2)
@@ -464,11 +474,13 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     q2 = f"cuzk.dev.host.{w2}"
     assert rec.sent == [{**json.loads(retry), "queue": q2}]
     assert rec.sent[0]["args"] == ["j1", 0, 1, "c", "/w"] and rec.sent[0]["priority"] == 5
-    assert store.gpu_start(w1, PartitionRun("j1", 0, 0), 3).reason == "stale"  # the old message, if redelivered
+    assert store.gpu_start(w1, PartitionRun("j1", 0, 0),
+                           3).reason == "stale"  # the old message, if redelivered
     assert store.get_job("j1")["state"] == "running"
     # the retry faults on w2 as well: w1 is avoided, so no device is left -> failed, clearly
     t2 = store.gpu_start(w2, PartitionRun("j1", 0, 1), 3).token
-    again = store.gpu_fault(w2, t2, PartitionRun("j1", 0, 1), "out of memory", "c", 3, message=retry)
+    again = store.gpu_fault(w2, t2, PartitionRun("j1", 0, 1), "out of memory", "c", 3,
+                            message=retry)
     assert again.outcome == "failed" and store.get_worker(w2)["state"] == "idle"
     assert len(rec.sent) == 1  # no retry sent for a failed partition
     job = store.get_job("j1")
@@ -482,7 +494,9 @@ def test_gpu_fault_fails_after_max_faults(store):
     attempt = 0
     token = to_gpu(store, "j1", 0, workers[0])
     for n in (1, 2):
-        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token, PartitionRun("j1", 0, attempt), f"fault {n}", "c", 2 if n == 2 else 3)
+        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token,
+                                PartitionRun("j1", 0, attempt), f"fault {n}", "c",
+                                2 if n == 2 else 3)
         if n == 1:
             assert fault.outcome == "rerouted"
             attempt += 1
@@ -507,8 +521,8 @@ def test_routing_skips_devices_the_partition_faulted_on(store):
 
 def test_synth_begin_returns_the_partition_inputs(store):
     store.create_job("ji", "c", "k", 5, None, [{"input": '{"a": 1}'}, {"witness_ref": "/w.wtns"}])
-    assert store.synth_begin(PartitionRun("ji", 0, 0)).inputs == {"input": '{"a": 1}', "input_ref": None,
-                                                    "witness_ref": None}
+    assert store.synth_begin(PartitionRun("ji", 0, 0)).inputs == {
+        "input": '{"a": 1}', "input_ref": None, "witness_ref": None}
     begun = store.synth_begin(PartitionRun("ji", 1, 0))
     assert begun.reason == "ok" and begun.inputs["witness_ref"] == "/w.wtns"
     assert store.synth_begin(PartitionRun("ji", 1, 0)).reason == "redelivered"
@@ -537,10 +551,12 @@ def test_gpu_start_rejections_change_nothing(store):
     to_routed(store, "j1", 0, w)
     to_synth_done(store, "j1", 2)
     before = dump(store)
-    assert store.gpu_start("w2", PartitionRun("j1", 0, 0), 3).reason == "stale"   # routed to another worker
+    assert store.gpu_start("w2", PartitionRun("j1", 0, 0),
+                           3).reason == "stale"   # routed to another worker
     assert store.gpu_start(w, PartitionRun("j1", 0, 1), 3).reason == "stale"      # wrong attempt
     assert store.gpu_start(w, PartitionRun("j1", 1, 0), 3).reason == "stale"      # still pending
-    assert store.gpu_start(w, PartitionRun("j1", 2, 0), 3).reason == "stale"      # synth_done, not routed
+    assert store.gpu_start(w, PartitionRun("j1", 2, 0),
+                           3).reason == "stale"      # synth_done, not routed
     assert store.gpu_start(w, PartitionRun("nope", 0, 0), 3).reason == "unknown"
     assert dump(store) == before
     # done -> gpu
@@ -739,8 +755,8 @@ def test_fail_partition(store):
     assert [pstate(store, "j1", i) for i in (1, 2)] == ["cancelled", "cancelled"]
     assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
     before = dump(store)
-    assert not store.fail_partition(PartitionRun("j1", 0), "again", any_attempt=True)       # terminal
-    assert not store.fail_partition(PartitionRun("j1", 1), "cancelled", any_attempt=True)   # terminal
+    assert not store.fail_partition(PartitionRun("j1", 0), "again", any_attempt=True)  # terminal
+    assert not store.fail_partition(PartitionRun("j1", 1), "cancelled", any_attempt=True)  # same
     assert dump(store) == before
     snap = store.snapshot()
     assert snap["counters"]["failed:demo"] == 1 and snap["counters"]["jobs_failed:demo"] == 1
@@ -815,7 +831,8 @@ def test_redispatch_rejections(store):
     to_synth_done(store, "j1", 1)
     before = dump(store)
     assert not store.redispatch(PartitionRun("j1", 0, 0))    # finalizing
-    assert not store.redispatch(PartitionRun("j1", 1, 0))    # synth_done but not routed: already waiting
+    # synth_done but not routed: already waiting
+    assert not store.redispatch(PartitionRun("j1", 1, 0))
     assert dump(store) == before
     assert store.route(PartitionRun("j1", 1, 0), w)
     before = dump(store)
@@ -841,7 +858,9 @@ def test_two_sweepers_only_one_wins(store, pass_worker):
         for dead in store.dead_workers_with_routed():
             for job, idx in store.routed_partitions(dead):
                 part = store.get_partition(job, idx)
-                if part["state"] in ("synth_done", "gpu") and store.redispatch(PartitionRun(job, idx, part["attempt"]), worker_id=dead if pass_worker else None):
+                run = PartitionRun(job, idx, part["attempt"])
+                if part["state"] in ("synth_done", "gpu") and store.redispatch(
+                        run, worker_id=dead if pass_worker else None):
                     wins.append((job, idx))
 
     threads = [threading.Thread(target=sweeper) for _ in range(3)]
@@ -1099,7 +1118,8 @@ def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
     assert job["error"] == "deadline exceeded (0.4 s after submit; 0 of 3 partitions done)"
     assert [p["state"] for p in store.list_partitions("jd")] == ["cancelled"] * 3
     assert store.get_worker(w)["state"] == "idle"  # nothing started
-    assert not store.synth_end(PartitionRun("jd", 1, 0), "/w", 1.0)  # the running synthesize's end is stale
+    assert not store.synth_end(PartitionRun("jd", 1, 0), "/w",
+                               1.0)  # the running synthesize's end is stale
     # no stage reaches the other job: the sweeper's check fails it, once
     store.create_job("je", "c", "k", 5, None, [{"input": "{}"}], deadline_s=0.2)
     store.create_job("jf", "c", "k", 5, None, [{"input": "{}"}], deadline_s=3600)

@@ -236,7 +236,8 @@ def test_metrics(store):
     # a device fault on a third partition (no other device: it fails) counts as a GPU fault
     job(store, "jf", kind="km", n=1)
     tok = start(store, w, "jf", 0)
-    assert store.gpu_fault(w, tok, PartitionRun("jf", 0, 0), "cudaErrorIllegalAddress", "mulchain").outcome == "failed"
+    assert store.gpu_fault(w, tok, PartitionRun("jf", 0, 0), "cudaErrorIllegalAddress",
+                           "mulchain").outcome == "failed"
     text = c.get("/metrics").get_data(as_text=True)
     text2 = c.get("/metrics").get_data(as_text=True)  # folding again counts nothing twice
     assert status(c)["counters"]["gpu_faults"] == {"km": 1}
