@@ -191,8 +191,9 @@ def lossy(redis_server_url):
 
 def _cpu_messages(ctx):
     """(task, job, idx, attempt) of every stage message waiting on the cpu queue."""
-    return [(task, *stage_partition(task, args, kwargs))
+    runs = [(task, stage_partition(task, args, kwargs))
             for task, args, kwargs, _ in queued(ctx.store.redis, ctx.settings.cpu_queue)]
+    return [(task, run.job_id, run.idx, run.attempt) for task, run in runs]
 
 
 def _publish(ctx, entry):
@@ -233,8 +234,8 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     assert _cpu_messages(lossy) == []
     # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
     # reported too, but by a worker that went offline
-    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0)])
-    _cpu_worker(lossy, "h:cpu:gone", [(job, 2, 0)])
+    _cpu_worker(lossy, "h:cpu:live", [PartitionRun(job, 1, 0)])
+    _cpu_worker(lossy, "h:cpu:gone", [PartitionRun(job, 2, 0)])
     store.worker_offline("h:cpu:gone")
     sweeper = Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 2)  # seen once, then re-driven
@@ -247,7 +248,7 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     assert store.synth_begin(PartitionRun(job, 0, 0)).reason == "stale"
     assert store.synth_begin(PartitionRun(job, 0, 1))
     # queued (pending) or held (synthesizing under a lease): nothing more is sent
-    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0), (job, 0, 1)])
+    _cpu_worker(lossy, "h:cpu:live", [PartitionRun(job, 1, 0), PartitionRun(job, 0, 1)])
     assert _sweep_twice(sweeper, lossy) == (0, 0)
     assert len(_cpu_messages(lossy)) == 2
 
@@ -257,7 +258,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
     assert store.synth_begin(PartitionRun(job, 0, 0))  # delivered and running ...
-    _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
+    _cpu_worker(lossy, "h:cpu:1", [PartitionRun(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
     # the queue is busy: irrelevant here
     _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))
     sweeper = Sweeper(lossy)
@@ -296,7 +297,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
-    store.heartbeat("h:dev0", 5, holding=[(job, 1, 0)])
+    store.heartbeat("h:dev0", 5, holding=[PartitionRun(job, 1, 0)])
     assert store.get_worker("h:dev0")["state"] == "proving"
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 1)
     part = store.get_partition(job, 0)
@@ -312,7 +313,7 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
-    store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
+    store.heartbeat("h:dev0", 5, holding=[PartitionRun(job, 0, 0)])
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["token"] == start.token
 
@@ -374,9 +375,11 @@ def test_stage_messages_name_their_partition_attempt(lossy):
         m.prove_start(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
         m.on_done({"task": "svc.cb", "queue": "q"}))]
     assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))
-            for e in sent] == [("j", 3, 0), ("j", 3, 2), ("j", 4, 2), ("j", 5, 1), None]
+            for e in sent] == [PartitionRun("j", 3, 0), PartitionRun("j", 3, 2),
+                               PartitionRun("j", 4, 2), PartitionRun("j", 5, 1), None]
     assert stage_partition("cuzk.finalize", [], {}) is None
-    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
+    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == \
+        PartitionRun("j", 1, 3)
     assert stage_partition("cuzk.prove_start", ["j"], {}) is None  # malformed: names nothing
 
 
@@ -402,7 +405,8 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
         "e": Request("cuzk.prove_start", ["j"], {}),  # malformed: holds nothing
     })
     held = held_messages()
-    assert held.stages == [("j", 0, 2), ("j", 1, 0), ("k", 3, 1)]
+    assert held.stages == [PartitionRun("j", 0, 2), PartitionRun("j", 1, 0),
+                           PartitionRun("k", 3, 1)]
     assert held.requests == ["t-status", "t-submit"]
 
 
@@ -437,10 +441,10 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
         running.on_accepted(pid=123, time_accepted=time.monotonic())
         kept, _ = reserved(live, 2, "t2")
         monkeypatch.setattr(state, "requests", {r.id: r for r in (lost, running, kept)})
-        assert held_messages().stages == [("j", 0, 0), ("j", 1, 0), ("j", 2, 0)]
+        assert held_messages().stages == [PartitionRun("j", i, 0) for i in range(3)]
         lost_channel.close()
         running_channel.close()
-        assert held_messages().stages == [("j", 1, 0), ("j", 2, 0)]
+        assert held_messages().stages == [PartitionRun("j", 1, 0), PartitionRun("j", 2, 0)]
 
 
 def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):

@@ -1309,7 +1309,7 @@ def test_a_held_or_newer_run_stays_proving(store):
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     for _ in range(3):  # held (reserved or running): proving, however long it runs
         time.sleep(0.002)
-        store.heartbeat(w, 30, holding=[(job, 0, 0), (job, 1, 0)])
+        store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 0), PartitionRun(job, 1, 0)])
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     for _ in range(3):  # beats that report no holding (a pool process's) decide nothing
         time.sleep(0.002)
@@ -1319,7 +1319,7 @@ def test_a_held_or_newer_run_stays_proving(store):
     # another attempt of the same partition held is not this run (once it moved on to it)
     assert store.redispatch(PartitionRun(job, 0, 0))
     time.sleep(0.002)
-    store.heartbeat(w, 30, holding=[(job, 0, 1)])
+    store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 1)])
     assert store.get_worker(w)["stored_state"] == WorkerState.IDLE.value
 
 
@@ -1342,7 +1342,8 @@ def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(stor
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     assert _worker_idle_events(store) == []
     time.sleep(0.002)
-    store.heartbeat(w, 30, holding=[(job, 0, 0)], extra={"running": ""})  # the run is over
+    # the run is over
+    store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 0)], extra={"running": ""})
     worker = store.get_worker(w)
     assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
     (idle,) = _worker_idle_events(store)

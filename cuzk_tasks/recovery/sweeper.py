@@ -206,7 +206,7 @@ class Sweeper(PeriodicThread):
 
         suspects, recovered = {}, 0
         for job_id, idx, state, attempt, worker in due:
-            if (job_id, idx, attempt) in held:
+            if PartitionRun(job_id, idx, attempt) in held:
                 continue
             if state not in self.RUNNING_STATES:
                 if state == PartitionState.SYNTH_DONE.value:

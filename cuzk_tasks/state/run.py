@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from ..errors import StateError
+from .keys import attempt_member
 
 
 class RunError(StateError, ValueError):
@@ -98,8 +99,9 @@ class PartitionRun:
 
     @property
     def member(self) -> str:
-        """``job:idx:attempt``: the run in a worker's ``holding`` list and its run slot."""
-        return f"{self.job_id}:{self.idx}:{self.attempt}"
+        """``job:idx:attempt`` (:func:`~.keys.attempt_member`): the run in a worker's
+        ``holding`` list and its run slot."""
+        return attempt_member(self.job_id, self.idx, self.attempt)
 
     def to_json(self) -> dict:
         """``{"job", "idx", "attempt", "circuit", "priority"}`` (the keys of a finalize

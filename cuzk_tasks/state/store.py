@@ -48,7 +48,7 @@ from ..settings import defaults, redis_url
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
 from .enums import JobState, WorkerRole
-from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
+from .keys import Keys, member, parse_attempt_member, parse_member
 from .run import PartitionRun
 
 SCRIPTS = (
@@ -1091,7 +1091,7 @@ class StateStore:
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
         the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
-        ``(job, idx, attempt)`` of every stage message the worker holds -- reserved or
+        run (:class:`PartitionRun`) of every stage message the worker holds -- reserved or
         running -- its stage leases, None = unchanged; ``holding_requests``: the Celery task
         ids of the by-name requests -- submit, status, result -- it holds, its request
         leases, None = unchanged).  Never touches the worker's state or token.
@@ -1118,7 +1118,7 @@ class StateStore:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
             args += [k, _arg(v)]
         if holding is not None:
-            args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
+            args += ["holding", json.dumps(sorted(run.member for run in holding))]
         if holding_requests is not None:
             args += ["holding_requests", json.dumps(sorted(str(t) for t in holding_requests))]
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
@@ -1236,8 +1236,8 @@ class StateStore:
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         return bool(self._run("claim_sweep", [self.keys.sweeper()], [holder, ttl_ms]))
 
-    def held_stages(self, workers=None) -> set[tuple[str, int, int]]:
-        """``(job, idx, attempt)`` of every stage message an ONLINE worker reported holding in
+    def held_stages(self, workers=None) -> set[PartitionRun]:
+        """The runs (identity only) of every stage message an ONLINE worker reported holding in
         its last heartbeat (``holding``): the stage leases that are alive.  ``workers``: what
         :meth:`all_workers` returned, if the caller has it."""
         held = set()
@@ -1245,7 +1245,7 @@ class StateStore:
             if w["online"]:
                 for text in w.get("holding") or ():
                     try:
-                        held.add(parse_attempt_member(text))
+                        held.add(PartitionRun(*parse_attempt_member(text)))
                     except ValueError:
                         continue
         return held
