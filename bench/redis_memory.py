@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv=None):
     from cuzk_tasks.dev.local_redis import LocalRedis
-    from cuzk_tasks.state import StateStore
+    from cuzk_tasks.state import PartitionRun, StateStore
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=500)
@@ -41,12 +41,12 @@ def main(argv=None):
             job = uuid.uuid4().hex
             store.create_job(job, "mulchain", "bench", 5, "req-" + job, [{"input": inputs}] * 10)
             for i in range(10):
-                store.synth_begin(job, i, 0)
-                store.synth_end(job, i, 0, f"/spool/{job}/{i}.wtns", 1.0)
-                store.route(job, i, 0, "bench:dev0")
-                token = store.gpu_start("bench:dev0", job, i, 0, 3).token
-                store.gpu_end("bench:dev0", token, job, i, 0, 1.0)
-                store.finalize_end(job, i, 0, 1.0, proof, public, token=token)
+                store.synth_begin(PartitionRun(job, i, 0))
+                store.synth_end(PartitionRun(job, i, 0), f"/spool/{job}/{i}.wtns", 1.0)
+                store.route(PartitionRun(job, i, 0), "bench:dev0")
+                token = store.gpu_start("bench:dev0", PartitionRun(job, i, 0), 3).token
+                store.gpu_end("bench:dev0", token, PartitionRun(job, i, 0), 1.0)
+                store.finalize_end(PartitionRun(job, i, 0), 1.0, proof, public, token=token)
         used = int(store.redis.info("memory")["used_memory"])
         n = n_jobs * 10
         print(f"{n} finished partitions: used_memory +{(used - base) / n:.0f} B per partition "

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from cuzk_tasks.service.queues import queue_keys  # noqa: E402
 from cuzk_tasks.dev.local_redis import LocalRedis, free_port  # noqa: E402
-from cuzk_tasks.state import StateStore  # noqa: E402
+from cuzk_tasks.state import PartitionRun, StateStore  # noqa: E402
 
 KIND = "groth16-porep-snap-deal-update-32gib-v1x"
 HOST = "benchhost"
@@ -58,19 +58,19 @@ def fill(store, n_workers, n_jobs, n_parts):
             r = (j * n_parts + i) % 5
             if r == 0:
                 continue  # pending
-            store.synth_begin(job, i, 0)
+            store.synth_begin(PartitionRun(job, i, 0))
             if r == 1:
                 continue  # synthesizing
-            store.synth_end(job, i, 0, f"/spool/{job}.{i}", 850.0)
+            store.synth_end(PartitionRun(job, i, 0), f"/spool/{job}.{i}", 850.0)
             if r == 2 or busy >= n_workers:
                 continue  # synth_done
             w = workers[busy]
-            store.route(job, i, 0, w)
-            g = store.gpu_start(w, job, i, 0)
+            store.route(PartitionRun(job, i, 0), w)
+            g = store.gpu_start(w, PartitionRun(job, i, 0))
             if r == 3:
                 busy += 1  # stays in gpu: the worker proves it
                 continue
-            store.gpu_end(w, g.token, job, i, 0, 2100.0)  # finalizing
+            store.gpu_end(w, g.token, PartitionRun(job, i, 0), 2100.0)  # finalizing
     for q in [f"cuzk.dev.{HOST}.{i}" for i in range(n_workers)] + ["cuzk.cpu"]:
         store.redis.lpush(queue_keys(q)[0], *["msg"] * 3)
     return time.perf_counter() - t0

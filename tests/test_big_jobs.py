@@ -23,6 +23,7 @@ from cuzk_tasks import pipeline
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError, StateError
 from cuzk_tasks.service.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def stage_messages():
 def synth_messages(job_id, n, priority=5):
     """The job's synthesize messages, as submit_job builds them."""
     m = stage_messages()
-    return [m.synthesize(job_id, i, "c", priority) for i in range(n)]
+    return [m.synthesize(PartitionRun(job_id, i, 0, "c", priority)) for i in range(n)]
 
 
 def recording(store_factory, **kw):
@@ -82,13 +83,14 @@ def killed_before_commit(store):
 
 def finish_partition(store, job_id, idx):
     """Drive one partition to done through the transitions (no device: route to w1)."""
-    assert store.synth_begin(job_id, idx, 0)
-    assert store.synth_end(job_id, idx, 0, f"/w/{idx}.wtns", 1.0)
-    assert store.route(job_id, idx, 0, worker_id="w1")
-    start = store.gpu_start("w1", job_id, idx, 0)
+    assert store.synth_begin(PartitionRun(job_id, idx, 0))
+    assert store.synth_end(PartitionRun(job_id, idx, 0), f"/w/{idx}.wtns", 1.0)
+    assert store.route(PartitionRun(job_id, idx, 0), worker_id="w1")
+    start = store.gpu_start("w1", PartitionRun(job_id, idx, 0))
     assert start.ok, start
-    store.gpu_end("w1", start.token, job_id, idx, 0, 1.0)
-    return store.finalize_end(job_id, idx, 0, 1.0, {"pi": idx}, [str(idx)], token=start.token)
+    store.gpu_end("w1", start.token, PartitionRun(job_id, idx, 0), 1.0)
+    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, {"pi": idx}, [str(idx)],
+                              token=start.token)
 
 
 def device(store, worker_id="w1"):
@@ -184,7 +186,7 @@ def test_ending_a_job_drops_its_held_messages(store_factory):
     assert store.cancel_job(job)
     assert not store.redis.exists(store.keys.held(job))
     assert sent_idx(store) == [0, 1]  # at most the window was sent, each a no-op now
-    assert not store.synth_begin(job, 0, 0)
+    assert not store.synth_begin(PartitionRun(job, 0, 0))
     assert store.outbox_entries() == {}
 
 
@@ -327,7 +329,7 @@ def test_cancelling_a_big_job_ends_its_partitions_in_steps(store_factory):
 def test_a_failed_partition_of_a_big_job_cancels_the_others_via_the_reaper(store_factory):
     store = store_factory(chunk=3)
     job, _ = make_job(store, 7, window=7)
-    assert store.fail_partition(job, 2, 0, "boom")
+    assert store.fail_partition(PartitionRun(job, 2, 0), "boom")
     assert store.job_status(job)["counts"] == {"failed": 1, "cancelled": 6}
 
 
@@ -345,7 +347,7 @@ def test_an_ender_that_died_leaves_the_reaping_to_the_sweeper(store_factory):
     store.script("cancel_job")(keys=[store.keys.job(job)], args=store.common_args + [job, "x"])
     assert store.redis.zcard(store.keys.jobs_reaping()) == 1
     # the job is over for every transition already
-    assert store.synth_begin(job, 0, 0).reason == "job_cancelled"
+    assert store.synth_begin(PartitionRun(job, 0, 0)).reason == "job_cancelled"
     assert store.reap_jobs(max_steps=1) == 1
     assert store.reap_jobs() == 0
     assert store.job_status(job)["counts"] == {"cancelled": 7}
@@ -559,7 +561,7 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
         proof = {"pi_a": ["1" * 77] * 3, "pi_b": [["2" * 77] * 2] * 3, "pi_c": ["3" * 77] * 3,
                  "protocol": "groth16", "curve": "bn128"}
         for i in range(n):
-            end = store.finalize_end("c", i, 0, 1.0, proof, ["5" * 77])
+            end = store.finalize_end(PartitionRun("c", i, 0), 1.0, proof, ["5" * 77])
             assert end.ok, end
         assert end.job_complete
         log.phase("complete")
@@ -575,7 +577,7 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
             client.hset(store.keys.part("f", i), "state", "finalizing")
         client.slowlog_reset()
         for i in range(500):
-            end = store.finalize_end("f", i, 0, 1.0, proof, ["5" * 77])
+            end = store.finalize_end(PartitionRun("f", i, 0), 1.0, proof, ["5" * 77])
         assert end.job_complete and len(store.publisher.tasks("svc.done")) == 1
         assert store.publisher.sent[-1]["kwargs"]["proofs"] is None
         log.phase("on_done")

@@ -28,6 +28,7 @@ from cuzk_tasks import pipeline
 from cuzk_tasks.service import queues
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError, FormatError
+from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.paths import (NAME_MAX, OUTSIDE, InputRefError, OutsideInputRootsError,
                               absolute_refs, confined_path, open_input)
 from cuzk_tasks.celery_app import create_app
@@ -298,7 +299,7 @@ def test_submit_job_fails_outside_partitions_with_the_message(tree, ctx):
 def test_synthesize_refuses_outside_refs_unopened(tree, ctx, field, make):
     path = str(make(tree))
     job = _job(ctx, [{field: path}])
-    assert _in_thread(pipeline.synthesize, ctx, job, 0, "mulchain", 5,
+    assert _in_thread(pipeline.synthesize, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
                       unblock=tree["outside"]) is None
     error = _error(ctx, job)
     assert error == "partition 0: " + _outside_msg(field, path)
@@ -312,7 +313,7 @@ def test_synthesize_names_unknown_signals_of_a_file_inside_the_roots(tree, ctx):
     p = tree["inputs"] / "extra.json"
     p.write_text(json.dumps({"a": "3", "b": "5", "api_token": "1"}))
     job = _job(ctx, [{"input_ref": str(p)}])
-    assert pipeline.synthesize(ctx, job, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert "signal 'api_token' is not an input" in _error(ctx, job)
 
 
@@ -323,12 +324,13 @@ def test_synthesize_accepts_refs_inside_the_roots_and_stores_the_real_path(tree,
     spooled.write_bytes((FIX / "mulchain" / "witness.wtns").read_bytes())
     job = _job(ctx, [{"input_ref": str(tree["inputs"] / "sub" / ".." / "input.json")},
                      {"witness_ref": str(spooled)}])
-    assert pipeline.synthesize(ctx, job, 0, "mulchain", 5) == str(tree["spool"] / job / "0.wtns")
-    assert pipeline.synthesize(ctx, job, 1, "mulchain", 5) == str(spooled)
+    assert pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5)) == \
+        str(tree["spool"] / job / "0.wtns")
+    assert pipeline.synthesize(ctx, PartitionRun(job, 1, 0, "mulchain", 5)) == str(spooled)
     assert ctx.store.get_job(job)["state"] == "running"
     # the symlink to a file outside is refused even though its name is inside
     job2 = _job(ctx, [{"witness_ref": str(tree["inputs"] / "w.wtns")}])
-    assert pipeline.synthesize(ctx, job2, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(ctx, PartitionRun(job2, 0, 0, "mulchain", 5)) is None
     link = tree["inputs"] / "w.wtns"
     assert _error(ctx, job2) == "partition 0: " + _outside_msg("witness_ref", link)
 
@@ -340,8 +342,8 @@ def _routed_to_me(ctx, witness_ref):
     store.register_worker(ctx.worker_id, "device", "irhost", device=0, queue=ctx.queue)
     store.heartbeat(ctx.worker_id, 30)
     job = _job(ctx, [{"input": "{}"}])
-    assert store.synth_begin(job, 0, 0)
-    end = store.synth_end(job, 0, 0, witness_ref, 1.0, route_circuit="mulchain")
+    assert store.synth_begin(PartitionRun(job, 0, 0))
+    end = store.synth_end(PartitionRun(job, 0, 0), witness_ref, 1.0, route_circuit="mulchain")
     assert end and end.routed, end
     return job
 
@@ -357,8 +359,8 @@ def _started(job, witness_ref, worker, token):
 def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", fifo, "cuzk.cpu", 5,
-                      unblock=tree["outside"]) is None
+    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5), fifo,
+                      "cuzk.cpu", unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"  # the worker keeps going
 
@@ -366,9 +368,10 @@ def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
 def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
+    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
     assert started.ok
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                             1.0).partition_advanced
     result = _started(job, fifo, ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
@@ -500,7 +503,7 @@ def test_a_symlink_swap_never_leaks_outside_content_into_job_errors(tree, ctx, s
             any(s["state"] == "failed" for s in states)
             and any(s["state"] != "failed" for s in states))):
         job = _job(ctx, [{"input_ref": swapped["path"]}])
-        pipeline.synthesize(ctx, job, 0, "mulchain", 5)
+        pipeline.synthesize(ctx, PartitionRun(job, 0, 0, "mulchain", 5))
         jobs.append(job)
         states.append(ctx.store.get_job(job))
     errors = [state["error"] for state in states if state["state"] == "failed"]
@@ -522,7 +525,7 @@ def test_synthesize_fails_fifos_directories_and_long_names_inside_the_roots(tree
              (long_name, "file name too long")]
     for path, expected in cases:
         job = _job(ctx, [{field: str(path)}])
-        assert _in_thread(pipeline.synthesize, ctx, job, 0, "mulchain", 5,
+        assert _in_thread(pipeline.synthesize, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
                           unblock=tree["inputs"]) is None
         error = _error(ctx, job)
         assert error.startswith(f"partition 0: {field} {str(path)[:100]}"), error
@@ -534,13 +537,14 @@ def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tre
     os.mkfifo(fifo)
     expected = f"witness_ref {fifo} is a FIFO: expected a regular file"
     job = _routed_to_me(ctx, str(fifo))
-    assert _in_thread(pipeline.prove_start, ctx, job, 0, 0, "mulchain", str(fifo), "cuzk.cpu",
-                      5, unblock=tree["spool"]) is None
+    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
+                      str(fifo), "cuzk.cpu", unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
-    started = ctx.store.gpu_start(ctx.worker_id, job, 0, 0, 3)
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, job, 0, 0, 1.0).partition_advanced
+    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
+    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                             1.0).partition_advanced
     result = _started(job, str(fifo), ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
@@ -589,7 +593,7 @@ def test_errors_about_a_circuits_files_name_the_circuit_not_the_server_path(
     _, created = c.store.create_job(job, circuit, circuit, 5, None, pipeline.normalize_partitions(
         [{"input_ref": str(tree["inputs"] / "input.json")}]))
     assert created
-    assert pipeline.synthesize(c, job, 0, circuit, 5) is None
+    assert pipeline.synthesize(c, PartitionRun(job, 0, 0, circuit, 5)) is None
     error = _error(c, job)
     assert expected in error, error
     for server_dir in c.server_dirs:

@@ -27,6 +27,7 @@ from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
 from cuzk_tasks.service.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from cuzk_tasks.state.store import script_text
 from support.outbox import Recorder, queued
 
@@ -75,13 +76,13 @@ def device(store, worker_id="w1"):
 
 
 def finish_partition(store, job_id, idx, worker_id, proof, public):
-    assert store.synth_begin(job_id, idx, 0)
-    assert store.synth_end(job_id, idx, 0, f"/spool/{idx}.wtns", 1.0)
-    assert store.route(job_id, idx, 0, worker_id)
-    token = store.gpu_start(worker_id, job_id, idx, 0, 3).token
-    assert store.gpu_end(worker_id, token, job_id, idx, 0, 1.0).partition_advanced
-    return store.finalize_end(job_id, idx, 0, 1.0, json.dumps(proof), json.dumps(public),
-                              token=token)
+    assert store.synth_begin(PartitionRun(job_id, idx, 0))
+    assert store.synth_end(PartitionRun(job_id, idx, 0), f"/spool/{idx}.wtns", 1.0)
+    assert store.route(PartitionRun(job_id, idx, 0), worker_id)
+    token = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0), 3).token
+    assert store.gpu_end(worker_id, token, PartitionRun(job_id, idx, 0), 1.0).partition_advanced
+    return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, json.dumps(proof),
+                              json.dumps(public), token=token)
 
 
 # --- the message --------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def test_the_publisher_waits_for_no_result(celery_store, celery_app):
     queue = "od.cpu." + uuid.uuid4().hex[:8]
     m = StageMessages(load_settings(env={"CUZK_CPU_QUEUE": queue, "CUZK_SHARED_SPOOL": "1"}))
     store.create_job("j1", "c", "k", 5, None, [{"input": "{}"}] * 3,
-                     messages=[m.synthesize("j1", i, "c", 5) for i in range(3)],
+                     messages=[m.synthesize(PartitionRun("j1", i, 0, "c", 5)) for i in range(3)],
                      on_done=on_done_for(spec_for(store)))
     assert store.cancel_job("j1")
     assert [t for t, *_ in queued(store.redis, queue)] == ["cuzk.synthesize"] * 3
@@ -199,8 +200,9 @@ def test_done_sends_proofs_and_stores_the_result_in_the_same_step(store):
 
 def test_failed_sends_the_error_once_for_the_first_failure(store):
     new_job(store, n=3)
-    assert store.fail_partition("j1", 1, None, "bad input.json: field x")
-    assert store.fail_partition("j1", 0, None, "second") is False  # cancelled by the first
+    assert store.fail_partition(PartitionRun("j1", 1), "bad input.json: field x", any_attempt=True)
+    assert store.fail_partition(PartitionRun("j1", 0), "second",
+                                any_attempt=True) is False  # cancelled by the first
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs == {"job_id": "j1", "state": "failed",
                       "error": "partition 1: bad input.json: field x"}
@@ -211,10 +213,11 @@ def test_failed_sends_the_error_once_for_the_first_failure(store):
 def test_poison_pill_fails_the_job_with_its_callback(store):
     new_job(store, n=1)
     w = device(store)
-    assert store.synth_begin("j1", 0, 0) and store.synth_end("j1", 0, 0, "/w", 1.0)
-    assert store.route("j1", 0, 0, w)
-    assert store.gpu_start(w, "j1", 0, 0, 1).ok
-    assert store.gpu_start(w, "j1", 0, 0, 1).reason == "poison"
+    run = PartitionRun("j1", 0, 0)
+    assert store.synth_begin(run) and store.synth_end(run, "/w", 1.0)
+    assert store.route(PartitionRun("j1", 0, 0), w)
+    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).ok
+    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).reason == "poison"
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs["state"] == "failed" and "poison pill" in kwargs["error"]
 
@@ -259,7 +262,7 @@ def test_lua_on_done_key_matches_keys_py(store):
 
 def test_job_status_reads_states_without_inputs_or_proofs(store):
     new_job(store, n=2)
-    assert store.fail_partition("j1", 0, None, "boom")
+    assert store.fail_partition(PartitionRun("j1", 0), "boom", any_attempt=True)
     status = store.job_status("j1")
     assert status["state"] == "failed" and status["on_done"] == spec_for(store)
     assert [p["state"] for p in status["partitions"]] == ["failed", "cancelled"]

@@ -25,6 +25,7 @@ from cuzk_tasks.service import queues
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import ConfigError, CuzkError
 from cuzk_tasks.service.messages import StageMessages
+from cuzk_tasks.state import PartitionRun
 from support.outbox import Recorder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -39,8 +40,8 @@ def _job(store, n=2, on_done=None, window=None):
     m = _messages()
     late = (on_done, m.on_done(on_done)) if on_done else None
     store.create_job("j", "c", "groth16", 5, None, [{"input": "{}"}] * n,
-                     messages=[m.synthesize("j", i, "c", 5) for i in range(n)], on_done=late,
-                     window=window)
+                     messages=[m.synthesize(PartitionRun("j", i, 0, "c", 5)) for i in range(n)],
+                     on_done=late, window=window)
 
 
 def test_a_steps_messages_are_published_then_deleted(store_factory, caplog):
@@ -63,9 +64,9 @@ def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
     _job(store, n=1)
     store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
     store.heartbeat("h:dev0", 30)
-    assert store.synth_begin("j", 0, 0)
-    prove = _messages().prove_start("j", 0, 0, "c", "/w", 3)
-    end = store.synth_end("j", 0, 0, "/w", 1.0, route_circuit="c", message=prove)
+    assert store.synth_begin(PartitionRun("j", 0, 0))
+    prove = _messages().prove_start(PartitionRun("j", 0, 0, "c", 3), "/w")
+    end = store.synth_end(PartitionRun("j", 0, 0), "/w", 1.0, route_circuit="c", message=prove)
     assert end.routed.queue == "cuzk.dev.h.0"
     sent = rec.sent[-1]
     assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove_start", "cuzk.dev.h.0", 3)
@@ -111,7 +112,8 @@ def test_a_held_message_is_released_into_the_outbox_when_a_partition_ends(store_
     store = store_factory(publisher=rec)
     _job(store, n=3, window=1)
     assert [e["args"][1] for e in rec.sent] == [0]
-    assert store.fail_partition("j", 0, 0, "boom")  # the job fails: nothing more is released
+    assert store.fail_partition(PartitionRun("j", 0, 0),
+                                "boom")  # the job fails: nothing more is released
     assert [e["args"][1] for e in rec.sent] == [0]
 
 
@@ -207,7 +209,8 @@ def test_a_job_whose_creator_died_before_publishing_still_completes(redis_server
         t0 = time.monotonic()
         job = uuid.uuid4().hex
         _, created = dead.create_job(job, "mulchain", "groth16", 5, None, [{"input": inputs}] * 2,
-                                     messages=[m.synthesize(job, i, "mulchain", 5) for i in range(2)])
+                                     messages=[m.synthesize(PartitionRun(job, i, 0, "mulchain", 5))
+                                               for i in range(2)])
         assert created and len(dead.outbox_entries()) == 2
         result = client.wait(job, timeout=90)
         assert result["state"] == "done" and len(result["proofs"]) == 2

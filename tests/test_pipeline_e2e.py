@@ -504,7 +504,7 @@ def _delivered_stage(store, job, n, stage):
         for raw in store.redis.hvals(UNACKED):
             task, args, kwargs, _ = decode(json.dumps(json.loads(raw)[0]))
             found = stage_partition(task, args, kwargs)
-            if task == "cuzk.finalize" and found and found[:2] == (job, idx):
+            if task == "cuzk.finalize" and found and (found.job_id, found.idx) == (job, idx):
                 return idx
     return None
 

@@ -24,6 +24,7 @@ from cuzk_tasks import pipeline
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.recovery.sweeper import Sweeper
+from cuzk_tasks.state import PartitionRun
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 TTL_S = 0.5
@@ -96,9 +97,10 @@ def test_synth_end_sends_prove_start_to_the_placed_device_and_finalize_stays_on_
     dev = _device(ctx, "A")
     job = _submit(ctx, 1)
     assert _synthesizes(ctx) == [(0, 0, "cuzk.cpu.A")]
-    assert ctx.store.synth_begin(job, 0, 0)
-    message = ctx.messages.prove_start(job, 0, 0, "mulchain", "/spool/w", 5)
-    end = ctx.store.synth_end(job, 0, 0, "/spool/w", 3, route_circuit="mulchain", message=message)
+    assert ctx.store.synth_begin(PartitionRun(job, 0, 0))
+    message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
+    end = ctx.store.synth_end(PartitionRun(job, 0, 0), "/spool/w", 3, route_circuit="mulchain",
+                              message=message)
     assert end.routed.worker == dev
     (prove,) = ctx.store.publisher.sent
     assert prove["queue"] == ctx.settings.device_queue(0, "A")
@@ -136,9 +138,10 @@ def test_a_lost_device_sends_its_partitions_back_to_be_synthesized_on_another_ho
     _device(ctx, "A", ttl_s=TTL_S)
     job = _submit(ctx, 2)
     assert {q for _, _, q in _synthesizes(ctx)} == {"cuzk.cpu.A"}
-    assert ctx.store.synth_begin(job, 1, 0)
-    message = ctx.messages.prove_start(job, 1, 0, "mulchain", "/spool/w", 5)
-    assert ctx.store.synth_end(job, 1, 0, "/spool/w", 3, route_circuit="mulchain", message=message)
+    assert ctx.store.synth_begin(PartitionRun(job, 1, 0))
+    message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "mulchain", 5), "/spool/w")
+    assert ctx.store.synth_end(PartitionRun(job, 1, 0), "/spool/w", 3, route_circuit="mulchain",
+                               message=message)
     ctx.store.publisher.sent.clear()
     _device(ctx, "B")
     time.sleep(TTL_S + 0.2)  # A's device heartbeat lapses
@@ -173,14 +176,15 @@ def test_a_device_fault_resynthesizes_the_partition_for_another_device(ctx):
     job = _submit(ctx, 1)
     _synthesizes(ctx)
     _device(ctx, "B")
-    assert ctx.store.synth_begin(job, 0, 0)
-    prove = ctx.messages.prove_start(job, 0, 0, "mulchain", "/spool/w", 5)
-    assert ctx.store.synth_end(job, 0, 0, "/spool/w", 3, route_circuit="mulchain", message=prove)
-    started = ctx.store.gpu_start(a, job, 0, 0, 3)
-    retry = ctx.messages.after_device_fault(job, 0, 0, "mulchain", "/spool/w", 5)
+    assert ctx.store.synth_begin(PartitionRun(job, 0, 0))
+    prove = ctx.messages.prove_start(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
+    assert ctx.store.synth_end(PartitionRun(job, 0, 0), "/spool/w", 3, route_circuit="mulchain",
+                               message=prove)
+    started = ctx.store.gpu_start(a, PartitionRun(job, 0, 0), 3)
+    retry = ctx.messages.after_device_fault(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
     ctx.store.publisher.sent.clear()
-    fault = ctx.store.gpu_fault(a, started.token, job, 0, 0, "CUDA error", "mulchain", 3,
-                                message=retry)
+    fault = ctx.store.gpu_fault(a, started.token, PartitionRun(job, 0, 0), "CUDA error", "mulchain",
+                                3, message=retry)
     assert (fault.outcome, fault.worker) == ("rerouted", "B:dev0")
     assert _synthesizes(ctx) == [(0, 1, "cuzk.cpu.B")]
     assert ctx.store.get_partition(job, 0)["state"] == "pending"

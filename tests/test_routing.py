@@ -16,6 +16,7 @@ from cuzk_tasks.recovery.sweeper import Sweeper
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.pipeline import Context
 from cuzk_tasks.service.publisher import CeleryPublisher
+from cuzk_tasks.state import DeviceResult, PartitionRun
 from cuzk_tasks.service.task_names import stage_partition
 from cuzk_tasks.celery_app import create_app
 
@@ -71,8 +72,8 @@ def _job_in_synth_done(store, n=1):
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 5, None, [{"input": "{}"}] * n)
     for i in range(n):
-        assert store.synth_begin(job, i, 0)
-        assert store.synth_end(job, i, 0, f"/spool/{i}.wtns", 1.0)
+        assert store.synth_begin(PartitionRun(job, i, 0))
+        assert store.synth_end(PartitionRun(job, i, 0), f"/spool/{i}.wtns", 1.0)
     return job
 
 
@@ -83,9 +84,9 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
     # routed to dev0, which starts proving and then dies (its heartbeat expires)
-    assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert sent(ctx) == [(job, 0, 0, "h:dev0")]
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
     assert Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
@@ -101,7 +102,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
     store.heartbeat("h:dev0", 5)
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).reason == "stale"
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_route_prefers_least_outstanding(ctx):
@@ -110,10 +111,10 @@ def test_route_prefers_least_outstanding(ctx):
         _register(ctx, f"h:dev{d}", d)
     job = _job_in_synth_done(store, 4)
     for i in range(4):
-        assert routing.route_partition(ctx, job, i, 0, "c", f"/spool/{i}.wtns", 5)
+        assert routing.route_partition(ctx, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
     assert sorted(w for *_, w in sent(ctx)) == ["h:dev0", "h:dev0", "h:dev1", "h:dev1"]
     # routing twice is refused (exactly one route per attempt) and pushes nothing
-    assert not routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert not routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert len(sent(ctx)) == 4
 
 
@@ -128,13 +129,15 @@ def test_route_choice_least_outstanding_then_resident_then_id(ctx):
     store.set_resident("h:dev2", ["a"])
     job = _job_in_synth_done(store, 5)
     # all idle: dev2 holds circuit a
-    assert store.route(job, 0, 0, circuit="a").worker == "h:dev2"
+    assert store.route(PartitionRun(job, 0, 0), circuit="a").worker == "h:dev2"
     # dev0 and dev1 have 0 outstanding, neither holds b: the smaller id
-    assert store.route(job, 1, 0, circuit="b").worker == "h:dev0"
-    assert store.route(job, 2, 0, circuit="a").worker == "h:dev1"   # least outstanding wins over resident
-    assert store.route(job, 3, 0, circuit="a").worker == "h:dev2"   # all at 1: resident
+    assert store.route(PartitionRun(job, 1, 0), circuit="b").worker == "h:dev0"
+    assert store.route(PartitionRun(job, 2, 0),
+                       circuit="a").worker == "h:dev1"   # least outstanding wins over resident
+    assert store.route(PartitionRun(job, 3, 0),
+                       circuit="a").worker == "h:dev2"   # all at 1: resident
     store.worker_offline("h:dev0"), store.worker_offline("h:dev1"), store.worker_offline("h:dev2")
-    r = store.route(job, 4, 0, circuit="a")
+    r = store.route(PartitionRun(job, 4, 0), circuit="a")
     assert not r and r.reason == "no_live_device"
     assert store.unrouted_partitions() == [(job, 4)]
 
@@ -143,16 +146,16 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     store = ctx.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
-    message = ctx.messages.prove_start(job, 0, 0, "c", "/w0", 3)
-    assert store.synth_begin(job, 0, 0)
-    end = store.synth_end(job, 0, 0, "/w0", 1.0, route_circuit="c", message=message)
+    message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "c", 3), "/w0")
+    assert store.synth_begin(PartitionRun(job, 0, 0))
+    end = store.synth_end(PartitionRun(job, 0, 0), "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
     assert end.routed.reason == "no_live_device" and store.unrouted_partitions() == [(job, 0)]
     assert store.outbox_entries() == {}  # nothing recorded for a partition left unrouted
     queue = _register(ctx, "h:dev0", 0)
-    assert store.synth_begin(job, 1, 0)
-    message = ctx.messages.prove_start(job, 1, 0, "c", "/w1", 3)
-    end = store.synth_end(job, 1, 0, "/w1", 1.0, route_circuit="c", message=message)
+    assert store.synth_begin(PartitionRun(job, 1, 0))
+    message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "c", 3), "/w1")
+    end = store.synth_end(PartitionRun(job, 1, 0), "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
     # published by Celery on the chosen queue's list of priority step 3, as the entry says
     assert store.redis.llen(queues.queue_list_key(queue, 3)) == 1
@@ -188,8 +191,9 @@ def lossy(redis_server_url):
 
 def _cpu_messages(ctx):
     """(task, job, idx, attempt) of every stage message waiting on the cpu queue."""
-    return [(task, *stage_partition(task, args, kwargs))
+    runs = [(task, stage_partition(task, args, kwargs))
             for task, args, kwargs, _ in queued(ctx.store.redis, ctx.settings.cpu_queue)]
+    return [(task, run.job_id, run.idx, run.attempt) for task, run in runs]
 
 
 def _publish(ctx, entry):
@@ -226,12 +230,12 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 3)  # queues nothing
     # partition 0's message is stranded in kombu's unacked hash (its worker died): no lease
-    _strand(lossy, lossy.messages.synthesize(job, 0, "c", 4))
+    _strand(lossy, lossy.messages.synthesize(PartitionRun(job, 0, 0, "c", 4)))
     assert _cpu_messages(lossy) == []
     # partition 1's is held by a live worker (its heartbeat reports it); 2's attempt 0 is
     # reported too, but by a worker that went offline
-    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0)])
-    _cpu_worker(lossy, "h:cpu:gone", [(job, 2, 0)])
+    _cpu_worker(lossy, "h:cpu:live", [PartitionRun(job, 1, 0)])
+    _cpu_worker(lossy, "h:cpu:gone", [PartitionRun(job, 2, 0)])
     store.worker_offline("h:cpu:gone")
     sweeper = Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 2)  # seen once, then re-driven
@@ -241,10 +245,10 @@ def test_a_synthesize_held_by_no_one_is_queued_again_with_the_next_attempt(lossy
     assert (part["state"], part["attempt"], part["lost_messages"]) == ("pending", 1, 1)
     assert store.get_partition(job, 1)["attempt"] == 0
     # the stranded original, restored at last, is stale; the new message runs
-    assert store.synth_begin(job, 0, 0).reason == "stale"
-    assert store.synth_begin(job, 0, 1)
+    assert store.synth_begin(PartitionRun(job, 0, 0)).reason == "stale"
+    assert store.synth_begin(PartitionRun(job, 0, 1))
     # queued (pending) or held (synthesizing under a lease): nothing more is sent
-    _cpu_worker(lossy, "h:cpu:live", [(job, 1, 0), (job, 0, 1)])
+    _cpu_worker(lossy, "h:cpu:live", [PartitionRun(job, 1, 0), PartitionRun(job, 0, 1)])
     assert _sweep_twice(sweeper, lossy) == (0, 0)
     assert len(_cpu_messages(lossy)) == 2
 
@@ -253,9 +257,10 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}])
-    assert store.synth_begin(job, 0, 0)  # delivered and running ...
-    _cpu_worker(lossy, "h:cpu:1", [(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
-    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the queue is busy: irrelevant here
+    assert store.synth_begin(PartitionRun(job, 0, 0))  # delivered and running ...
+    _cpu_worker(lossy, "h:cpu:1", [PartitionRun(job, 0, 0)], ttl_s=0.2)  # ... on a worker that dies
+    # the queue is busy: irrelevant here
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))
     sweeper = Sweeper(lossy)
     assert sweeper.run_once()["recovered"] == 0  # its lease is alive
     time.sleep(0.25)  # the worker's heartbeat has expired
@@ -264,14 +269,14 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     assert (part["state"], part["attempt"]) == ("pending", 1)
     assert ("cuzk.synthesize", job, 0, 1) in _cpu_messages(lossy)
     # the dead run's synth_end, had it come, is stale
-    assert not store.synth_end(job, 0, 0, "/w", 1.0)
+    assert not store.synth_end(PartitionRun(job, 0, 0), "/w", 1.0)
 
 
 def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     store = lossy.store
     queue = _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     store.redis.delete(*queues.queue_keys(queue))  # the message is gone
     sweeper = Sweeper(lossy)
     assert _sweep_twice(sweeper, lossy) == (0, 1)
@@ -279,7 +284,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, "h:dev0")
     assert sent(lossy) == [(job, 0, 1, "h:dev0")]  # routed again, in the same sweep
     # the original, had it survived, is stale now
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).reason == "stale"
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_idle(lossy):
@@ -287,12 +292,12 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store, 2)
     for i in (0, 1):
-        assert routing.route_partition(lossy, job, i, 0, "c", f"/spool/{i}.wtns", 5)
-    assert store.gpu_start("h:dev0", job, 0, 0, 3).ok
+        assert routing.route_partition(lossy, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
+    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
-    store.heartbeat("h:dev0", 5, holding=[(job, 1, 0)])
+    store.heartbeat("h:dev0", 5, holding=[PartitionRun(job, 1, 0)])
     assert store.get_worker("h:dev0")["state"] == "proving"
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 1)
     part = store.get_partition(job, 0)
@@ -306,9 +311,9 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     store = lossy.store
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
-    start = store.gpu_start("h:dev0", job, 0, 0, 3)
-    store.heartbeat("h:dev0", 5, holding=[(job, 0, 0)])
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
+    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
+    store.heartbeat("h:dev0", 5, holding=[PartitionRun(job, 0, 0)])
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["token"] == start.token
 
@@ -317,9 +322,10 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     store = lossy.store
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(lossy, job, 0, 0, "c", "/spool/0.wtns", 5)
-    start = store.gpu_start("h:dev0", job, 0, 0, 3)
-    assert store.gpu_end("h:dev0", start.token, job, 0, 0, 5.0).partition_advanced  # no finalize queued
+    assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
+    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
+    assert store.gpu_end("h:dev0", start.token, PartitionRun(job, 0, 0),
+                         5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"
@@ -333,7 +339,8 @@ def test_a_waiting_partition_with_a_busy_queue_is_not_lost(lossy):
     store = lossy.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 4, None, [{"input": "{}"}] * 2)
-    _publish(lossy, lossy.messages.synthesize("other-job", 0, "c", 4))  # the backlog moves
+    # the backlog moves
+    _publish(lossy, lossy.messages.synthesize(PartitionRun("other-job", 0, 0, "c", 4)))
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["state"] == "pending"
 
@@ -360,15 +367,19 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     """As a worker reads them (Celery's decoded requests): every stage message the steps
     send names its partition attempt; other tasks' name none."""
     m = lossy.messages
-    finalize = {"job": "j", "idx": 5, "attempt": 1, "partial": None}
+    finalize = DeviceResult(PartitionRun("j", 5, 1, "c", 4), witness_ref="/w", worker="d",
+                            token="t", backend="cpu", partial=None, sent_at=0.0)
     sent = [json.loads(e) for e in (
-        m.synthesize("j", 3, "c", 4), m.synthesize("j", 3, "c", 4, attempt=2),
-        m.prove_start("j", 4, 2, "c", "/w", 4), m.finalize("cpu", 4, finalize),
+        m.synthesize(PartitionRun("j", 3, 0, "c", 4)),
+        m.synthesize(PartitionRun("j", 3, 2, "c", 4)),
+        m.prove_start(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
         m.on_done({"task": "svc.cb", "queue": "q"}))]
     assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))
-            for e in sent] == [("j", 3, 0), ("j", 3, 2), ("j", 4, 2), ("j", 5, 1), None]
+            for e in sent] == [PartitionRun("j", 3, 0), PartitionRun("j", 3, 2),
+                               PartitionRun("j", 4, 2), PartitionRun("j", 5, 1), None]
     assert stage_partition("cuzk.finalize", [], {}) is None
-    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == ("j", 1, 3)
+    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == \
+        PartitionRun("j", 1, 3)
     assert stage_partition("cuzk.prove_start", ["j"], {}) is None  # malformed: names nothing
 
 
@@ -394,7 +405,8 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
         "e": Request("cuzk.prove_start", ["j"], {}),  # malformed: holds nothing
     })
     held = held_messages()
-    assert held.stages == [("j", 0, 2), ("j", 1, 0), ("k", 3, 1)]
+    assert held.stages == [PartitionRun("j", 0, 2), PartitionRun("j", 1, 0),
+                           PartitionRun("k", 3, 1)]
     assert held.requests == ["t-status", "t-submit"]
 
 
@@ -429,10 +441,10 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
         running.on_accepted(pid=123, time_accepted=time.monotonic())
         kept, _ = reserved(live, 2, "t2")
         monkeypatch.setattr(state, "requests", {r.id: r for r in (lost, running, kept)})
-        assert held_messages().stages == [("j", 0, 0), ("j", 1, 0), ("j", 2, 0)]
+        assert held_messages().stages == [PartitionRun("j", i, 0) for i in range(3)]
         lost_channel.close()
         running_channel.close()
-        assert held_messages().stages == [("j", 1, 0), ("j", 2, 0)]
+        assert held_messages().stages == [PartitionRun("j", 1, 0), PartitionRun("j", 2, 0)]
 
 
 def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
@@ -545,7 +557,7 @@ def test_one_sweeper_at_a_time_does_the_cluster_wide_checks(ctx):
     _register(ctx, "h:dev0", 0, alive=False)
     store.heartbeat("h:dev0", 0.3)
     job = _job_in_synth_done(store)
-    assert routing.route_partition(ctx, job, 0, 0, "c", "/spool/0.wtns", 5)
+    assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     first = Sweeper(ctx)
     first.holder = "h:cpu:1"
     other = Sweeper(ctx)

@@ -17,6 +17,7 @@ import pytest
 from cuzk_tasks.settings.defaults import SPOOL_FORGOTTEN_S
 from cuzk_tasks.errors import SpoolFullError
 from cuzk_tasks.recovery.spool import sweep_spool
+from cuzk_tasks.state import PartitionRun
 
 
 def _job(store, n=2):
@@ -39,7 +40,7 @@ def _spool(base, job_id, names=("0.wtns", "1.wtns")):
 def test_the_sweep_removes_the_witnesses_of_ended_jobs_only(store, tmp_path):
     live, cancelled, failed = _job(store), _job(store), _job(store)
     assert store.cancel_job(cancelled)
-    assert store.fail_partition(failed, 0, 0, "bad input")
+    assert store.fail_partition(PartitionRun(failed, 0, 0), "bad input")
     for job in (live, cancelled, failed):
         _spool(tmp_path, job)
     # a file a submitter put in an ended job's directory is not synthesize's: kept
@@ -208,7 +209,7 @@ def test_each_host_sweeps_its_own_private_spool(tmp_path):
                     old = time.time() - 7200
                     os.utime(d, (old, old))
         assert client.cancel(jobs["cancelled"])
-        assert store.fail_partition(jobs["failed"], 0, 0, "bad input")
+        assert store.fail_partition(PartitionRun(jobs["failed"], 0, 0), "bad input")
 
         def left():
             return {h: sorted(d.name for d in spool.iterdir()) for h, spool in spools.items()}

@@ -21,7 +21,7 @@ from cuzk_tasks.service import queues
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.service.publisher import OutboxRelay
-from cuzk_tasks.state import WorkerRole
+from cuzk_tasks.state import PartitionRun, WorkerRole
 from cuzk_tasks.service.worker import advertised
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
@@ -66,6 +66,20 @@ def _pop(ctx, queue):
     return out
 
 
+def _synthesize(ctx, args, kwargs):
+    """synthesize as its Celery task (tasks.py) calls it with a message's arguments."""
+    job, idx = args
+    return pipeline.synthesize(ctx, PartitionRun(job, idx, kwargs.get("attempt", 0),
+                                                 kwargs["circuit"], kwargs["priority"]))
+
+
+def _prove_start(ctx, args, kwargs):
+    """prove_start as its Celery task (tasks.py) calls it with a message's arguments."""
+    job, idx, attempt, circuit, witness_ref = args
+    return pipeline.prove_start(ctx, PartitionRun(job, idx, attempt, circuit, kwargs["priority"]),
+                                witness_ref, kwargs["finalize_queue"])
+
+
 def _input():
     return json.loads((FIX / "mulchain" / "input.json").read_text())
 
@@ -96,14 +110,14 @@ def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(st
     cpu, settings = stack["cpu"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    witness_ref = pipeline.synthesize(cpu, *args, **kwargs)
+    witness_ref = _synthesize(cpu, args, kwargs)
     part = cpu.store.get_partition(job, 0)
     assert part["state"] == "synth_done" and part["worker"] == stack["device_id"]
     assert pathlib.Path(witness_ref).read_bytes()[:4] == b"wtns"
     (task, args, kwargs), = _pop(cpu, settings.device_queue(0))
     assert task == "cuzk.prove_start" and args == [job, 0, 0, "mulchain", witness_ref]
     # a second delivery of the same synthesize is a stale no-op
-    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(cpu, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert _pop(cpu, settings.device_queue(0)) == []
 
 
@@ -113,9 +127,9 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    pipeline.synthesize(cpu, *args, **kwargs)
+    _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    assert pipeline.prove_start(device, *args, **kwargs) is None  # finalize was queued instead
+    assert _prove_start(device, args, kwargs) is None  # finalize was queued instead
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
     assert _pop(cpu, settings.host_cpu_queue()) == []  # a device publishes nothing itself ...
@@ -139,11 +153,11 @@ def test_a_stale_prove_start_does_not_touch_the_device(stack):
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    pipeline.synthesize(cpu, *args, **kwargs)
+    _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     stale = list(args)
     stale[2] = 7  # an attempt the partition never had
-    assert pipeline.prove_start(device, *stale, **kwargs) is None
+    assert _prove_start(device, stale, kwargs) is None
     assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
     assert _pop(cpu, settings.host_cpu_queue()) == []
@@ -154,9 +168,9 @@ def _finalize_message(stack):
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    pipeline.synthesize(cpu, *args, **kwargs)
+    _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    pipeline.prove_start(device, *args, **kwargs)
+    _prove_start(device, args, kwargs)
     # a device hands its messages to a CPU worker's relay (publisher.OutboxRelay): one step
     OutboxRelay(cpu.store, cpu.app, wait_s=5).step()
     (task, args, _), = _pop(cpu, settings.host_cpu_queue())
@@ -198,24 +212,36 @@ def test_a_fresh_finalize_goes_straight_to_work_and_finalize_end_still_guards(st
     assert cpu.store.snapshot()["counters"] == before
 
 
+def _device_result(**fields):
+    from cuzk_tasks.state import DeviceResult, PartitionRun
+
+    return DeviceResult(PartitionRun("j", 0, 0, "mulchain", 5), witness_ref="/w", worker="d",
+                        token="t", backend="cpu", partial=None, **fields)
+
+
 def test_whether_finalize_looks_first():
     from cuzk_tasks.pipeline.finalize import may_be_stale
 
     now = 1_000_000.0
-    assert not may_be_stale({"sent_at": now - 0.01, "deadline_at": None}, now, 1.0)
-    assert may_be_stale({"sent_at": now - 1.5, "deadline_at": None}, now, 1.0)  # waited
-    assert may_be_stale({"sent_at": now, "deadline_at": now + 0.5}, now, 1.0)  # deadline near
-    assert not may_be_stale({"sent_at": now, "deadline_at": now + 60}, now, 1.0)
-    assert may_be_stale({"sent_at": now, "deadline_at": now - 1}, now, 1.0)  # deadline passed
+    assert not may_be_stale(_device_result(sent_at=now - 0.01), now, 1.0)
+    assert may_be_stale(_device_result(sent_at=now - 1.5), now, 1.0)  # waited
+    assert may_be_stale(_device_result(sent_at=now, deadline_at=now + 0.5), now, 1.0)  # near
+    assert not may_be_stale(_device_result(sent_at=now, deadline_at=now + 60), now, 1.0)
+    assert may_be_stale(_device_result(sent_at=now, deadline_at=now - 1), now, 1.0)  # passed
 
 
 def test_a_finalize_message_without_a_field_is_an_error_not_a_default():
     """Every field finalize reads is in every message prove_start sends: one missing is
-    refused by name before anything runs (no context is needed to see it)."""
-    from cuzk_tasks.pipeline.finalize import STARTED_FIELDS
+    refused by name before anything runs (no context is needed to see it); so is one of the
+    wrong type."""
+    from cuzk_tasks.state.run import FINALIZE_FIELDS
 
-    started = {name: None for name in STARTED_FIELDS if name != "sent_at"}
+    started = {name: None for name in FINALIZE_FIELDS if name != "sent_at"}
     with pytest.raises(ValueError, match=r"without sent_at \("):
+        pipeline.finalize(None, started)
+    started = _device_result(sent_at=1.0).to_json()
+    started["idx"] = "zero"
+    with pytest.raises(ValueError, match=r"finalize message: idx must be a non-negative int"):
         pipeline.finalize(None, started)
 
 
@@ -231,7 +257,7 @@ def test_out_of_memory_in_synthesize_names_its_cause_not_internal_error(stack, m
 
     monkeypatch.setattr(WitnessCalculator, "calculate", exhausted)
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(cpu, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     error = cpu.store.get_job(job)["error"]
     assert error == ("partition 0: circuit 'mulchain': out of memory computing the witness of "
                      "partition 0 (<circuit 'mulchain' wasm>)"), error
@@ -252,5 +278,5 @@ def test_a_synthesize_whose_job_ended_meanwhile_leaves_no_witness(stack, monkeyp
         return values
 
     monkeypatch.setattr(WitnessCalculator, "calculate", cancelled_meanwhile)
-    assert pipeline.synthesize(cpu, job, 0, "mulchain", 5) is None
+    assert pipeline.synthesize(cpu, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert not (pathlib.Path(settings.spool_dir) / job / "0.wtns").exists()

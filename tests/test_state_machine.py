@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
+from cuzk_tasks.state import PartitionRun
+
 # --- the cuzk timeline, scripted ------------------------------------------------------------
 
 
@@ -28,9 +30,9 @@ def _setup(store, jobs=("A", "B"), worker="W"):
     store.heartbeat(worker, 60)
     for job in jobs:
         assert store.create_job(job, "c", "k", 5, None, [{"input": "{}"}]) == (job, True)
-        assert store.synth_begin(job, 0, 0)
-        assert store.synth_end(job, 0, 0, f"/spool/{job}.wtns", 1.0)
-        assert store.route(job, 0, 0, worker)
+        assert store.synth_begin(PartitionRun(job, 0, 0))
+        assert store.synth_end(PartitionRun(job, 0, 0), f"/spool/{job}.wtns", 1.0)
+        assert store.route(PartitionRun(job, 0, 0), worker)
     return worker
 
 
@@ -45,35 +47,36 @@ def _shows(store, worker):
 def test_cuzk_timeline(store, own_end, late):
     W = _setup(store)
     # 1. worker W gpu_start A
-    a = store.gpu_start(W, "A", 0, 0, 3)
+    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     assert a.ok
     # 2. A's GPU phase finishes (with W's own gpu_end -> W idle, or without it)
     if own_end:
-        end = store.gpu_end(W, a.token, "A", 0, 0, 10.0)
+        end = store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
         assert end.worker_cleared and end.partition_advanced
         assert _shows(store, W)[0] == "idle"
     # 3. A's finalizer is queued (nothing in Redis)
     # 4. W gpu_start B
-    b = store.gpu_start(W, "B", 0, 0, 3)
+    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
     assert b.ok
     assert _shows(store, W) == ("proving", "B", 0, b.token)
     # 5. A's finalize_end and/or a late gpu_end with A's token
     token = a.token if late.endswith("+token") else None
     if late.startswith("gpu_end"):
-        end = store.gpu_end(W, a.token, "A", 0, 0, 10.0)
+        end = store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
         assert not end.worker_cleared
         assert end.partition_advanced == (not own_end)
     if late.startswith("finalize_end") or late.endswith("+finalize_end"):
-        fin = store.finalize_end("A", 0, 0, 5.0, "{}", "[]", token=token)
+        fin = store.finalize_end(PartitionRun("A", 0, 0), 5.0, "{}", "[]", token=token)
         assert fin.ok and fin.job_complete
         assert store.get_job("A")["state"] == "done"
     if late.startswith("fail_partition"):
-        assert store.fail_partition("A", 0, 0, "self-verification failed", token=token)
+        assert store.fail_partition(PartitionRun("A", 0, 0), "self-verification failed",
+                                    token=token)
         assert store.get_job("A")["state"] == "failed"
     # W still shows proving B with B's token
     assert _shows(store, W) == ("proving", "B", 0, b.token)
     # and B's own end clears it
-    end = store.gpu_end(W, b.token, "B", 0, 0, 10.0)
+    end = store.gpu_end(W, b.token, PartitionRun("B", 0, 0), 10.0)
     assert end.worker_cleared and end.partition_advanced
     assert _shows(store, W) == ("idle", None, None, None)
 
@@ -84,40 +87,42 @@ def test_cuzk_timeline_same_job_two_partitions(store):
     store.heartbeat(W, 60)
     store.create_job("J", "c", "k", 5, None, [{"input": "{}"}, {"input": "{}"}])
     for i in (0, 1):
-        store.synth_begin("J", i, 0), store.synth_end("J", i, 0, "/w", 1.0)
-        assert store.route("J", i, 0, W)
-    a = store.gpu_start(W, "J", 0, 0, 3)
-    assert store.gpu_end(W, a.token, "J", 0, 0, 1.0).worker_cleared
-    b = store.gpu_start(W, "J", 1, 0, 3)
-    assert not store.gpu_end(W, a.token, "J", 0, 0, 1.0).worker_cleared
-    fin = store.finalize_end("J", 0, 0, 1.0, "{}", "[]")
+        store.synth_begin(PartitionRun("J", i, 0)), store.synth_end(PartitionRun("J", i, 0),
+                                                                    "/w", 1.0)
+        assert store.route(PartitionRun("J", i, 0), W)
+    a = store.gpu_start(W, PartitionRun("J", 0, 0), 3)
+    assert store.gpu_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
+    b = store.gpu_start(W, PartitionRun("J", 1, 0), 3)
+    assert not store.gpu_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
+    fin = store.finalize_end(PartitionRun("J", 0, 0), 1.0, "{}", "[]")
     assert fin.ok and not fin.job_complete
     assert _shows(store, W) == ("proving", "J", 1, b.token)
-    store.gpu_end(W, b.token, "J", 1, 0, 1.0)
-    assert store.finalize_end("J", 1, 0, 1.0, "{}", "[]").job_complete
+    store.gpu_end(W, b.token, PartitionRun("J", 1, 0), 1.0)
+    assert store.finalize_end(PartitionRun("J", 1, 0), 1.0, "{}", "[]").job_complete
 
 
 def test_cuzk_timeline_reverse_order(store):
     """A's finalize_end (and late end) BEFORE W starts B, then another late end after."""
     W = _setup(store)
-    a = store.gpu_start(W, "A", 0, 0, 3)
+    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     # W's own gpu_end never ran; A's finalizer completes first
-    assert store.finalize_end("A", 0, 0, 1.0, "{}", "[]", token=a.token).job_complete
+    assert store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]", token=a.token).job_complete
     assert _shows(store, W)[0] == "idle"       # its own (finished) run's token: cleared
-    b = store.gpu_start(W, "B", 0, 0, 3)
+    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
     for _ in range(2):                          # late duplicates of A's ends
-        assert not store.gpu_end(W, a.token, "A", 0, 0, 1.0).worker_cleared
-        assert not store.finalize_end("A", 0, 0, 1.0, "{}", "[]").ok
-        assert not store.fail_partition("A", 0, 0, "late", token=a.token)
+        assert not store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0).worker_cleared
+        assert not store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]").ok
+        assert not store.fail_partition(PartitionRun("A", 0, 0), "late", token=a.token)
     assert _shows(store, W) == ("proving", "B", 0, b.token)
 
 
 def test_cuzk_timeline_failure_after_moving_on(store):
     W = _setup(store)
-    a = store.gpu_start(W, "A", 0, 0, 3)
-    assert store.gpu_end(W, a.token, "A", 0, 0, 1.0).partition_advanced
-    b = store.gpu_start(W, "B", 0, 0, 3)
-    assert store.fail_partition("A", 0, 0, "finalize crashed")      # A's finalizer fails
+    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    assert store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0).partition_advanced
+    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
+    assert store.fail_partition(PartitionRun("A", 0, 0),
+                                "finalize crashed")      # A's finalizer fails
     assert _shows(store, W) == ("proving", "B", 0, b.token)
     assert store.get_job("A")["state"] == "failed"
     assert store.get_job("B")["state"] == "running"
@@ -127,10 +132,10 @@ def test_redelivery_after_gpu_end_is_stale(store):
     """The same message delivered twice, the second after the first run's gpu_end (the worker
     died before acking): rejected as stale, counting nothing, W keeps showing B."""
     W = _setup(store)
-    a = store.gpu_start(W, "A", 0, 0, 3)
-    store.gpu_end(W, a.token, "A", 0, 0, 1.0)
-    b = store.gpu_start(W, "B", 0, 0, 3)
-    again = store.gpu_start(W, "A", 0, 0, 3)
+    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0)
+    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
+    again = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     assert (again.ok, again.reason, again.deliveries) == (False, "stale", 1)
     assert _shows(store, W) == ("proving", "B", 0, b.token)
 
@@ -140,12 +145,12 @@ def test_redelivery_while_in_gpu_is_counted_and_takes_over(store):
     without gpu_end): accepted as a delivery with a new token; the dead run's late ends
     neither clear W nor advance A."""
     W = _setup(store)
-    first = store.gpu_start(W, "A", 0, 0, 3)
+    first = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     store.register_worker(W, "device", "host", device=0, queue="q")   # W restarted
-    second = store.gpu_start(W, "A", 0, 0, 3)
+    second = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     assert (second.ok, second.reason, second.deliveries) == (True, "redelivered", 2)
     assert _shows(store, W) == ("proving", "A", 0, second.token)
-    end = store.gpu_end(W, first.token, "A", 0, 0, 1.0)
+    end = store.gpu_end(W, first.token, PartitionRun("A", 0, 0), 1.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     assert _shows(store, W) == ("proving", "A", 0, second.token)
 
@@ -157,14 +162,14 @@ def test_finalizer_of_a_returned_run_while_its_redelivery_runs(store, token):
     must not clear W: with run 1's token it does not match; without a token the partition
     is still in gpu, where the recorded token may be (here: is) a run in flight."""
     W = _setup(store, jobs=("A",))
-    first = store.gpu_start(W, "A", 0, 0, 3)
+    first = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     store.register_worker(W, "device", "host", device=0, queue="q")
-    second = store.gpu_start(W, "A", 0, 0, 3)
-    fin = store.finalize_end("A", 0, 0, 1.0, "{}", "[]",
+    second = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    fin = store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]",
                              token=first.token if token == "first" else None)
     assert fin.ok and fin.job_complete
     assert _shows(store, W) == ("proving", "A", 0, second.token)
-    end = store.gpu_end(W, second.token, "A", 0, 0, 1.0)
+    end = store.gpu_end(W, second.token, PartitionRun("A", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
 
 
@@ -174,11 +179,11 @@ def test_redelivery_of_old_attempt_after_redispatch(store):
     store.register_worker("V", "device", "host", device=1, queue="q1")
     store.heartbeat("V", 60)
     store.worker_offline(W)
-    assert store.redispatch("A", 0, 0, worker_id=W)
-    assert store.route("A", 0, 1, "V")
-    v = store.gpu_start("V", "A", 0, 1, 3)
+    assert store.redispatch(PartitionRun("A", 0, 0), worker_id=W)
+    assert store.route(PartitionRun("A", 0, 1), "V")
+    v = store.gpu_start("V", PartitionRun("A", 0, 1), 3)
     store.heartbeat(W, 60)
-    old = store.gpu_start(W, "A", 0, 0, 3)
+    old = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
     assert (old.ok, old.reason) == (False, "stale")
     assert _shows(store, "V") == ("proving", "A", 0, v.token)
     assert _shows(store, W)[0] == "idle"
@@ -248,10 +253,11 @@ class BusyFlagMachine(RuleBasedStateMachine):
         if not candidates:
             return
         job, idx = candidates[pick % len(candidates)]
-        if self.store.synth_begin(job, idx, 0):
-            self.store.synth_end(job, idx, 0, "/w", 1.0)
+        if self.store.synth_begin(PartitionRun(job, idx, 0)):
+            self.store.synth_end(PartitionRun(job, idx, 0), "/w", 1.0)
         part = self.store.get_partition(job, idx)
-        if part["state"] == "synth_done" and self.store.route(job, idx, part["attempt"], worker):
+        run = PartitionRun(job, idx, part["attempt"])
+        if part["state"] == "synth_done" and self.store.route(run, worker):
             self.messages.append((worker, job, idx, part["attempt"]))
 
     @precondition(lambda self: self.messages)
@@ -263,7 +269,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
         if not free:
             return
         worker, job, idx, attempt = free[-1] if newest else free[pick % len(free)]
-        r = self.store.gpu_start(worker, job, idx, attempt, MAX_DELIVERIES)
+        r = self.store.gpu_start(worker, PartitionRun(job, idx, attempt), MAX_DELIVERIES)
         if r.ok:
             self.in_flight[worker] = Run(worker, job, idx, attempt, r.token)
 
@@ -274,7 +280,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
         if own_end:
-            self.store.gpu_end(worker, run.token, run.job, run.idx, run.attempt, 1.0)
+            self.store.gpu_end(worker, run.token, PartitionRun(run.job, run.idx, run.attempt), 1.0)
         self.ended.append(run)
         self.returned.append(run)
 
@@ -287,14 +293,16 @@ class BusyFlagMachine(RuleBasedStateMachine):
         run = self.in_flight.pop(worker)
         s, r = self.store, run
         if order == "end_first":
-            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
-            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised", token=r.token)
+            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+                             token=r.token)
         elif order == "fail_first":
-            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised", token=r.token)
-            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+                             token=r.token)
+            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
         else:  # what pipeline.prove_start does: fail without token, gpu_end in finally
-            s.fail_partition(r.job, r.idx, r.attempt, "prove_start raised")
-            s.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised")
+            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
         self.ended.append(run)
 
     @precondition(lambda self: self.in_flight)
@@ -304,7 +312,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
         and moves the partition to another live device (a new message) or fails it."""
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
-        fault = self.store.gpu_fault(worker, run.token, run.job, run.idx, run.attempt,
+        fault = self.store.gpu_fault(worker, run.token, PartitionRun(run.job, run.idx, run.attempt),
                                      "cudaErrorIllegalAddress", "c", max_faults)
         if fault.outcome == "rerouted":
             assert fault.worker != worker and fault.worker in self.online, fault
@@ -334,9 +342,10 @@ class BusyFlagMachine(RuleBasedStateMachine):
         elif at == "busy":
             worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         if fault:
-            self.store.gpu_fault(worker, r.token, r.job, r.idx, r.attempt, "late", "c", 3)
+            self.store.gpu_fault(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), "late",
+                                 "c", 3)
         else:
-            self.store.gpu_end(worker, r.token, r.job, r.idx, r.attempt, 1.0)
+            self.store.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
 
     @precondition(lambda self: self.returned)
     @rule(pick=st.integers(0, 10**6), ok=st.booleans(), pass_token=st.booleans())
@@ -345,13 +354,14 @@ class BusyFlagMachine(RuleBasedStateMachine):
         r = self.returned[pick % len(self.returned)]
         token = r.token if pass_token else None
         if ok:
-            res = self.store.finalize_end(r.job, r.idx, r.attempt, 1.0, "{}", "[]", token=token)
+            res = self.store.finalize_end(PartitionRun(r.job, r.idx, r.attempt), 1.0, "{}", "[]",
+                                          token=token)
             if res.job_complete:
                 assert res.ok
                 self.completions[r.job] += 1
         else:
-            self.store.fail_partition(r.job, r.idx, r.attempt, "self-verification failed",
-                                      token=token)
+            self.store.fail_partition(PartitionRun(r.job, r.idx, r.attempt),
+                                      "self-verification failed", token=token)
 
     @rule(worker=st.sampled_from(WORKERS), expire=st.booleans(), sweepers=st.integers(1, 2),
           by_worker=st.booleans())
@@ -372,7 +382,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
                     if part["state"] not in ("synth_done", "gpu"):
                         continue
                     key = (job, idx, part["attempt"])
-                    if self.store.redispatch(job, idx, part["attempt"],
+                    if self.store.redispatch(PartitionRun(job, idx, part["attempt"]),
                                              worker_id=dead if by_worker else None):
                         wins[key] = wins.get(key, 0) + 1
         assert all(n == 1 for n in wins.values()), wins
@@ -399,7 +409,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
                 job, idx = run.job, run.idx
             else:
                 job, idx = self._partition(pick)
-            self.store.fail_partition(job, idx, None, "failed by operator")
+            self.store.fail_partition(PartitionRun(job, idx), "failed by operator",
+                                      any_attempt=True)
 
     # the pipeline's main steps twice as likely as the rest
     deliver_again = deliver

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from cuzk_tasks.errors import StateError
-from cuzk_tasks.state import JobState, Keys, PartitionState, StateStore, WorkerState
+from cuzk_tasks.state import (DeviceResult, JobState, Keys, PartitionRun, PartitionState,
+                              StateStore, WorkerState)
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.service.messages import StageMessages
 from cuzk_tasks.state.store import script_text
@@ -56,25 +57,25 @@ def device(store, worker_id="w1", ttl_s=30):
 
 
 def to_synth_done(store, job_id, idx, attempt=0):
-    assert store.synth_begin(job_id, idx, attempt)
-    assert store.synth_end(job_id, idx, attempt, f"/spool/{job_id}/{idx}.wtns", 12.5)
+    assert store.synth_begin(PartitionRun(job_id, idx, attempt))
+    assert store.synth_end(PartitionRun(job_id, idx, attempt), f"/spool/{job_id}/{idx}.wtns", 12.5)
 
 
 def to_routed(store, job_id, idx, worker_id, attempt=0):
     to_synth_done(store, job_id, idx, attempt)
-    assert store.route(job_id, idx, attempt, worker_id)
+    assert store.route(PartitionRun(job_id, idx, attempt), worker_id)
 
 
 def to_gpu(store, job_id, idx, worker_id, attempt=0):
     to_routed(store, job_id, idx, worker_id, attempt)
-    started = store.gpu_start(worker_id, job_id, idx, attempt, 3)
+    started = store.gpu_start(worker_id, PartitionRun(job_id, idx, attempt), 3)
     assert started.ok, started
     return started.token
 
 
 def to_finalizing(store, job_id, idx, worker_id, attempt=0):
     token = to_gpu(store, job_id, idx, worker_id, attempt)
-    end = store.gpu_end(worker_id, token, job_id, idx, attempt, 100.0)
+    end = store.gpu_end(worker_id, token, PartitionRun(job_id, idx, attempt), 100.0)
     assert end.worker_cleared and end.partition_advanced
     return token
 
@@ -125,8 +126,10 @@ def test_bad_prefix_and_ids_raise(store):
         store.register_worker("w", "gpu-ish", "h")
     with pytest.raises(StateError):
         store.heartbeat("w", 1, extra={"token": "x"})
-    with pytest.raises(StateError):
-        store.synth_begin("j", -1, 0)
+    with pytest.raises(StateError, match="idx must be a non-negative int"):
+        PartitionRun("j", -1, 0)  # a bad run is refused where it is made
+    with pytest.raises(StateError, match="expected a PartitionRun"):
+        store.synth_begin(("j", 0, 0))
 
 
 def test_lua_key_functions_match_keys_py(store):
@@ -169,7 +172,7 @@ def test_a_completed_partition_is_counted_in_the_phase_histograms(store):
     new_job(store, n=1)
     w = device(store)
     to_finalizing(store, "j1", 0, w)
-    assert store.finalize_end("j1", 0, 0, 30.0, "{}", "[]").ok
+    assert store.finalize_end(PartitionRun("j1", 0, 0), 30.0, "{}", "[]").ok
     hist = reads.phase_histograms(store)
     assert hist["finalize_ms"]["count"] == 1 and hist["finalize_ms"]["sum_ms"] == 30.0
     # 30 ms falls in the (25, 50] bucket: cumulative counts 0 up to 25 ms, 1 from 50 ms on
@@ -177,18 +180,18 @@ def test_a_completed_partition_is_counted_in_the_phase_histograms(store):
     assert dict(hist["finalize_ms"]["buckets"])[50] == 1
     assert hist["finalize_ms"]["buckets"][-1] == (float("inf"), 1)
     # a stale second finalize of the same partition counts nothing
-    assert not store.finalize_end("j1", 0, 0, 30.0, "{}", "[]").ok
+    assert not store.finalize_end(PartitionRun("j1", 0, 0), 30.0, "{}", "[]").ok
     assert reads.phase_histograms(store)["finalize_ms"]["count"] == 1
 
 
 def test_every_key_is_under_the_prefix_and_named_by_keys(store):
     # with its messages, left in the outbox (this store has no publisher)
-    msgs = [stage_messages().synthesize("j1", i, "c", 5) for i in (0, 1)]
+    msgs = [stage_messages().synthesize(PartitionRun("j1", i, 0, "c", 5)) for i in (0, 1)]
     assert store.create_job("j1", "c", "k", 5, "req", [{"input": "{}"}] * 2, messages=msgs)[1]
     w = device(store)
     to_finalizing(store, "j1", 0, w)
-    store.finalize_end("j1", 0, 0, 5.0, "{}", "[]")
-    store.fail_partition("j1", 1, 0, "boom")
+    store.finalize_end(PartitionRun("j1", 0, 0), 5.0, "{}", "[]")
+    store.fail_partition(PartitionRun("j1", 1, 0), "boom")
     store.store_result("j1", {"x": 1})
     names = set(dump(store)) | {store.keys.events()}
     k = store.keys
@@ -253,10 +256,10 @@ def test_create_job_concurrent_same_request_creates_one(store):
 
 def test_synth_begin_end_happy(store):
     new_job(store)
-    assert store.synth_begin("j1", 0, 0)
+    assert store.synth_begin(PartitionRun("j1", 0, 0))
     assert store.get_job("j1")["state"] == JobState.RUNNING
     assert pstate(store, "j1", 0) == PartitionState.SYNTHESIZING
-    assert store.synth_end("j1", 0, 0, "/w0.wtns", 7.25)
+    assert store.synth_end(PartitionRun("j1", 0, 0), "/w0.wtns", 7.25)
     p = store.get_partition("j1", 0)
     assert (p["state"], p["witness_ref"], p["synth_ms"]) == ("synth_done", "/w0.wtns", 7.25)
     assert store.unrouted_partitions() == [("j1", 0)]
@@ -265,17 +268,18 @@ def test_synth_begin_end_happy(store):
 def test_synth_rejections_change_nothing(store):
     new_job(store)
     before = dump(store)
-    assert not store.synth_begin("j1", 0, 1)          # wrong attempt
-    assert not store.synth_begin("nope", 0, 0)        # unknown job
-    assert not store.synth_begin("j1", 7, 0)          # unknown partition
-    assert not store.synth_end("j1", 0, 0, "/w", 1)   # not synthesizing
+    assert not store.synth_begin(PartitionRun("j1", 0, 1))          # wrong attempt
+    assert not store.synth_begin(PartitionRun("nope", 0, 0))        # unknown job
+    assert not store.synth_begin(PartitionRun("j1", 7, 0))          # unknown partition
+    assert not store.synth_end(PartitionRun("j1", 0, 0), "/w", 1)   # not synthesizing
     assert dump(store) == before
-    assert store.synth_begin("j1", 0, 0)
-    assert store.synth_begin("j1", 0, 0)              # redelivered synthesize: accepted, no change
-    assert store.synth_end("j1", 0, 0, "/w", 1)
+    assert store.synth_begin(PartitionRun("j1", 0, 0))
+    # a redelivered synthesize: accepted, no change
+    assert store.synth_begin(PartitionRun("j1", 0, 0))
+    assert store.synth_end(PartitionRun("j1", 0, 0), "/w", 1)
     before = dump(store)
-    assert not store.synth_begin("j1", 0, 0)          # late duplicate after synth_end
-    assert not store.synth_end("j1", 0, 0, "/w", 1)   # duplicate end
+    assert not store.synth_begin(PartitionRun("j1", 0, 0))          # late duplicate after synth_end
+    assert not store.synth_end(PartitionRun("j1", 0, 0), "/w", 1)   # duplicate end
     assert dump(store) == before
 
 
@@ -284,12 +288,14 @@ def test_synth_deliveries_are_counted_and_bounded(store):
     is redelivered or re-driven with the next attempt; each accepted delivery counts, summed
     over attempts, and past max deliveries the partition and its job fail."""
     new_job(store)
-    assert store.synth_begin("j1", 0, 0, max_deliveries=2, time_limit_s=40).reason == "ok"
-    assert store.synth_begin("j1", 0, 0, max_deliveries=2, time_limit_s=40).reason == "redelivered"
+    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2,
+                             time_limit_s=40).reason == "ok"
+    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=2,
+                             time_limit_s=40).reason == "redelivered"
     assert store.get_partition("j1", 0)["synth_deliveries"] == 2
     # the sweeper re-drives the lost stage with the next attempt: still counted
-    assert store.recover_stage("j1", 0, "synthesizing", 0)
-    third = store.synth_begin("j1", 0, 1, max_deliveries=2, time_limit_s=40)
+    assert store.recover_stage(PartitionRun("j1", 0, 0), "synthesizing")
+    third = store.synth_begin(PartitionRun("j1", 0, 1), max_deliveries=2, time_limit_s=40)
     assert (third.ok, third.reason) == (False, "poison")
     p = store.get_partition("j1", 0)
     assert (p["state"], p["synth_deliveries"]) == ("failed", 3)
@@ -299,7 +305,8 @@ def test_synth_deliveries_are_counted_and_bounded(store):
     assert job["state"] == JobState.FAILED and "partition 0: synthesize was" in job["error"]
     # without max_deliveries (an older caller) nothing is counted
     new_job(store, job_id="j2")
-    assert store.synth_begin("j2", 0, 0) and store.synth_begin("j2", 0, 0)
+    assert store.synth_begin(PartitionRun("j2", 0, 0)) and \
+        store.synth_begin(PartitionRun("j2", 0, 0))
     assert store.get_partition("j2", 0).get("synth_deliveries") is None
 
 
@@ -309,20 +316,23 @@ def test_synth_retry_hands_the_partition_back_uncounted(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store)
-    assert store.synth_begin("j1", 0, 0, max_deliveries=1)
-    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
-    assert store.synth_retry("j1", 0, 0, "spool disk full (/s)", message=msg)
+    assert store.synth_begin(PartitionRun("j1", 0, 0), max_deliveries=1)
+    msg = stage_messages().synthesize(PartitionRun("j1", 0, 1, "c", 5))
+    assert store.synth_retry(PartitionRun("j1", 0, 0), "spool disk full (/s)", message=msg)
     p = store.get_partition("j1", 0)
     assert (p["state"], p["attempt"], p["synth_deliveries"], p["outage_retries"]) == \
         ("pending", 1, 0, 1)
     assert p["last_outage"] == "spool disk full (/s)"
     assert rec.sent == [json.loads(msg)]
     assert rec.sent[0]["kwargs"]["attempt"] == 1
-    assert not store.synth_retry("j1", 0, 0, "again", message=msg)  # stale: the attempt moved on
+    assert not store.synth_retry(PartitionRun("j1", 0, 0), "again",
+                                 message=msg)  # stale: the attempt moved on
     assert len(rec.sent) == 1  # a refused step records nothing
-    assert store.synth_begin("j1", 0, 1, max_deliveries=1)  # the retry is delivery 1 of 1
+    assert store.synth_begin(PartitionRun("j1", 0, 1),
+                             max_deliveries=1)  # the retry is delivery 1 of 1
     assert store.cancel_job("j1")
-    assert not store.synth_retry("j1", 0, 1, "full", message=msg)  # an ended job stays ended
+    assert not store.synth_retry(PartitionRun("j1", 0, 1), "full",
+                                 message=msg)  # an ended job stays ended
     assert len(rec.sent) == 1 and store.outbox_entries() == {}
 
 
@@ -330,10 +340,10 @@ def test_synth_on_cancelled_or_failed_job_rejected(store):
     new_job(store, job_id="a")
     new_job(store, job_id="b")
     assert store.cancel_job("a")
-    assert store.fail_partition("b", 0, 0, "bad input")
+    assert store.fail_partition(PartitionRun("b", 0, 0), "bad input")
     before = dump(store)
     for job in ("a", "b"):
-        assert not store.synth_begin(job, 1, 0)
+        assert not store.synth_begin(PartitionRun(job, 1, 0))
     assert dump(store) == before
 
 
@@ -345,16 +355,16 @@ def test_route_happy_and_once_per_attempt(store):
     w = device(store)
     to_synth_done(store, "j1", 0)
     before = dump(store)
-    assert not store.route("j1", 0, 1, w)      # wrong attempt
-    assert not store.route("j1", 1, 0, w)      # not synth_done
+    assert not store.route(PartitionRun("j1", 0, 1), w)      # wrong attempt
+    assert not store.route(PartitionRun("j1", 1, 0), w)      # not synth_done
     assert dump(store) == before
-    assert store.route("j1", 0, 0, w)
+    assert store.route(PartitionRun("j1", 0, 0), w)
     assert store.routed_partitions(w) == [("j1", 0)]
     assert store.unrouted_partitions() == []
     assert store.get_partition("j1", 0)["worker"] == w
     before = dump(store)
-    assert not store.route("j1", 0, 0, w)      # second route of the same attempt
-    assert not store.route("j1", 0, 0, "w2")
+    assert not store.route(PartitionRun("j1", 0, 0), w)      # second route of the same attempt
+    assert not store.route(PartitionRun("j1", 0, 0), "w2")
     assert dump(store) == before
 
 
@@ -364,7 +374,7 @@ def test_route_happy_and_once_per_attempt(store):
 def test_create_job_sends_its_messages_once(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
-    msgs = [stage_messages().synthesize("jm", i, "c", 4) for i in (0, 1)]
+    msgs = [stage_messages().synthesize(PartitionRun("jm", i, 0, "c", 4)) for i in (0, 1)]
     parts = [{"input": "{}"}] * 2
     assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
     assert rec.sent == [json.loads(m) for m in msgs]  # in partition order
@@ -381,21 +391,21 @@ def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory)
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store, n=2)
-    late = stage_messages().prove_start("j1", 0, 0, "c", "/w", 2)
-    assert store.synth_begin("j1", 0, 0)
-    end = store.synth_end("j1", 0, 0, "/w", 1.0, route_circuit="c", message=late)
+    late = stage_messages().prove_start(PartitionRun("j1", 0, 0, "c", 2), "/w")
+    assert store.synth_begin(PartitionRun("j1", 0, 0))
+    end = store.synth_end(PartitionRun("j1", 0, 0), "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
     assert rec.sent == [] and store.outbox_entries() == {}     # ... and nothing sent
     w = device(store, "w1")
     queue = f"cuzk.dev.host.{w}"
-    routed = store.route("j1", 0, 0, circuit="c", message=late)
+    routed = store.route(PartitionRun("j1", 0, 0), circuit="c", message=late)
     assert routed and (routed.worker, routed.queue) == (w, queue)
     assert rec.sent == [{**json.loads(late), "queue": queue}]
-    assert not store.route("j1", 0, 0, circuit="c", message=late)  # once per attempt
+    assert not store.route(PartitionRun("j1", 0, 0), circuit="c", message=late)  # once per attempt
     assert len(rec.sent) == 1
-    late1 = stage_messages().prove_start("j1", 1, 0, "c", "/w", 2)
-    assert store.synth_begin("j1", 1, 0)
-    end = store.synth_end("j1", 1, 0, "/w", 1.0, route_circuit="c", message=late1)
+    late1 = stage_messages().prove_start(PartitionRun("j1", 1, 0, "c", 2), "/w")
+    assert store.synth_begin(PartitionRun("j1", 1, 0))
+    end = store.synth_end(PartitionRun("j1", 1, 0), "/w", 1.0, route_circuit="c", message=late1)
     assert end.routed and end.routed.worker == w
     assert rec.tasks() == [("cuzk.prove_start", ["j1", i, 0, "c", "/w"], queue) for i in (0, 1)]
     assert rec.sent[1]["priority"] == 2 and rec.sent[1]["kwargs"]["finalize_queue"] == "cuzk.cpu"
@@ -408,13 +418,15 @@ def test_gpu_end_sends_finalize_only_when_the_partition_advances(store_factory):
     new_job(store, n=1)
     w = device(store, "w1")
     token = to_gpu(store, "j1", 0, w)
-    fin = stage_messages().finalize("cuzk.cpu", 0, {"job": "j1", "idx": 0, "attempt": 0})
-    stale = store.gpu_end(w, "not-the-token", "j1", 0, 0, 5.0, message=fin)
+    result = DeviceResult(PartitionRun("j1", 0, 0, "c", 0), witness_ref="/w", worker=w,
+                          token=token, backend="cpu", partial=None, sent_at=0.0)
+    fin = stage_messages().finalize("cuzk.cpu", result)
+    stale = store.gpu_end(w, "not-the-token", PartitionRun("j1", 0, 0), 5.0, message=fin)
     assert not stale.partition_advanced and rec.sent == []
-    end = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)
     assert end.partition_advanced and rec.sent == [json.loads(fin)]
-    assert rec.tasks() == [("cuzk.finalize", [{"job": "j1", "idx": 0, "attempt": 0}], "cuzk.cpu")]
-    again = store.gpu_end(w, token, "j1", 0, 0, 5.0, message=fin)   # a duplicate end
+    assert rec.tasks() == [("cuzk.finalize", [result.to_json()], "cuzk.cpu")]
+    again = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)   # a duplicate end
     assert not again.partition_advanced and len(rec.sent) == 1
 
 
@@ -426,15 +438,16 @@ def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_fa
     store = store_factory(publisher=rec)
     new_job(store, n=2)
     w = device(store)
-    msg = stage_messages().synthesize("j1", 0, "c", 5, attempt=1)
-    assert not store.recover_stage("j1", 0, "synthesizing", 0, message=msg)  # it is pending
+    msg = stage_messages().synthesize(PartitionRun("j1", 0, 1, "c", 5))
+    assert not store.recover_stage(PartitionRun("j1", 0, 0), "synthesizing",
+                                   message=msg)  # it is pending
     assert rec.sent == []
-    assert store.recover_stage("j1", 0, "pending", 0, message=msg)
+    assert store.recover_stage(PartitionRun("j1", 0, 0), "pending", message=msg)
     assert rec.sent == [json.loads(msg)]
     assert store.get_partition("j1", 0)["attempt"] == 1
     to_gpu(store, "j1", 1, w)
-    other = stage_messages().synthesize("j1", 1, "c", 5, attempt=1)
-    assert store.recover_stage("j1", 1, "gpu", 0, message=other)
+    other = stage_messages().synthesize(PartitionRun("j1", 1, 1, "c", 5))
+    assert store.recover_stage(PartitionRun("j1", 1, 0), "gpu", message=other)
     assert len(rec.sent) == 1 and store.unrouted_partitions() == [("j1", 1)]
 
 
@@ -444,13 +457,14 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     new_job(store, n=2)
     w1, w2 = device(store, "w1"), device(store, "w2")
     token = to_gpu(store, "j1", 0, w1)
-    retry = stage_messages().prove_start("j1", 0, 1, "c", "/w", 5)
+    retry = stage_messages().prove_start(PartitionRun("j1", 0, 1, "c", 5), "/w")
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
-    stale = store.gpu_fault(w1, "other-token", "j1", 0, 0, "late", "c", 3, message=retry)
+    stale = store.gpu_fault(w1, "other-token", PartitionRun("j1", 0, 0), "late", "c", 3,
+                            message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")
     assert store.get_worker(w1)["state"] == "proving" and rec.sent == []
-    fault = store.gpu_fault(w1, token, "j1", 0, 0, "CUDA error: illegal address", "c", 3,
-                            message=retry)
+    fault = store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "CUDA error: illegal address", "c",
+                            3, message=retry)
     assert (fault.worker_cleared, fault.outcome, fault.worker) == (True, "rerouted", w2)
     part = store.get_partition("j1", 0)
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, w2)
@@ -460,11 +474,13 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     q2 = f"cuzk.dev.host.{w2}"
     assert rec.sent == [{**json.loads(retry), "queue": q2}]
     assert rec.sent[0]["args"] == ["j1", 0, 1, "c", "/w"] and rec.sent[0]["priority"] == 5
-    assert store.gpu_start(w1, "j1", 0, 0, 3).reason == "stale"  # the old message, if redelivered
+    assert store.gpu_start(w1, PartitionRun("j1", 0, 0),
+                           3).reason == "stale"  # the old message, if redelivered
     assert store.get_job("j1")["state"] == "running"
     # the retry faults on w2 as well: w1 is avoided, so no device is left -> failed, clearly
-    t2 = store.gpu_start(w2, "j1", 0, 1, 3).token
-    again = store.gpu_fault(w2, t2, "j1", 0, 1, "out of memory", "c", 3, message=retry)
+    t2 = store.gpu_start(w2, PartitionRun("j1", 0, 1), 3).token
+    again = store.gpu_fault(w2, t2, PartitionRun("j1", 0, 1), "out of memory", "c", 3,
+                            message=retry)
     assert again.outcome == "failed" and store.get_worker(w2)["state"] == "idle"
     assert len(rec.sent) == 1  # no retry sent for a failed partition
     job = store.get_job("j1")
@@ -478,12 +494,13 @@ def test_gpu_fault_fails_after_max_faults(store):
     attempt = 0
     token = to_gpu(store, "j1", 0, workers[0])
     for n in (1, 2):
-        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token, "j1", 0, attempt,
-                                f"fault {n}", "c", 2 if n == 2 else 3)
+        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token,
+                                PartitionRun("j1", 0, attempt), f"fault {n}", "c",
+                                2 if n == 2 else 3)
         if n == 1:
             assert fault.outcome == "rerouted"
             attempt += 1
-            token = store.gpu_start(fault.worker, "j1", 0, attempt, 3).token
+            token = store.gpu_start(fault.worker, PartitionRun("j1", 0, attempt), 3).token
     assert fault.outcome == "failed"
     assert "device error on 2 devices" in store.get_job("j1")["error"]
 
@@ -492,24 +509,24 @@ def test_routing_skips_devices_the_partition_faulted_on(store):
     new_job(store, n=1)
     w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
     token = to_gpu(store, "j1", 0, w1)
-    assert store.gpu_fault(w1, token, "j1", 0, 0, "boom", "c", 3).worker == w2
+    assert store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "boom", "c", 3).worker == w2
     # w2 dies; the sweeper's re-dispatch must not send the partition back to w1
-    assert store.redispatch("j1", 0, 1, worker_id=w2)
+    assert store.redispatch(PartitionRun("j1", 0, 1), worker_id=w2)
     store.worker_offline(w2)
-    routed = store.route("j1", 0, 2, circuit="c")
+    routed = store.route(PartitionRun("j1", 0, 2), circuit="c")
     assert not routed and routed.reason == "no_live_device"
     w3 = device(store, "w3" + store.prefix)
-    assert store.route("j1", 0, 2, circuit="c").worker == w3
+    assert store.route(PartitionRun("j1", 0, 2), circuit="c").worker == w3
 
 
 def test_synth_begin_returns_the_partition_inputs(store):
     store.create_job("ji", "c", "k", 5, None, [{"input": '{"a": 1}'}, {"witness_ref": "/w.wtns"}])
-    assert store.synth_begin("ji", 0, 0).inputs == {"input": '{"a": 1}', "input_ref": None,
-                                                    "witness_ref": None}
-    begun = store.synth_begin("ji", 1, 0)
+    assert store.synth_begin(PartitionRun("ji", 0, 0)).inputs == {
+        "input": '{"a": 1}', "input_ref": None, "witness_ref": None}
+    begun = store.synth_begin(PartitionRun("ji", 1, 0))
     assert begun.reason == "ok" and begun.inputs["witness_ref"] == "/w.wtns"
-    assert store.synth_begin("ji", 1, 0).reason == "redelivered"
-    rejected = store.synth_begin("ji", 1, 5)
+    assert store.synth_begin(PartitionRun("ji", 1, 0)).reason == "redelivered"
+    rejected = store.synth_begin(PartitionRun("ji", 1, 5))
     assert not rejected and rejected.inputs == {}
 
 
@@ -517,7 +534,7 @@ def test_gpu_start_happy(store):
     new_job(store, kind="demo")
     w = device(store)
     to_routed(store, "j1", 0, w)
-    started = store.gpu_start(w, "j1", 0, 0, 3)
+    started = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
     assert started.ok and started.reason == "ok" and started.deliveries == 1
     assert started.token.startswith("j1:0:0:")
     p = store.get_partition("j1", 0)
@@ -534,18 +551,20 @@ def test_gpu_start_rejections_change_nothing(store):
     to_routed(store, "j1", 0, w)
     to_synth_done(store, "j1", 2)
     before = dump(store)
-    assert store.gpu_start("w2", "j1", 0, 0, 3).reason == "stale"   # routed to another worker
-    assert store.gpu_start(w, "j1", 0, 1, 3).reason == "stale"      # wrong attempt
-    assert store.gpu_start(w, "j1", 1, 0, 3).reason == "stale"      # still pending
-    assert store.gpu_start(w, "j1", 2, 0, 3).reason == "stale"      # synth_done, not routed
-    assert store.gpu_start(w, "nope", 0, 0, 3).reason == "unknown"
+    assert store.gpu_start("w2", PartitionRun("j1", 0, 0),
+                           3).reason == "stale"   # routed to another worker
+    assert store.gpu_start(w, PartitionRun("j1", 0, 1), 3).reason == "stale"      # wrong attempt
+    assert store.gpu_start(w, PartitionRun("j1", 1, 0), 3).reason == "stale"      # still pending
+    assert store.gpu_start(w, PartitionRun("j1", 2, 0),
+                           3).reason == "stale"      # synth_done, not routed
+    assert store.gpu_start(w, PartitionRun("nope", 0, 0), 3).reason == "unknown"
     assert dump(store) == before
     # done -> gpu
-    token = store.gpu_start(w, "j1", 0, 0, 3).token
-    store.gpu_end(w, token, "j1", 0, 0, 1.0)
-    assert store.finalize_end("j1", 0, 0, 1.0, "{}", "[]").ok
+    token = store.gpu_start(w, PartitionRun("j1", 0, 0), 3).token
+    store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
+    assert store.finalize_end(PartitionRun("j1", 0, 0), 1.0, "{}", "[]").ok
     before = dump(store)
-    r = store.gpu_start(w, "j1", 0, 0, 3)
+    r = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
     assert (r.ok, r.token, r.reason) == (False, None, "stale")
     assert dump(store) == before
 
@@ -558,9 +577,9 @@ def test_gpu_start_on_finished_job(store, end):
     if end == "cancel":
         assert store.cancel_job("j1")
     else:
-        assert store.fail_partition("j1", 1, 0, "synth failed")
+        assert store.fail_partition(PartitionRun("j1", 1, 0), "synth failed")
     before = dump(store)
-    r = store.gpu_start(w, "j1", 0, 0, 3)
+    r = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
     assert not r.ok and r.reason == ("job_cancelled" if end == "cancel" else "job_failed")
     assert dump(store) == before
     assert store.get_worker(w)["state"] == "idle"
@@ -572,11 +591,11 @@ def test_gpu_end_compare_and_delete(store):
     token = to_gpu(store, "j1", 0, w)
     before = dump(store)
     # a stale token: neither the worker nor the partition moves
-    end = store.gpu_end(w, "j1:0:0:someoneelse", "j1", 0, 0, 5.0)
+    end = store.gpu_end(w, "j1:0:0:someoneelse", PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     # right token, wrong attempt: worker cleared (it is its own run), partition stays
     assert dump(store) == before
-    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (True, True)
     p = store.get_partition("j1", 0)
     assert (p["state"], p["gpu_ms"]) == ("finalizing", 5.0)
@@ -585,7 +604,7 @@ def test_gpu_end_compare_and_delete(store):
     assert wk["state"] == "idle" and wk.get("token") is None and wk.get("job") is None
     # a late duplicate of the same end
     before = dump(store)
-    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     assert dump(store) == before
 
@@ -594,9 +613,9 @@ def test_gpu_end_of_old_attempt_does_not_advance(store):
     new_job(store)
     w = device(store)
     token = to_gpu(store, "j1", 0, w)
-    assert store.redispatch("j1", 0, 0)
-    assert store.route("j1", 0, 1, w)
-    end = store.gpu_end(w, token, "j1", 0, 0, 5.0)
+    assert store.redispatch(PartitionRun("j1", 0, 0))
+    assert store.route(PartitionRun("j1", 0, 1), w)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert end.worker_cleared and not end.partition_advanced
     p = store.get_partition("j1", 0)
     assert (p["state"], p["attempt"]) == ("synth_done", 1)
@@ -611,16 +630,16 @@ def test_poison_pill_counting(store):
     w = device(store)
     to_routed(store, "j1", 0, w)
     to_routed(store, "j1", 1, w)
-    first = store.gpu_start(w, "j1", 0, 0, 2)
+    first = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
     assert first.ok and first.deliveries == 1
     # the worker process dies; it restarts (register) and the message is redelivered
     store.register_worker(w, "device", "host", device=0, queue="q")
-    second = store.gpu_start(w, "j1", 0, 0, 2)
+    second = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
     assert second.ok and second.reason == "redelivered" and second.deliveries == 2
     assert second.token != first.token
     assert store.get_worker(w)["token"] == second.token
     # ... dies again: the third delivery is the poison pill
-    third = store.gpu_start(w, "j1", 0, 0, 2)
+    third = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
     assert (third.ok, third.token, third.reason, third.deliveries) == (False, None, "poison", 3)
     p = store.get_partition("j1", 0)
     assert p["state"] == "failed"
@@ -633,21 +652,21 @@ def test_poison_pill_counting(store):
     snap = store.snapshot()
     assert snap["counters"]["failed:demo"] == 1
     assert snap["failures"][0]["error"].startswith("partition was delivered 3 times")
-    assert store.gpu_start(w, "j1", 0, 0, 2).reason == "job_failed"
+    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 2).reason == "job_failed"
 
 
 def test_deliveries_count_across_attempts(store):
     new_job(store, n=1)
     w1, w2 = device(store, "w1"), device(store, "w2")
     to_routed(store, "j1", 0, w1)
-    assert store.gpu_start(w1, "j1", 0, 0, 2).ok
+    assert store.gpu_start(w1, PartitionRun("j1", 0, 0), 2).ok
     store.worker_offline(w1)                  # it died; the sweeper re-dispatches
-    assert store.redispatch("j1", 0, 0)
-    assert store.route("j1", 0, 1, w2)
-    assert store.gpu_start(w2, "j1", 0, 1, 2).deliveries == 2
-    assert store.redispatch("j1", 0, 1)
-    assert store.route("j1", 0, 2, w1)
-    assert store.gpu_start(w1, "j1", 0, 2, 2).reason == "poison"
+    assert store.redispatch(PartitionRun("j1", 0, 0))
+    assert store.route(PartitionRun("j1", 0, 1), w2)
+    assert store.gpu_start(w2, PartitionRun("j1", 0, 1), 2).deliveries == 2
+    assert store.redispatch(PartitionRun("j1", 0, 1))
+    assert store.route(PartitionRun("j1", 0, 2), w1)
+    assert store.gpu_start(w1, PartitionRun("j1", 0, 2), 2).reason == "poison"
 
 
 # --- finalize_end ---------------------------------------------------------------------------------
@@ -658,14 +677,14 @@ def test_finalize_end_happy_and_job_completion(store):
     w = device(store)
     to_finalizing(store, "j1", 0, w)
     to_finalizing(store, "j1", 1, w)
-    r0 = store.finalize_end("j1", 0, 0, 30.0, '{"pi_a": 1}', '["1"]')
+    r0 = store.finalize_end(PartitionRun("j1", 0, 0), 30.0, '{"pi_a": 1}', '["1"]')
     assert (r0.ok, r0.job_complete) == (True, False)
     before = dump(store)
-    dup = store.finalize_end("j1", 0, 0, 30.0, '{"pi_a": 1}', '["1"]')
+    dup = store.finalize_end(PartitionRun("j1", 0, 0), 30.0, '{"pi_a": 1}', '["1"]')
     assert (dup.ok, dup.job_complete, dup.reason) == (False, False, "stale")
     assert dump(store) == before
-    assert not store.finalize_end("j1", 1, 1, 1.0, "{}", "[]").ok   # wrong attempt
-    r1 = store.finalize_end("j1", 1, 0, 31.0, {"pi_a": 2}, ["2"])
+    assert not store.finalize_end(PartitionRun("j1", 1, 1), 1.0, "{}", "[]").ok   # wrong attempt
+    r1 = store.finalize_end(PartitionRun("j1", 1, 0), 31.0, {"pi_a": 2}, ["2"])
     assert (r1.ok, r1.job_complete) == (True, True)
     job = store.get_job("j1")
     assert job["state"] == "done" and job["n_done"] == 2 and job["finished_at"] >= job["submitted_at"]
@@ -677,7 +696,7 @@ def test_finalize_end_happy_and_job_completion(store):
         [(0, {"pi_a": 1}, ["1"]), (1, {"pi_a": 2}, ["2"])]
     assert store.snapshot()["counters"]["completed:demo"] == 2
     # a late finalize of a done job
-    late = store.finalize_end("j1", 1, 0, 31.0, "{}", "[]")
+    late = store.finalize_end(PartitionRun("j1", 1, 0), 31.0, "{}", "[]")
     assert (late.ok, late.job_complete, late.reason) == (False, False, "job_done")
 
 
@@ -692,7 +711,7 @@ def test_finalize_end_exactly_once_under_concurrency(store):
 
     def fin(i):
         barrier.wait()
-        outcomes.append((i, store.finalize_end("j1", i, 0, 1.0, "{}", "[]")))
+        outcomes.append((i, store.finalize_end(PartitionRun("j1", i, 0), 1.0, "{}", "[]")))
 
     threads = [threading.Thread(target=fin, args=(i,)) for i in range(n) for _ in range(3)]
     [t.start() for t in threads]
@@ -709,7 +728,7 @@ def test_finalize_end_accepts_gpu_when_gpu_end_never_ran(store):
     new_job(store, n=1)
     w = device(store)
     token = to_gpu(store, "j1", 0, w)
-    r = store.finalize_end("j1", 0, 0, 1.0, "{}", "[]", token=token)
+    r = store.finalize_end(PartitionRun("j1", 0, 0), 1.0, "{}", "[]", token=token)
     assert r.ok and r.job_complete
     assert store.get_worker(w)["state"] == "idle"   # its own token: cleared
     assert store.routed_partitions(w) == []
@@ -724,10 +743,10 @@ def test_fail_partition(store):
     to_finalizing(store, "j1", 0, w)
     to_routed(store, "j1", 1, w)
     before = dump(store)
-    assert not store.fail_partition("j1", 0, 1, "wrong attempt")
-    assert not store.fail_partition("nope", 0, 0, "x")
+    assert not store.fail_partition(PartitionRun("j1", 0, 1), "wrong attempt")
+    assert not store.fail_partition(PartitionRun("nope", 0, 0), "x")
     assert dump(store) == before
-    assert store.fail_partition("j1", 0, 0, "self-verification failed")
+    assert store.fail_partition(PartitionRun("j1", 0, 0), "self-verification failed")
     p = store.get_partition("j1", 0)
     assert (p["state"], p["error"]) == ("failed", "self-verification failed")
     job = store.get_job("j1")
@@ -736,8 +755,8 @@ def test_fail_partition(store):
     assert [pstate(store, "j1", i) for i in (1, 2)] == ["cancelled", "cancelled"]
     assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
     before = dump(store)
-    assert not store.fail_partition("j1", 0, None, "again")       # terminal
-    assert not store.fail_partition("j1", 1, None, "cancelled")   # terminal
+    assert not store.fail_partition(PartitionRun("j1", 0), "again", any_attempt=True)  # terminal
+    assert not store.fail_partition(PartitionRun("j1", 1), "cancelled", any_attempt=True)  # same
     assert dump(store) == before
     snap = store.snapshot()
     assert snap["counters"]["failed:demo"] == 1 and snap["counters"]["jobs_failed:demo"] == 1
@@ -750,7 +769,7 @@ def test_failures_list_is_capped(store_factory):
     store = store_factory(failures_kept=3)
     for i in range(5):
         new_job(store, n=1, job_id=f"j{i}")
-        assert store.fail_partition(f"j{i}", 0, None, f"err{i}")
+        assert store.fail_partition(PartitionRun(f"j{i}", 0), f"err{i}", any_attempt=True)
     fails = store.snapshot()["failures"]
     assert [f["error"] for f in fails] == ["err4", "err3", "err2"]
 
@@ -761,14 +780,14 @@ def test_fail_partition_in_gpu_without_token_keeps_the_worker(store):
     new_job(store, n=1)
     w = device(store)
     token = to_gpu(store, "j1", 0, w)
-    assert store.fail_partition("j1", 0, 0, "prove_start raised")
+    assert store.fail_partition(PartitionRun("j1", 0, 0), "prove_start raised")
     assert store.get_worker(w)["token"] == token
-    end = store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
     # with the run's token the worker is cleared at once
     new_job(store, n=1, job_id="j2")
     token = to_gpu(store, "j2", 0, w)
-    assert store.fail_partition("j2", 0, 0, "prove_start raised", token=token)
+    assert store.fail_partition(PartitionRun("j2", 0, 0), "prove_start raised", token=token)
     assert store.get_worker(w)["state"] == "idle"
 
 
@@ -784,7 +803,7 @@ def test_redispatch(store):
     assert store.dead_workers_with_routed() == [w1]
     for job, idx in store.routed_partitions(w1):
         attempt = store.get_partition(job, idx)["attempt"]
-        assert store.redispatch(job, idx, attempt)
+        assert store.redispatch(PartitionRun(job, idx, attempt))
     assert store.routed_partitions(w1) == []
     assert store.unrouted_partitions() == [("j1", 0), ("j1", 1)]
     p = store.get_partition("j1", 0)
@@ -794,13 +813,13 @@ def test_redispatch(store):
     assert (wk["state"], wk["stored_state"], wk["token"]) == ("offline", "proving", token)
     assert store.dead_workers_with_routed() == []
     before = dump(store)
-    assert not store.redispatch("j1", 0, 0)                      # old attempt
-    assert store.gpu_start(w1, "j1", 0, 0, 3).reason == "stale"  # the old message
+    assert not store.redispatch(PartitionRun("j1", 0, 0))                      # old attempt
+    assert store.gpu_start(w1, PartitionRun("j1", 0, 0), 3).reason == "stale"  # the old message
     assert dump(store) == before
-    assert store.route("j1", 0, 1, w2)
-    assert store.gpu_start(w2, "j1", 0, 1, 3).ok
+    assert store.route(PartitionRun("j1", 0, 1), w2)
+    assert store.gpu_start(w2, PartitionRun("j1", 0, 1), 3).ok
     # the old run's end: clears w1 (its own token) but does not advance attempt 1
-    end = store.gpu_end(w1, token, "j1", 0, 0, 1.0)
+    end = store.gpu_end(w1, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
     assert pstate(store, "j1", 0) == "gpu"
 
@@ -811,16 +830,17 @@ def test_redispatch_rejections(store):
     to_finalizing(store, "j1", 0, w)
     to_synth_done(store, "j1", 1)
     before = dump(store)
-    assert not store.redispatch("j1", 0, 0)    # finalizing
-    assert not store.redispatch("j1", 1, 0)    # synth_done but not routed: already waiting
+    assert not store.redispatch(PartitionRun("j1", 0, 0))    # finalizing
+    # synth_done but not routed: already waiting
+    assert not store.redispatch(PartitionRun("j1", 1, 0))
     assert dump(store) == before
-    assert store.route("j1", 1, 0, w)
+    assert store.route(PartitionRun("j1", 1, 0), w)
     before = dump(store)
-    assert not store.redispatch("j1", 1, 0, worker_id="other")   # routed elsewhere
+    assert not store.redispatch(PartitionRun("j1", 1, 0), worker_id="other")   # routed elsewhere
     assert dump(store) == before
-    assert store.redispatch("j1", 1, 0, worker_id=w)
+    assert store.redispatch(PartitionRun("j1", 1, 0), worker_id=w)
     store.cancel_job("j1")
-    assert not store.redispatch("j1", 1, 0)
+    assert not store.redispatch(PartitionRun("j1", 1, 0))
 
 
 @pytest.mark.parametrize("pass_worker", [False, True])
@@ -838,8 +858,9 @@ def test_two_sweepers_only_one_wins(store, pass_worker):
         for dead in store.dead_workers_with_routed():
             for job, idx in store.routed_partitions(dead):
                 part = store.get_partition(job, idx)
+                run = PartitionRun(job, idx, part["attempt"])
                 if part["state"] in ("synth_done", "gpu") and store.redispatch(
-                        job, idx, part["attempt"], worker_id=dead if pass_worker else None):
+                        run, worker_id=dead if pass_worker else None):
                     wins.append((job, idx))
 
     threads = [threading.Thread(target=sweeper) for _ in range(3)]
@@ -864,12 +885,12 @@ def test_cancel_job(store):
     assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
     # the run in flight still shows, and its own end clears it
     assert store.get_worker(w)["token"] == token
-    end = store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
     before = dump(store)
     assert not store.cancel_job("j1")
-    assert not store.finalize_end("j1", 0, 0, 1.0, "{}", "[]").ok
-    assert not store.fail_partition("j1", 1, None, "x")
+    assert not store.finalize_end(PartitionRun("j1", 0, 0), 1.0, "{}", "[]").ok
+    assert not store.fail_partition(PartitionRun("j1", 1), "x", any_attempt=True)
     assert dump(store) == before
     assert store.snapshot()["counters"]["jobs_cancelled:demo"] == 1
 
@@ -924,7 +945,7 @@ def test_register_resets_the_assignment(store):
     store.register_worker(w, "device", "host", device=0, queue="q")   # the process restarted
     wk = store.get_worker(w)
     assert wk["state"] == "idle" and wk.get("token") is None
-    assert store.gpu_end(w, token, "j1", 0, 0, 1.0).worker_cleared is False
+    assert store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0).worker_cleared is False
 
 
 # --- results, events ----------------------------------------------------------------------------------------------
@@ -950,7 +971,7 @@ def test_events(store):
     assert "gpu_start" in types and "route" in types and "worker_online" in types
     last_id = latest[-1][0]
     assert store.events(last_id) == []
-    store.gpu_end(w, token, "j1", 0, 0, 1.0)
+    store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     new = store.events(last_id)
     assert [f["type"] for _, f in new] == ["worker_idle", "gpu_end"]
     assert new[1][1]["token"] == token and new[1][1]["partition_advanced"] == "1"
@@ -1046,7 +1067,7 @@ def test_a_finished_jobs_keys_expire_after_the_retention(store_factory):
     assert "input" not in store.redis.hgetall(store.keys.part(job, 0))  # the witness replaced it
     assert store.redis.hget(store.keys.part(job, 1), "input")  # not yet synthesized
     assert store.redis.ttl(store.keys.job(job)) == -1  # live: no expiry
-    store.fail_partition(job, 1, 0, "bad input")  # ends the job (failed; 0 cancelled)
+    store.fail_partition(PartitionRun(job, 1, 0), "bad input")  # ends the job (failed; 0 cancelled)
     keys = [store.keys.job(job), store.keys.part(job, 0), store.keys.part(job, 1),
             store.keys.request("req-1")]
     for key in keys:
@@ -1054,8 +1075,8 @@ def test_a_finished_jobs_keys_expire_after_the_retention(store_factory):
     # a done job too, with its result on the shorter TTL
     other = new_job(store, n=1, job_id="j2")
     token = to_gpu(store, other, 0, "w1")
-    store.gpu_end("w1", token, other, 0, 0, 1.0)
-    assert store.finalize_end(other, 0, 0, 1.0, "{}", "[]").job_complete
+    store.gpu_end("w1", token, PartitionRun(other, 0, 0), 1.0)
+    assert store.finalize_end(PartitionRun(other, 0, 0), 1.0, "{}", "[]").job_complete
     assert 7100 < store.redis.ttl(store.keys.part(other, 0)) <= 7200
     assert 3500 < store.redis.ttl(store.keys.result(other)) <= 3600
 
@@ -1088,16 +1109,17 @@ def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
     job = store.get_job("jd")
     assert job["deadline_s"] == 0.4 and job["deadline_at"] == pytest.approx(job["submitted_at"] + 0.4)
     to_routed(store, "jd", 0, w)
-    assert store.synth_begin("jd", 1, 0)
+    assert store.synth_begin(PartitionRun("jd", 1, 0))
     time.sleep(0.5)
-    started = store.gpu_start(w, "jd", 0, 0, 3)
+    started = store.gpu_start(w, PartitionRun("jd", 0, 0), 3)
     assert not started.ok and started.reason == "deadline"
     job = store.get_job("jd")
     assert job["state"] == "failed"
     assert job["error"] == "deadline exceeded (0.4 s after submit; 0 of 3 partitions done)"
     assert [p["state"] for p in store.list_partitions("jd")] == ["cancelled"] * 3
     assert store.get_worker(w)["state"] == "idle"  # nothing started
-    assert not store.synth_end("jd", 1, 0, "/w", 1.0)  # the running synthesize's end is stale
+    assert not store.synth_end(PartitionRun("jd", 1, 0), "/w",
+                               1.0)  # the running synthesize's end is stale
     # no stage reaches the other job: the sweeper's check fails it, once
     store.create_job("je", "c", "k", 5, None, [{"input": "{}"}], deadline_s=0.2)
     store.create_job("jf", "c", "k", 5, None, [{"input": "{}"}], deadline_s=3600)
@@ -1267,7 +1289,7 @@ def test_a_run_not_held_since_the_previous_beat_is_over(store):
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value
     # the partition moved on (re-dispatched elsewhere): the run's end was never recorded
-    assert store.redispatch(job, 0, 0)
+    assert store.redispatch(PartitionRun(job, 0, 0))
     time.sleep(0.002)
     store.heartbeat(w, 30, holding=[])
     worker = store.get_worker(w)
@@ -1287,7 +1309,7 @@ def test_a_held_or_newer_run_stays_proving(store):
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     for _ in range(3):  # held (reserved or running): proving, however long it runs
         time.sleep(0.002)
-        store.heartbeat(w, 30, holding=[(job, 0, 0), (job, 1, 0)])
+        store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 0), PartitionRun(job, 1, 0)])
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     for _ in range(3):  # beats that report no holding (a pool process's) decide nothing
         time.sleep(0.002)
@@ -1295,9 +1317,9 @@ def test_a_held_or_newer_run_stays_proving(store):
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     assert _worker_idle_events(store) == []
     # another attempt of the same partition held is not this run (once it moved on to it)
-    assert store.redispatch(job, 0, 0)
+    assert store.redispatch(PartitionRun(job, 0, 0))
     time.sleep(0.002)
-    store.heartbeat(w, 30, holding=[(job, 0, 1)])
+    store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 1)])
     assert store.get_worker(w)["stored_state"] == WorkerState.IDLE.value
 
 
@@ -1320,9 +1342,27 @@ def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(stor
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     assert _worker_idle_events(store) == []
     time.sleep(0.002)
-    store.heartbeat(w, 30, holding=[(job, 0, 0)], extra={"running": ""})  # the run is over
+    # the run is over
+    store.heartbeat(w, 30, holding=[PartitionRun(job, 0, 0)], extra={"running": ""})
     worker = store.get_worker(w)
     assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
     (idle,) = _worker_idle_events(store)
     assert idle["token"] == token and idle["reason"] == "stale"
     assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value  # the sweeper's
+
+
+def test_a_script_with_named_arguments_stores_what_it_was_sent(store):
+    """gpu_fault, gpu_end, synth_end and finalize_end take named arguments (_lib.lua
+    ``named_args``: name/value pairs): text of any kind arrives as a positional argument
+    would, and a name the caller did not send fails the script instead of reading as nil."""
+    new_job(store, n=1)
+    w, other = device(store, "w1"), device(store, "w2")
+    token = to_gpu(store, "j1", 0, w)
+    error = 'CUDA "illegal address" \u00e9\u6f22\u5b57 \U0001f600\nline 2 \\ \x01'
+    fault = store.gpu_fault(w, token, PartitionRun("j1", 0, 0), error, "c", 3)
+    assert fault.outcome == "rerouted" and fault.worker == other
+    assert store.get_partition("j1", 0)["last_device_error"] == error
+    with pytest.raises(Exception, match="script argument token not given"):
+        store._run("gpu_end", [store.keys.part("j1", 0), store.keys.worker(other)],
+                   {"job": "j1", "idx": 0, "attempt": 1, "worker": other, "gpu_ms": 1.0,
+                    "message": ""})

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("prometheus_client")
 
+from cuzk_tasks.state import PartitionRun  # noqa: E402
 from cuzk_tasks.web import create_app  # noqa: E402
 from cuzk_tasks.settings.redis_url import redact  # noqa: E402
 from cuzk_tasks.web.config import WebConfig  # noqa: E402
@@ -30,8 +31,8 @@ def make_app(store, **kw):
 def job(store, job_id, kind="test-kind", n=2, circuit="mulchain"):
     store.create_job(job_id, circuit, kind, 5, None, [{"input": "{}"} for _ in range(n)])
     for i in range(n):
-        assert store.synth_begin(job_id, i, 0)
-        assert store.synth_end(job_id, i, 0, f"/spool/{job_id}.{i}.wtns", 12.0)
+        assert store.synth_begin(PartitionRun(job_id, i, 0))
+        assert store.synth_end(PartitionRun(job_id, i, 0), f"/spool/{job_id}.{i}.wtns", 12.0)
 
 
 def device(store, worker_id="h:dev0", ttl_s=30.0, **extra):
@@ -41,8 +42,8 @@ def device(store, worker_id="h:dev0", ttl_s=30.0, **extra):
 
 
 def start(store, worker_id, job_id, idx):
-    assert store.route(job_id, idx, 0, worker_id)
-    g = store.gpu_start(worker_id, job_id, idx, 0)
+    assert store.route(PartitionRun(job_id, idx, 0), worker_id)
+    g = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0))
     assert g.ok, g
     return g.token
 
@@ -74,10 +75,10 @@ def test_worker_busy_on_b_after_stale_end_of_a_shows_proving_b(store):
     job(store, "jobA", kind="kind-a")
     job(store, "jobB", kind="kind-b")
     tok_a = start(store, w, "jobA", 0)
-    assert store.gpu_end(w, tok_a, "jobA", 0, 0, 40.0).worker_cleared
+    assert store.gpu_end(w, tok_a, PartitionRun("jobA", 0, 0), 40.0).worker_cleared
     start(store, w, "jobB", 0)
     # the finalizer of A ends late, with A's token: it must not clear the worker
-    assert store.finalize_end("jobA", 0, 0, 7.0, {"pi_a": []}, [], token=tok_a).ok
+    assert store.finalize_end(PartitionRun("jobA", 0, 0), 7.0, {"pi_a": []}, [], token=tok_a).ok
     doc = status(c)
     me = worker_of(doc, w)
     assert (me["state"], me["job"], me["partition"], me["kind"]) == ("proving", "jobB", 0, "kind-b")
@@ -131,7 +132,7 @@ def test_script_proof_kind_renders_inert(store):
     w = device(store)
     job(store, "jevil", kind=evil, circuit=evil)
     start(store, w, "jevil", 0)
-    store.fail_partition("jevil", 1, 0, f"error {evil}")
+    store.fail_partition(PartitionRun("jevil", 1, 0), f"error {evil}")
     for path in ("/", "/jobs/jevil"):
         html = c.get(path).get_data(as_text=True)
         assert "<script>alert(1)" not in html
@@ -150,9 +151,9 @@ def test_status_schema_queues_counters_failures_timeline(store):
     w = device(store, gpu_name="Test GPU", gpu_mem_used_mb=512, gpu_mem_total_mb=8192, gpu_util_pct=37)
     job(store, "js", kind="k1", n=3)
     tok = start(store, w, "js", 0)
-    store.gpu_end(w, tok, "js", 0, 0, 25.0)
-    store.finalize_end("js", 0, 0, 9.0, {"p": 1}, ["1"])
-    store.fail_partition("js", 1, 0, "witness does not satisfy constraint 7")
+    store.gpu_end(w, tok, PartitionRun("js", 0, 0), 25.0)
+    store.finalize_end(PartitionRun("js", 0, 0), 9.0, {"p": 1}, ["1"])
+    store.fail_partition(PartitionRun("js", 1, 0), "witness does not satisfy constraint 7")
     from cuzk_tasks.service.queues import queue_keys
 
     keys = queue_keys(cfg.cpu_queue)
@@ -208,8 +209,8 @@ def test_job_page_api_and_result_download(store):
     r = c.get("/api/jobs/jd/result")
     assert r.status_code == 409
     tok = start(store, w, "jd", 0)
-    store.gpu_end(w, tok, "jd", 0, 0, 30.0)
-    assert store.finalize_end("jd", 0, 0, 5.0, {"pi_a": ["1"]}, ["7"]).job_complete
+    store.gpu_end(w, tok, PartitionRun("jd", 0, 0), 30.0)
+    assert store.finalize_end(PartitionRun("jd", 0, 0), 5.0, {"pi_a": ["1"]}, ["7"]).job_complete
     doc = c.get("/api/jobs/jd").get_json()
     assert doc["version"] == 2 and doc["job"]["state"] == "done"
     assert doc["partitions"][0]["has_proof"] and doc["partitions"][0]["gpu_ms"] == 30.0
@@ -230,12 +231,13 @@ def test_metrics(store):
     job(store, "jm", kind="km", n=2)
     for i in range(2):
         tok = start(store, w, "jm", i)
-        store.gpu_end(w, tok, "jm", i, 0, 120.0)
-        store.finalize_end("jm", i, 0, 30.0, {}, [])
+        store.gpu_end(w, tok, PartitionRun("jm", i, 0), 120.0)
+        store.finalize_end(PartitionRun("jm", i, 0), 30.0, {}, [])
     # a device fault on a third partition (no other device: it fails) counts as a GPU fault
     job(store, "jf", kind="km", n=1)
     tok = start(store, w, "jf", 0)
-    assert store.gpu_fault(w, tok, "jf", 0, 0, "cudaErrorIllegalAddress", "mulchain").outcome == "failed"
+    assert store.gpu_fault(w, tok, PartitionRun("jf", 0, 0), "cudaErrorIllegalAddress",
+                           "mulchain").outcome == "failed"
     text = c.get("/metrics").get_data(as_text=True)
     text2 = c.get("/metrics").get_data(as_text=True)  # folding again counts nothing twice
     assert status(c)["counters"]["gpu_faults"] == {"km": 1}

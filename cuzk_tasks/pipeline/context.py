@@ -174,10 +174,12 @@ def public_error(ctx, error) -> str:
     return ctx.registry.redact(str(error))
 
 
-def fail(ctx, job_id, idx, attempt, error, token=None):
-    ok = ctx.store.fail_partition(job_id, idx, attempt, public_error(ctx, error), token=token)
-    log.warning("job %s partition %s failed%s: %s", job_id, idx, "" if ok else " (already final)",
-                error)
+def fail(ctx, run, error, token=None):
+    """Fail ``run`` (a :class:`~cuzk_tasks.state.PartitionRun`) with ``error``, its worker
+    cleared with ``token`` (the ending run's) when given."""
+    ok = ctx.store.fail_partition(run, public_error(ctx, error), token=token)
+    log.warning("job %s partition %s failed%s: %s", run.job_id, run.idx,
+                "" if ok else " (already final)", error)
     return ok
 
 

@@ -12,30 +12,23 @@ import time
 from ..errors import CuzkError, SelfVerificationError
 from ..paths import atomic_output
 from ..settings import defaults
-from ..state import PartitionState
+from ..state import DeviceResult, PartitionState
 from .context import (Context, fail, internal_error, log, ms_since, public_error, ref_path,
                       spooled_witness)
 
 
 
-#: the fields of prove_start's result (its one argument; pipeline/prove.py) that finalize
-#: reads: prove_start sends every one (``deadline_at`` None when the job has no deadline)
-STARTED_FIELDS = ("job", "idx", "attempt", "circuit", "witness_ref", "worker", "token",
-                  "backend", "partial", "priority", "deadline_at", "sent_at")
-
-
 def finalize(ctx: Context, started):
-    """The CPU tail of the partition that ``started`` (prove_start's result) names; a message
-    that lacks one of :data:`STARTED_FIELDS` is an error (ValueError), never a default."""
-    missing = [name for name in STARTED_FIELDS if name not in started]
-    if missing:
-        raise ValueError(f"finalize message without {', '.join(missing)} "
-                         "(prove_start sends every one of them)")
-    store = ctx.store
-    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
+    """The CPU tail of the run that ``started`` (finalize's message: prove_start's
+    :class:`~cuzk_tasks.state.DeviceResult`, as JSON) names; a message that lacks one of
+    its fields (:data:`~cuzk_tasks.state.run.FINALIZE_FIELDS`), or has one of the wrong type,
+    is an error (ValueError naming it), never a default."""
+    result = DeviceResult.from_json(started)
+    store, run = ctx.store, result.run
+    job_id, idx, attempt = run.job_id, run.idx, run.attempt
     # a look first when the message may be stale (finalize_end is the guard): a cancelled,
     # re-dispatched or past-deadline partition does not get its CPU tail run
-    if may_be_stale(started, time.time()):
+    if may_be_stale(result, time.time()):
         state, part_attempt = store.partition_fields(job_id, idx, "state", "attempt")
         if state != PartitionState.FINALIZING.value or part_attempt != attempt:
             log.info("finalize %s/%s attempt %s: partition is %s (attempt %s), skipping", job_id,
@@ -43,25 +36,25 @@ def finalize(ctx: Context, started):
             return None
     t0 = time.perf_counter()
     try:
-        path = ref_path(ctx, "witness_ref", started["witness_ref"])
-        proof, public = ctx.prover.prove_finish(started["circuit"], started["partial"], path)
+        path = ref_path(ctx, "witness_ref", result.witness_ref)
+        proof, public = ctx.prover.prove_finish(run.circuit, result.partial, path)
     except SelfVerificationError as exc:
-        if started["backend"] == "gpu":  # the device may be at fault: prove again elsewhere
-            _reroute_after_wrong_proof(ctx, exc, started)
+        if result.backend == "gpu":  # the device may be at fault: prove again elsewhere
+            _reroute_after_wrong_proof(ctx, exc, result)
         else:  # the CPU core is the reference: the witness is bad
-            fail(ctx, job_id, idx, attempt, exc, token=started["token"])
+            fail(ctx, run, exc, token=result.token)
         return None
     except CuzkError as exc:
-        fail(ctx, job_id, idx, attempt, exc, token=started["token"])
+        fail(ctx, run, exc, token=result.token)
         return None
     except Exception as exc:
         log.exception("finalize %s/%s crashed", job_id, idx)
-        fail(ctx, job_id, idx, attempt, internal_error(exc), token=started["token"])
+        fail(ctx, run, internal_error(exc), token=result.token)
         return None
     # compare-and-delete with the token of the run that made this partial: if the device has
     # moved on to another partition (another token), it stays busy
-    end = store.finalize_end(job_id, idx, attempt, ms_since(t0), json.dumps(proof),
-                             json.dumps(public), token=started["token"])
+    end = store.finalize_end(run, ms_since(t0), json.dumps(proof), json.dumps(public),
+                             token=result.token)
     if not end.ok:
         log.info("finalize %s/%s attempt %s: finalize_end rejected", job_id, idx, attempt)
         return None
@@ -76,30 +69,29 @@ def finalize(ctx: Context, started):
     return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
 
 
-def may_be_stale(started, now, recheck_after_s=defaults.FINALIZE_RECHECK_AFTER_S) -> bool:
+def may_be_stale(result: DeviceResult, now,
+                 recheck_after_s=defaults.FINALIZE_RECHECK_AFTER_S) -> bool:
     """Whether finalize should look at the partition before the CPU tail: unless the message
-    is younger than ``recheck_after_s`` (``sent_at``, set by prove_start just before its
-    gpu_end pushed it) and its job's deadline, if any (``deadline_at`` None: none), is
+    is younger than ``recheck_after_s`` (``result.sent_at``, set by prove_start just before
+    its gpu_end pushed it) and its job's deadline, if any (``deadline_at`` None: none), is
     further off than that."""
-    if now - started["sent_at"] > recheck_after_s:
+    if now - result.sent_at > recheck_after_s:
         return True
-    deadline_at = started["deadline_at"]
+    deadline_at = result.deadline_at
     return deadline_at is not None and deadline_at - now < recheck_after_s
 
 
-def _reroute_after_wrong_proof(ctx, exc, started):
+def _reroute_after_wrong_proof(ctx, exc, result: DeviceResult):
     """A proof from a GPU's partial failed self-verification: a device fault until a second,
     independent device agrees (gpu_fault from finalizing; see docs/architecture.md, "Device
     faults")."""
-    job_id, idx, attempt = started["job"], int(started["idx"]), int(started["attempt"])
-    retry = ctx.messages.after_device_fault(job_id, idx, attempt, started["circuit"],
-                                            started["witness_ref"], started["priority"])
-    fault = ctx.store.gpu_fault(started["worker"], started["token"], job_id, idx, attempt,
-                                public_error(ctx, exc), started["circuit"],
-                                ctx.settings.max_deliveries,
+    run = result.run
+    retry = ctx.messages.after_device_fault(run, result.witness_ref)
+    fault = ctx.store.gpu_fault(result.worker, result.token, run, public_error(ctx, exc),
+                                run.circuit, ctx.settings.max_deliveries,
                                 message=retry, in_state="finalizing")
     log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
-                " %s%s", job_id, idx, attempt, started["worker"], fault.outcome,
+                " %s%s", run.job_id, run.idx, run.attempt, result.worker, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
 
 

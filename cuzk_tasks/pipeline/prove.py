@@ -7,32 +7,32 @@ from __future__ import annotations
 import time
 
 from ..errors import CuzkError, GpuError
+from ..state import DeviceResult, PartitionRun
 from .context import Context, fail, internal_error, log, ms_since, public_error, ref_path
 
 
 
-def prove_start(ctx: Context, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
-                 priority):
-    """The device's share of one partition; gpu_end queues finalize on ``finalize_queue``
-    (with ``priority``) when the partition advances.  Both come in every prove_start message
-    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove_start`).  Returns None: the partial
-    proof travels only in finalize's message."""
-    store = ctx.store
-    wid = ctx.worker_id
+def prove_start(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
+    """The device's share of ``run``, whose witness is ``witness_ref``; gpu_end queues
+    finalize on ``finalize_queue`` (at the run's priority) when the partition advances.  All
+    come in every prove_start message
+    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove_start`).  Returns None: the
+    partial proof travels only in finalize's message (a
+    :class:`~cuzk_tasks.state.DeviceResult`)."""
     slot = ctx.run_slot
     if slot is not None:  # before gpu_start: while the hash says proving this run, so does it
-        slot.set(f"{job_id}:{idx}:{attempt}")
+        slot.set(run.member)
     try:
-        _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
-                     priority)
+        _prove_start(ctx, run, witness_ref, finalize_queue)
     finally:
         if slot is not None:  # after gpu_end / gpu_fault, or a rejected gpu_start
             slot.set("")
 
 
-def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, finalize_queue,
-                 priority):
-    started = store.gpu_start(wid, job_id, idx, attempt, ctx.settings.max_deliveries)
+def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
+    store, wid = ctx.store, ctx.worker_id
+    job_id, idx, attempt = run.job_id, run.idx, run.attempt
+    started = store.gpu_start(wid, run, ctx.settings.max_deliveries)
     if not started.ok:
         log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)
@@ -41,32 +41,31 @@ def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, fi
     t0 = time.perf_counter()
     result = message = device_fault = None
     try:
-        partial = ctx.prover.prove_start(circuit, ref_path(ctx, "witness_ref", witness_ref))
-        result = {"job": job_id, "idx": idx, "attempt": attempt, "circuit": circuit,
-                  "witness_ref": witness_ref, "worker": wid, "token": token,
-                  "backend": ctx.prover.backend_name, "partial": partial,
-                  "gpu_ms": ms_since(t0), "priority": priority,
-                  # for finalize's look before its CPU tail (finalize.py, may_be_stale)
-                  "deadline_at": started.deadline_at, "sent_at": time.time()}
-        message = ctx.messages.finalize(finalize_queue, priority, result)
+        partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
+        result = DeviceResult(run, witness_ref=witness_ref, worker=wid, token=token,
+                              backend=ctx.prover.backend_name, partial=partial,
+                              gpu_ms=ms_since(t0),
+                              # for finalize's look before its CPU tail (finalize.py,
+                              # may_be_stale)
+                              deadline_at=started.deadline_at, sent_at=time.time())
+        message = ctx.messages.finalize(finalize_queue, result)
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc
     except CuzkError as exc:
         result = message = None
-        fail(ctx, job_id, idx, attempt, exc, token=token)
+        fail(ctx, run, exc, token=token)
     except Exception as exc:
         result = message = None
         log.exception("prove_start %s/%s crashed", job_id, idx)
-        fail(ctx, job_id, idx, attempt, internal_error(exc), token=token)
+        fail(ctx, run, internal_error(exc), token=token)
     finally:
         # compare-and-delete on OUR token: never clears a worker that moved on; sends
         # finalize (the outbox) in the same step when the partition advances
         if device_fault is None:
-            end = store.gpu_end(wid, token, job_id, idx, attempt, ms_since(t0), message=message)
+            end = store.gpu_end(wid, token, run, ms_since(t0), message=message)
     if device_fault is not None:
-        _reroute_after_device_fault(ctx, device_fault, token, job_id, idx, attempt, circuit,
-                                    witness_ref, priority)
+        _reroute_after_device_fault(ctx, device_fault, token, run, witness_ref)
         return
     if result is not None and not end.partition_advanced:
         log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
@@ -78,15 +77,14 @@ def _prove_start(ctx, store, wid, job_id, idx, attempt, circuit, witness_ref, fi
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
 
 
-def _reroute_after_device_fault(ctx, exc, token, job_id, idx, attempt, circuit, witness_ref,
-                                priority):
+def _reroute_after_device_fault(ctx, exc, token, run: PartitionRun, witness_ref):
     """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
     live device with its next attempt, or fail it after max faults / with no other device."""
-    retry = ctx.messages.after_device_fault(job_id, idx, attempt, circuit, witness_ref, priority)
-    fault = ctx.store.gpu_fault(ctx.worker_id, token, job_id, idx, attempt, public_error(ctx, exc),
-                                circuit, ctx.settings.max_deliveries, message=retry)
-    log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", job_id, idx, attempt,
-                ctx.worker_id, exc, fault.outcome,
+    retry = ctx.messages.after_device_fault(run, witness_ref)
+    fault = ctx.store.gpu_fault(ctx.worker_id, token, run, public_error(ctx, exc), run.circuit,
+                                ctx.settings.max_deliveries, message=retry)
+    log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", run.job_id,
+                run.idx, run.attempt, ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
 
 

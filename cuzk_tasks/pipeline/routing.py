@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import logging
 
+from ..state import PartitionRun
+
 log = logging.getLogger("cuzk_tasks.pipeline.routing")
 
 
-def after_route(ctx, job_id, idx, attempt, routed) -> bool:
-    """Log a routing outcome; True when routed."""
+def after_route(ctx, run: PartitionRun, routed) -> bool:
+    """Log a routing outcome of ``run``; True when routed."""
+    job_id, idx, attempt = run.job_id, run.idx, run.attempt
     if not routed:
         reason = routed.reason if routed is not None else "not asked"
         if reason == "no_live_device":
@@ -31,18 +34,18 @@ def after_route(ctx, job_id, idx, attempt, routed) -> bool:
     return True
 
 
-def route_partition(ctx, job_id, idx, attempt, circuit, witness_ref, priority):
-    """Route one synth_done partition to the best live device; True when it was routed
-    and its prove_start queued."""
-    message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
-    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
-    return after_route(ctx, job_id, idx, attempt, routed)
+def route_partition(ctx, run: PartitionRun, witness_ref):
+    """Route one synth_done partition (``run``: its attempt, circuit and priority) to the
+    best live device; True when it was routed and its prove_start queued."""
+    message = ctx.messages.prove_start(run, witness_ref)
+    routed = ctx.store.route(run, circuit=run.circuit, message=message)
+    return after_route(ctx, run, routed)
 
 
-def place_partition(ctx, job_id, idx, attempt, circuit, priority):
+def place_partition(ctx, run: PartitionRun):
     """Host-affine stages: place one pending partition on the best live device whose host
     can run its synthesize and finalize, and queue its synthesize on that host's CPU queue;
     True when it was placed."""
-    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt)
-    routed = ctx.store.route(job_id, idx, attempt, circuit=circuit, message=message)
-    return after_route(ctx, job_id, idx, attempt, routed)
+    message = ctx.messages.synthesize(run)
+    routed = ctx.store.route(run, circuit=run.circuit, message=message)
+    return after_route(ctx, run, routed)

@@ -10,7 +10,7 @@ import uuid
 
 from ..errors import CuzkError
 from ..service import queues
-from ..state import serves
+from ..state import PartitionRun, serves
 from . import request_checks
 from .context import Context, fail, log, ref_path
 
@@ -211,8 +211,9 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     unserved = _unserved(ctx, circuit) if spec is not None else None
     messages = []
     if spec is not None and not rejected and not unserved:
-        messages = [ctx.messages.synthesize(job_id, i, circuit, priority)
-                    for i in range(len(parts))]
+        messages = [ctx.messages.synthesize(
+            PartitionRun(job_id, i, 0, circuit, ctx.settings.priority(priority)))
+            for i in range(len(parts))]
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
     # job_window: the store sends that many synthesize messages now and holds the rest,
     # released one per finished partition, so a big job does not starve the jobs after it
@@ -226,14 +227,14 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
         return job_id
     if spec is None:
         known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
-        fail(ctx, job_id, 0, 0, f"unknown circuit {circuit!r} (known circuits: {known})")
+        fail(ctx, PartitionRun(job_id, 0), f"unknown circuit {circuit!r} (known circuits: {known})")
         return job_id
     if unserved:
-        fail(ctx, job_id, 0, 0, unserved)
+        fail(ctx, PartitionRun(job_id, 0), unserved)
         return job_id
     if rejected:
         for i, message in rejected.items():
-            fail(ctx, job_id, i, 0, message)
+            fail(ctx, PartitionRun(job_id, i), message)
         return job_id
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id

@@ -13,6 +13,7 @@ import time
 from ..errors import CuzkError, FormatError, SpoolFullError, WitnessError
 from ..paths import atomic_output
 from ..settings import defaults
+from ..state import PartitionRun
 from .context import Context, fail, internal_error, log, ms_since, open_ref, spooled_witness
 from .registry import circuit_file_error
 from .routing import after_route
@@ -42,10 +43,10 @@ def _load_inputs(ctx, part, idx):
     return circom_input.load_input_json(ref, fileobj=f), ref
 
 
-def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
-    """``circuit``/``priority``: every synthesize message carries them
+def synthesize(ctx: Context, run: PartitionRun):
+    """Synthesize ``run``; its circuit and priority come in every synthesize message
     (:meth:`~cuzk_tasks.service.messages.StageMessages.synthesize`), so no job is read here.
-    ``attempt``: 0 from submit_job (its message leaves it out), more from a sweeper that
+    Its attempt: 0 from submit_job (its message leaves it out), more from a sweeper that
     found the stage lost (``recover_stage``) or a retry after a full spool disk
     (``synth_retry``).  synth_begin rejects a job that is not live and a message of another
     attempt (stale), and counts the delivery: past ``max_deliveries`` (a synthesize whose
@@ -53,10 +54,10 @@ def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
     ``Settings.witness_limit_s`` (a runaway wasm or native generator fails "witness
     generation exceeded N s",
     the worker lives on)."""
+    job_id, idx, circuit = run.job_id, run.idx, run.circuit
     store = ctx.store
-    priority = int(priority)
     settings = ctx.settings
-    begun = store.synth_begin(job_id, idx, attempt, max_deliveries=settings.max_deliveries,
+    begun = store.synth_begin(run, max_deliveries=settings.max_deliveries,
                               time_limit_s=settings.time_limit_s)
     if not begun:
         log.info("synthesize %s/%s: rejected (%s), skipping", job_id, idx, begun.reason)
@@ -104,28 +105,28 @@ def synthesize(ctx: Context, job_id, idx, circuit, priority, attempt=0):
             witness_ref = spooled_witness(ctx, job_id, idx)
             _write_spooled(ctx, witness_ref, wtns_bytes(values, calc.prime))
     except SpoolFullError as exc:  # an outage of this host, not the job's fault: retry later
-        _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc)
+        _hand_back(ctx, run, exc)
         return None
     except CuzkError as exc:
-        fail(ctx, job_id, idx, attempt, exc)
+        fail(ctx, run, exc)
         return None
     except MemoryError:
         log.exception("synthesize %s/%s ran out of memory", job_id, idx)
-        fail(ctx, job_id, idx, attempt, f"out of memory in synthesize (circuit {circuit!r})")
+        fail(ctx, run, f"out of memory in synthesize (circuit {circuit!r})")
         return None
     except Exception as exc:  # a bug or an I/O problem: fail the partition, keep the worker
         log.exception("synthesize %s/%s crashed", job_id, idx)
-        fail(ctx, job_id, idx, attempt, internal_error(exc))
+        fail(ctx, run, internal_error(exc))
         return None
-    message = ctx.messages.prove_start(job_id, idx, attempt, circuit, witness_ref, priority)
-    end = store.synth_end(job_id, idx, attempt, witness_ref, ms_since(t0), route_circuit=circuit,
+    message = ctx.messages.prove_start(run, witness_ref)
+    end = store.synth_end(run, witness_ref, ms_since(t0), route_circuit=circuit,
                           message=message, curve=zkey.curve.snarkjs_name)
     if not end:
         log.info("synthesize %s/%s: synth_end rejected (%s)", job_id, idx, end.reason)
         if end.reason.startswith("job_") and witness_ref == spooled_witness(ctx, job_id, idx):
             _unlink(witness_ref)  # the job ended meanwhile: no one will read it
         return None
-    after_route(ctx, job_id, idx, attempt, end.routed)
+    after_route(ctx, run, end.routed)
     return witness_ref
 
 
@@ -155,17 +156,16 @@ def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
         delay *= 2
 
 
-def _hand_back(ctx, job_id, idx, attempt, circuit, priority, exc):
+def _hand_back(ctx, run, exc):
     """The partition goes back to the queue (synth_retry, attempt + 1) after a host outage."""
     # host-affine: it stays placed on its device, so its synthesize stays on this host
     queue = ctx.settings.host_cpu_queue() if ctx.settings.host_affine else None
-    message = ctx.messages.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1,
-                                      queue=queue)
-    if ctx.store.synth_retry(job_id, idx, attempt, str(exc), message=message):
-        log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", job_id, idx,
-                    exc, attempt + 1)
+    message = ctx.messages.synthesize(run.next_attempt(), queue=queue)
+    if ctx.store.synth_retry(run, str(exc), message=message):
+        log.warning("synthesize %s/%s: %s; partition queued again (attempt %d)", run.job_id,
+                    run.idx, exc, run.attempt + 1)
     else:
-        log.info("synthesize %s/%s: %s; partition moved meanwhile", job_id, idx, exc)
+        log.info("synthesize %s/%s: %s; partition moved meanwhile", run.job_id, run.idx, exc)
 
 
 def _unlink(path):

@@ -23,6 +23,7 @@ import time
 from ..pipeline.routing import place_partition, route_partition
 from ..service.periodic import PeriodicThread
 from ..settings import defaults
+from ..state import PartitionRun
 from ..state.enums import PartitionState
 from .request_leases import RequestLeases
 from .spool import sweep_spool
@@ -85,7 +86,7 @@ class Sweeper(PeriodicThread):
                     continue
                 attempt = int(part.get("attempt") or 0)
                 # worker_id: a partition meanwhile routed to a live device is left alone
-                if store.redispatch(job_id, idx, attempt, worker_id=dead):
+                if store.redispatch(PartitionRun(job_id, idx, attempt), worker_id=dead):
                     redispatched += 1
                     log.warning("worker %s is offline: partition %s/%s re-dispatched (attempt %d)",
                                 dead, job_id, idx, attempt + 1)
@@ -102,14 +103,13 @@ class Sweeper(PeriodicThread):
             job = store.get_job(job_id)
             if not part or not job:
                 continue
-            attempt, state = int(part.get("attempt") or 0), part.get("state")
+            run = PartitionRun(job_id, idx, int(part.get("attempt") or 0), job["circuit"],
+                               self._priority(job))
+            state = part.get("state")
             if state == PartitionState.SYNTH_DONE.value:
-                done = route_partition(self.ctx, job_id, idx, attempt, circuit=job["circuit"],
-                                       witness_ref=part.get("witness_ref"),
-                                       priority=self._priority(job))
+                done = route_partition(self.ctx, run, witness_ref=part.get("witness_ref"))
             elif state == PartitionState.PENDING.value and store.host_affine:
-                done = place_partition(self.ctx, job_id, idx, attempt, job["circuit"],
-                                       self._priority(job))
+                done = place_partition(self.ctx, run)
             else:
                 continue
             routed += bool(done)
@@ -206,7 +206,7 @@ class Sweeper(PeriodicThread):
 
         suspects, recovered = {}, 0
         for job_id, idx, state, attempt, worker in due:
-            if (job_id, idx, attempt) in held:
+            if PartitionRun(job_id, idx, attempt) in held:
                 continue
             if state not in self.RUNNING_STATES:
                 if state == PartitionState.SYNTH_DONE.value:
@@ -231,9 +231,9 @@ class Sweeper(PeriodicThread):
                 job = store.get_job(job_id)
                 if job is None:  # reaped meanwhile: recover_stage would refuse it ("unknown")
                     continue
-                message = self.ctx.messages.synthesize(job_id, idx, job["circuit"],
-                                                       self._priority(job), attempt=attempt + 1)
-            if store.recover_stage(job_id, idx, state, attempt, message=message):
+                message = self.ctx.messages.synthesize(PartitionRun(
+                    job_id, idx, attempt + 1, job["circuit"], self._priority(job)))
+            if store.recover_stage(PartitionRun(job_id, idx, attempt), state, message=message):
                 recovered += 1
                 suspects.pop(key)
                 log.warning("partition %s/%s (%s, attempt %d): no live worker holds its stage; "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from . import tracing
+from ..state.run import DeviceResult, PartitionRun
 from .task_names import TASK_FINALIZE, TASK_PROVE_START, TASK_SYNTHESIZE
 
 
@@ -40,50 +41,55 @@ class StageMessages:
     def _priority(self, priority) -> int:
         return self.settings.priority(priority)
 
-    def synthesize(self, job_id, idx, circuit, priority, attempt=0, queue=None) -> str:
-        """A partition's synthesize for ``attempt``; circuit and priority ride in the message,
-        so synthesize needs no job read.  Its queue: ``queue`` when given; else, with
+    def synthesize(self, run: PartitionRun, queue=None) -> str:
+        """``run``'s synthesize (args ``(job, idx)``, kwargs ``circuit``, ``priority`` and,
+        past attempt 0, ``attempt``); circuit and priority ride in the message, so
+        synthesize needs no job read.  Its queue: ``queue`` when given; else, with
         host-affine stages, none -- the step that places the partition on a device puts that
         device's host's CPU queue in front (_lib.lua ``route_core``) -- and the cpu queue
         without them."""
-        priority = self._priority(priority)
-        kwargs = {"circuit": circuit, "priority": priority}
-        if attempt:  # a recovery's; submit's attempt 0 is the task's default
-            kwargs["attempt"] = attempt
+        priority = self._priority(run.priority)
+        kwargs = {"circuit": run.circuit, "priority": priority}
+        if run.attempt:  # a recovery's; submit's attempt 0 is the task's default
+            kwargs["attempt"] = run.attempt
         if queue is None and not self.settings.host_affine:
             queue = self.settings.cpu_queue
-        return entry(TASK_SYNTHESIZE, (job_id, idx), kwargs, queue=queue, priority=priority)
+        return entry(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
+                     priority=priority)
 
-    def prove_start(self, job_id, idx, attempt, circuit, witness_ref, priority) -> str:
-        """The partition's prove_start, for whichever device queue routing picks.  It is told
+    def prove_start(self, run: PartitionRun, witness_ref) -> str:
+        """``run``'s prove_start (args ``(job, idx, attempt, circuit, witness_ref)``), for
+        whichever device queue routing picks.  It is told
         (``finalize_queue``) to queue finalize (cpu queue, same priority) itself once gpu_end
         has advanced the partition: one plain message instead of a Celery canvas chain."""
-        priority = self._priority(priority)
+        priority = self._priority(run.priority)
         # host-affine: built where the partition was synthesized, on its device's host, whose
         # CPU queue finalize must reach (the witness is in that host's spool)
         finalize_queue = self.settings.host_cpu_queue() if self.settings.host_affine \
             else self.settings.cpu_queue
-        return entry(TASK_PROVE_START, (job_id, idx, attempt, circuit, witness_ref),
+        return entry(TASK_PROVE_START, (run.job_id, run.idx, run.attempt, run.circuit,
+                                        witness_ref),
                      {"finalize_queue": finalize_queue, "priority": priority},
                      queue=None, priority=priority)
 
-    def after_device_fault(self, job_id, idx, attempt, circuit, witness_ref, priority) -> str:
-        """The message of a partition's next attempt after a device fault (gpu_fault): with
+    def after_device_fault(self, run: PartitionRun, witness_ref) -> str:
+        """The message of ``run``'s next attempt after a device fault (gpu_fault): with
         host-affine stages it is synthesized again wherever it is placed next (its witness is
         on this host), so its synthesize; else its prove_start for another device."""
         if self.settings.host_affine:
-            return self.synthesize(job_id, idx, circuit, priority, attempt=attempt + 1)
-        return self.prove_start(job_id, idx, attempt + 1, circuit, witness_ref, priority)
+            return self.synthesize(run.next_attempt())
+        return self.prove_start(run.next_attempt(), witness_ref)
 
-    def finalize(self, queue, priority, result) -> str:
+    def finalize(self, queue, result: DeviceResult) -> str:
         """The finalize of a prove_start whose ``result`` (the partial proof) is its one
-        argument, for gpu_end to send when the partition advances (before prove_start's own
-        message is acked, as a chain's next step would be)."""
+        argument (:meth:`~cuzk_tasks.state.DeviceResult.to_json`), at the run's priority, for
+        gpu_end to send when the partition advances (before prove_start's own message is
+        acked, as a chain's next step would be)."""
+        run = result.run
         # argsrepr: a short log form (Celery's logs, Flower) instead of the whole partial proof
-        argsrepr = (f"({{job: {result['job']}, idx: {result['idx']}, "
-                    f"attempt: {result['attempt']}}},)")
-        return entry(TASK_FINALIZE, (result,), queue=queue, priority=self._priority(priority),
-                     argsrepr=argsrepr)
+        argsrepr = f"({{job: {run.job_id}, idx: {run.idx}, attempt: {run.attempt}}},)"
+        return entry(TASK_FINALIZE, (result.to_json(),), queue=queue,
+                     priority=self._priority(run.priority), argsrepr=argsrepr)
 
     def on_done(self, on_done) -> str:
         """The job's on_done task without its kwargs (the step ending the job writes them in

@@ -2,6 +2,8 @@
 messages.py names them in the outbox, the client and the sweeper's request leases send and
 recognise them.  Stable: services without this package send them by name."""
 
+from ..state.run import PartitionRun
+
 TASK_SUBMIT = "cuzk.submit"
 TASK_SYNTHESIZE = "cuzk.synthesize"
 TASK_PROVE_START = "cuzk.prove_start"
@@ -14,8 +16,9 @@ STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE_START, TASK_FINALIZE)
 REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
 
 
-def stage_partition(task: str, args, kwargs) -> tuple[str, int, int] | None:
-    """``(job id, partition idx, attempt)`` that a stage task's call names -- synthesize
+def stage_partition(task: str, args, kwargs) -> PartitionRun | None:
+    """The run (job id, partition idx, attempt: its identity, without circuit and priority)
+    that a stage task's call names -- synthesize
     ``(job, idx, attempt=0)``, prove_start ``(job, idx, attempt, ...)``, finalize
     ``({"job", "idx", "attempt", ...},)`` -- or None for any other task.  Workers report the
     stages they hold by it (the stage lease, docs/architecture.md)."""
@@ -25,12 +28,12 @@ def stage_partition(task: str, args, kwargs) -> tuple[str, int, int] | None:
         args, kwargs = list(args or ()), dict(kwargs or {})
         if task == TASK_FINALIZE:
             started = args[0] if args else kwargs["started"]
-            return str(started["job"]), int(started["idx"]), int(started["attempt"])
+            return PartitionRun(str(started["job"]), int(started["idx"]), int(started["attempt"]))
         job, idx = args[0], int(args[1])
         if task == TASK_SYNTHESIZE:
             attempt = args[2] if len(args) > 2 else kwargs.get("attempt", 0)
         else:
             attempt = args[2] if len(args) > 2 else kwargs["attempt"]
-        return str(job), idx, int(attempt or 0)
+        return PartitionRun(str(job), idx, int(attempt or 0))
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None

@@ -12,6 +12,7 @@ Names are stable (services without this package call them by name):
 * ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit,
                         witness_ref, finalize_queue, priority: its gpu_end queues finalize there
 * ``cuzk.finalize``     (cpu queue, published by prove_start's gpu_end) the prove_start result
+                        (a DeviceResult's JSON, cuzk_tasks/state/run.py)
 
 The stage messages are recorded by this package alone (cuzk_tasks/service/messages.py, the outbox),
 which sends every argument above but ``attempt`` 0: one missing is an error of the task
@@ -26,6 +27,7 @@ handed to the pool (cuzk_tasks/pipeline/request_checks.py).
 from celery import shared_task
 
 from .. import pipeline
+from ..state import PartitionRun
 from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
                          TASK_SUBMIT, TASK_SYNTHESIZE)
 
@@ -59,14 +61,14 @@ def result(self, job_id):
 
 @shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
 def synthesize(self, job_id, idx, circuit, priority, attempt=0):
-    pipeline.synthesize(pipeline.context(self.app), job_id, int(idx), circuit=circuit,
-                        priority=priority, attempt=int(attempt))
+    run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
+    pipeline.synthesize(pipeline.context(self.app), run)
 
 
 @shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
 def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
-    pipeline.prove_start(pipeline.context(self.app), job_id, int(idx), int(attempt), circuit,
-                         witness_ref, finalize_queue, priority)
+    run = PartitionRun(job_id, int(idx), int(attempt), circuit, int(priority))
+    pipeline.prove_start(pipeline.context(self.app), run, witness_ref, finalize_queue)
 
 
 @shared_task(name=TASK_FINALIZE, bind=True, **SAFE)

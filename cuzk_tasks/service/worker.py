@@ -121,7 +121,7 @@ class Heartbeat(PeriodicThread):
 class HeldMessages(NamedTuple):
     """What a worker process holds, as its heartbeat reports it (:func:`held_messages`)."""
 
-    stages: list  # (job, idx, attempt) of each stage message: its stage leases
+    stages: list  # the run (PartitionRun) of each stage message: its stage leases
     requests: list  # Celery task ids of the by-name requests: its request leases
 
 
@@ -168,7 +168,8 @@ def held_messages() -> HeldMessages | None:
             found = None
         if found is not None:
             held.add(found)
-    return HeldMessages(sorted(held), held_requests(requests))
+    return HeldMessages(sorted(held, key=lambda run: (run.job_id, run.idx, run.attempt)),
+                        held_requests(requests))
 
 
 def nvml_probe(device: int):

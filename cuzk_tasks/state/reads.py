@@ -67,11 +67,17 @@ def status_delta(store, cursor: str | None, queues: dict, part_fields, recent_jo
     token, job, idx]] (device activity since cursor, or over ``lookback_s`` on a full read)}``.
     """
     qspec = [[name, [keys] if isinstance(keys, str) else list(keys)] for name, keys in queues.items()]
-    raw = json.loads(store.script("status_delta")(keys=[], args=store.common_args + [
-        cursor or "", str(int(max_delta_events)), str(int(recent_jobs)), str(int(failures)),
-        json.dumps([int(w) for w in windows_s]), json.dumps(qspec), json.dumps(list(part_fields)),
-        str(int(bucket_s)), str(int(buckets)), str(float(lookback_s)), str(int(lookback_events)),
-        str(int(parts_per_job))]))
+    # the script's named arguments (_lib.lua ARGS): how many, then name/value pairs
+    named = {
+        "cursor": cursor or "", "max_events": str(int(max_delta_events)),
+        "recent_jobs": str(int(recent_jobs)), "failures": str(int(failures)),
+        "windows": json.dumps([int(w) for w in windows_s]), "queues": json.dumps(qspec),
+        "part_fields": json.dumps(list(part_fields)), "bucket_s": str(int(bucket_s)),
+        "buckets": str(int(buckets)), "lookback_s": str(float(lookback_s)),
+        "lookback_events": str(int(lookback_events)), "parts_per_job": str(int(parts_per_job))}
+    flat = [text for item in named.items() for text in item]
+    raw = json.loads(store.script("status_delta")(keys=[], args=store.common_args
+                                                  + [str(len(named))] + flat))
     now = float(raw["now"])
     jobs = {}
     for rec in as_list(raw["jobs"]):

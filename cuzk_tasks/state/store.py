@@ -12,6 +12,9 @@ matter most:
   happens whole or not at all.  A transition names the state(s) and attempt it expects;
   anything else is rejected and changes nothing (the method returns False / ``ok=False``
   with a reason).  Every transition XADDs an event to ``Keys.events`` (MAXLEN ~).
+* A partition transition names the run it expects as a :class:`~.run.PartitionRun` (job,
+  index, attempt; the run's circuit and priority are the messages', never read here): a
+  partition in another attempt rejects it as stale.
 * A worker's assignment is a token (``job:idx:attempt:nonce``) issued by
   :meth:`StateStore.gpu_start`.  Only a compare-and-delete on that exact token
   makes the worker idle again, so an end that arrives late (a finalizer of an
@@ -45,7 +48,8 @@ from ..settings import defaults, redis_url
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
 from .enums import JobState, WorkerRole
-from .keys import Keys, attempt_member, member, parse_attempt_member, parse_member
+from .keys import Keys, member, parse_attempt_member, parse_member
+from .run import PartitionRun
 
 SCRIPTS = (
     "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
@@ -301,6 +305,13 @@ def _arg(value) -> str:
     return str(value)
 
 
+def _named(args: dict) -> list[str]:
+    """A script's named arguments (``_lib.lua`` ``ARGS``): how many, then name/value pairs,
+    each value the text :func:`_arg` makes of it as a positional argument."""
+    return [str(len(args))] + [text for name, value in args.items()
+                               for text in (name, _arg(value))]
+
+
 def _check_job_id(job_id) -> str:
     if not isinstance(job_id, str) or not job_id or any(c.isspace() for c in job_id):
         raise StateError(f"job id must be a non-empty string without spaces, got {job_id!r}")
@@ -335,6 +346,14 @@ def _check_request_conflict(request_id, job_id, status) -> None:
         raise StateError(f"request_id {request_id!r} already names job {job_id} with other "
                          "content (circuit, partitions, priority, on_done or deadline_s "
                          "differ); use a new request_id for a new job")
+
+
+def _check_run(run) -> tuple[str, int, int]:
+    """``(job_id, idx, attempt)`` of a transition's :class:`PartitionRun` (its circuit and
+    priority are not read here: a transition keys on the run's identity)."""
+    if not isinstance(run, PartitionRun):
+        raise StateError(f"expected a PartitionRun, got {run!r:.200}")
+    return run.job_id, run.idx, run.attempt
 
 
 def _check_role(role) -> WorkerRole:
@@ -473,8 +492,15 @@ class StateStore:
 
     def _run(self, name, keys, args):
         """Run script ``name``; the outbox entries it added are published (and then deleted)
-        before its reply is returned."""
-        script, keys, argv = self._scripts[name], list(keys), self._common + [_arg(a) for a in args]
+        before its reply is returned.  ``args``: its own arguments, a list (ARGV after the
+        common ones), or a dict -- for a script with a long list: its named arguments
+        (:func:`_named`, ``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
+        positional one, so what a script stores is the same either way."""
+        if isinstance(args, dict):
+            own = _named(args)
+        else:
+            own = [_arg(a) for a in args]
+        script, keys, argv = self._scripts[name], list(keys), self._common + own
         if self._outage is None:
             reply = script(keys=keys, args=argv)
         else:
@@ -587,35 +613,39 @@ class StateStore:
         window = 0 if window is None else _check_int("window", window)
         if on_done is not None:
             spec, late = on_done
-            done_args = [json.dumps({"task": spec["task"], "queue": spec["queue"]}), late]
+            done = {"on_done": json.dumps({"task": spec["task"], "queue": spec["queue"]}),
+                    "on_done_message": late}
         else:
-            done_args = ["", ""]
+            done = {"on_done": "", "on_done_message": ""}
         deadline_arg = "" if deadline_s is None else repr(float(deadline_s))
         request_key = self.keys.request(request_id) if request_id else self.keys.request("-")
         keys = [self.keys.job(job_id), request_key]
-        head = [job_id, circuit, kind, priority, request_id]
-        # last argument of each create script: the request's digest (_lib.lua request_job)
-        digest = [request_digest or ""]
+        # the create scripts' named arguments; the partitions' inputs and the messages follow
+        # them, positional: the data, not parameters
+        head = {"job": job_id, "circuit": circuit, "kind": kind, "priority": priority,
+                "request": request_id, "n": n, "digest": request_digest or ""}
         if n <= self.chunk:
-            args = head + [n] + _partition_args(partitions, 0)
-            args += [len(messages), release, window] + messages
-            got, created = self._run("create_job", keys, args + done_args + [deadline_arg]
-                                     + digest)
+            named = {**head, "n_messages": len(messages), "release": release, "window": window,
+                     **done, "deadline_s": deadline_arg}
+            got, created = self._run("create_job", keys, _named(named)
+                                     + _partition_args(partitions, 0) + messages)
             _check_request_conflict(request_id, got, created)
             return got, bool(created)
         for first in range(0, n, self.chunk):
             part = partitions[first:first + self.chunk]
             held = messages[first:first + self.chunk]
-            got, status = self._run("create_parts", keys, head + [n, first, len(part)]
-                                    + _partition_args(part, first) + [len(held)] + held + digest)
+            named = {**head, "first": first, "count": len(part), "n_messages": len(held)}
+            got, status = self._run("create_parts", keys, _named(named)
+                                    + _partition_args(part, first) + held)
             _check_request_conflict(request_id, got, status)
             if int(status) == 0:
                 return got, False
             if int(status) < 0:
                 raise StateError(f"job {job_id}: its creation was discarded while it was written "
                                  f"(partitions from {first}); submit it again")
-        got, created = self._run("create_commit", keys, [job_id, request_id, release, window]
-                                 + done_args + [deadline_arg] + digest)
+        got, created = self._run("create_commit", keys, {
+            "job": job_id, "request": request_id, "release": release, "window": window, **done,
+            "deadline_s": deadline_arg, "digest": request_digest or ""})
         _check_request_conflict(request_id, got, created)
         if int(created) < 0:
             raise StateError(f"job {job_id}: its creation was discarded before it was "
@@ -733,14 +763,14 @@ class StateStore:
 
     # --- partition transitions ------------------------------------------------------
 
-    def synth_begin(self, job_id, idx, attempt, max_deliveries: int | None = None,
+    def synth_begin(self, run: PartitionRun, max_deliveries: int | None = None,
                     time_limit_s: float | None = None) -> SynthBegin:
         """pending -> synthesizing (job pending -> running).  Also accepted, changing nothing,
         when the partition is already synthesizing with this attempt (a redelivered synthesize).
         ``max_deliveries``: count this delivery in ``synth_deliveries``; past it the partition
         and its job fail (reason ``poison``; ``time_limit_s``, the hard limit, is named in the
         error)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         reply = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt,
                            "" if max_deliveries is None else int(max_deliveries),
@@ -750,7 +780,7 @@ class StateStore:
         inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
         return SynthBegin(True, reply[1], inputs)
 
-    def synth_end(self, job_id, idx, attempt, witness_ref, synth_ms, route_circuit=None,
+    def synth_end(self, run: PartitionRun, witness_ref, synth_ms, route_circuit=None,
                   message=None, curve: str | None = None) -> SynthEnd:
         """synthesizing -> synth_done; ``job:idx`` joins the unrouted set.  ``curve``: the
         circuit's curve (snarkjs name, from its zkey), recorded on the job once.
@@ -759,20 +789,21 @@ class StateStore:
         without a worker does (``message``: its prove_start's outbox entry without a queue, sent
         to the chosen one).
         Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
-        route_args = ["0"]
-        if route_circuit is not None:
-            route_args = ["1", route_circuit, message or ""]
+        job_id, idx, attempt = _check_run(run)
+        route = route_circuit is not None
         ok, reason, worker, queue = self._run(
             "synth_end", [self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.unrouted()],
-            [job_id, idx, attempt, witness_ref, synth_ms, curve or "", *route_args])
+            {"job": job_id, "idx": idx, "attempt": attempt, "witness_ref": witness_ref,
+             "synth_ms": synth_ms, "curve": curve or "", "route": route,
+             "circuit": route_circuit if route else "",
+             "message": (message or "") if route else ""})
         routed = None
         if ok and route_circuit is not None:
             routed = (Routed(True, "ok", worker, queue) if worker
                       else Routed(False, "no_live_device"))
         return SynthEnd(bool(ok), reason, routed)
 
-    def route(self, job_id, idx, attempt, worker_id=None, circuit=None, message=None) -> Routed:
+    def route(self, run: PartitionRun, worker_id=None, circuit=None, message=None) -> Routed:
         """synth_done (this attempt, not yet routed) -> routed to ``worker_id``, or when None
         to the best live device worker for ``circuit`` (least outstanding, then one holding
         the circuit, then the smallest id).  At most one route per attempt succeeds.
@@ -784,7 +815,7 @@ class StateStore:
         same way, among the devices whose host has a live CPU worker serving ``circuit``;
         ``message`` is then its synthesize, sent to that host's CPU queue (docs/
         architecture.md, "Placement")."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         if worker_id is not None:
             _check_worker_id(worker_id)
         ok, reason, worker, queue = self._run(
@@ -792,7 +823,7 @@ class StateStore:
             [job_id, idx, attempt, worker_id, circuit, message or ""])
         return Routed(bool(ok), reason, worker or None, queue or None)
 
-    def gpu_start(self, worker_id, job_id, idx, attempt,
+    def gpu_start(self, worker_id, run: PartitionRun,
                   max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
         """The device worker begins prove_start: partition (routed to this worker, this
         attempt, in synth_done) -> gpu, worker -> proving with job, partition, kind, since and
@@ -803,7 +834,8 @@ class StateStore:
         reasons.  A redelivery of the same message (partition already in gpu on this worker,
         same attempt) is ACCEPTED and counted as a delivery -- its earlier run died -- and
         gets a new token; the old token is stale."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         ok, token, reason, deliveries, deadline_at = self._run(
             "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
                           self.keys.worker(worker_id), self.keys.workers()],
@@ -811,20 +843,22 @@ class StateStore:
         return GpuStart(bool(ok), token or None, reason, int(deliveries),
                         float(deadline_at) if deadline_at else None)
 
-    def gpu_end(self, worker_id, token, job_id, idx, attempt, gpu_ms, message=None) -> GpuEnd:
+    def gpu_end(self, worker_id, token, run: PartitionRun, gpu_ms, message=None) -> GpuEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
         Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
         and this token (it leaves the worker's routed set): a dead run's late end never
         advances a redelivered partition.  ``message`` (an outbox entry: the partition's
         finalize) is sent, only when the partition advanced.  The ``gpu_end`` event is
         written either way."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         cleared, advanced = self._run(
             "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, gpu_ms, message or ""])
+            {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
+             "gpu_ms": gpu_ms, "message": message or ""})
         return GpuEnd(bool(cleared), bool(advanced))
 
-    def gpu_fault(self, worker_id, token, job_id, idx, attempt, error, circuit,
+    def gpu_fault(self, worker_id, token, run: PartitionRun, error, circuit,
                   max_faults: int = defaults.MAX_DELIVERIES, message=None,
                   in_state: str = "gpu") -> GpuFault:
         """A run on a device failed because of the device (not the input): its prove_start
@@ -837,16 +871,18 @@ class StateStore:
         ``max_faults`` faults, at a second self-verification failure (two devices agree: the
         witness is bad), or with no other live device, the partition and its job fail with
         ``error``."""
-        _check_worker_id(worker_id), _check_int("idx", idx), _check_int("attempt", attempt)
+        _check_worker_id(worker_id)
+        job_id, idx, attempt = _check_run(run)
         if in_state not in ("gpu", "finalizing"):
             raise StateError(f"in_state must be 'gpu' or 'finalizing', got {in_state!r}")
         cleared, outcome, worker, queue = self._run(
             "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            [job_id, idx, attempt, worker_id, token, str(error), circuit, int(max_faults),
-             message or "", in_state])
+            {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
+             "error": str(error), "circuit": circuit, "max_faults": int(max_faults),
+             "message": message or "", "in_state": in_state})
         return GpuFault(bool(cleared), outcome, worker or None, queue or None)
 
-    def finalize_end(self, job_id, idx, attempt, finalize_ms, proof_json, public_json,
+    def finalize_end(self, run: PartitionRun, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
         """finalizing (or gpu, if its run ended without gpu_end) -> done with ``proof_json``
         and ``public_json``; the job's ``n_done`` + 1, the counter ``completed:<kind>``, the
@@ -862,42 +898,47 @@ class StateStore:
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
         the token gpu_start gave the run whose partial this is: always safe) or, when None,
         the partition's recorded token -- then only if the partition was in finalizing."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         if not isinstance(proof_json, str):
             proof_json = json.dumps(proof_json)
         if not isinstance(public_json, str):
             public_json = json.dumps(public_json)
         ok, complete, reason = self._run(
             "finalize_end", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-            [job_id, idx, attempt, finalize_ms, proof_json, public_json, token, self.result_ttl_s,
-             defaults.ON_DONE_PROOFS_MAX_BYTES])
+            {"job": job_id, "idx": idx, "attempt": attempt, "finalize_ms": finalize_ms,
+             "proof": proof_json, "public": public_json, "token": token,
+             "result_ttl": self.result_ttl_s,
+             "on_done_max_bytes": defaults.ON_DONE_PROOFS_MAX_BYTES})
         if complete:
             self.reap_jobs()  # a big job's keys get their retention TTL, in short steps
         return FinalizeEnd(bool(ok), bool(complete), reason)
 
-    def fail_partition(self, job_id, idx, attempt, error, token: str | None = None) -> bool:
-        """Any live partition -> failed with ``error`` (``attempt`` must match, or None =
-        any), out of routed/unrouted, counted in ``failed:<kind>`` and the failures list; the
+    def fail_partition(self, run: PartitionRun, error, token: str | None = None,
+                       any_attempt: bool = False) -> bool:
+        """Any live partition -> failed with ``error`` (``run``'s attempt must match, unless
+        ``any_attempt``: an operator's), out of routed/unrouted, counted in ``failed:<kind>``
+        and the failures list; the
         job -> failed on its first failure (its on_done sent) and its other live partitions
         -> cancelled (a big job's by :meth:`reap_jobs`, before this returns).
 
         Compare-and-delete of its worker with ``token`` (the ending run's) or, when None, the
         partition's recorded token unless the partition is in gpu (its run may be in flight:
         that run clears the worker itself with gpu_end)."""
-        _check_int("idx", idx), _check_int("attempt", attempt, allow_none=True)
+        job_id, idx, attempt = _check_run(run)
+        attempt = None if any_attempt else attempt
         ok, _ = self._run("fail_partition", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt, str(error), token])
         if ok:
             self.reap_jobs()  # the job's other partitions, if it is big (one short step if not)
         return bool(ok)
 
-    def redispatch(self, job_id, idx, attempt, worker_id: str | None = None) -> bool:
+    def redispatch(self, run: PartitionRun, worker_id: str | None = None) -> bool:
         """A routed partition in synth_done|gpu with ``attempt`` -> synth_done with attempt + 1,
         unrouted.  The worker hash is not touched.  Of several callers with the same attempt
         only one wins; one that read the partition after the winner (now unrouted) loses too.
         ``worker_id``: also require the partition to be routed to that (dead) worker -- pass it
         from a sweeper, so a partition meanwhile routed to a live device is left alone."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("redispatch", [self.keys.job(job_id), self.keys.part(job_id, idx),
                                          self.keys.unrouted()], [job_id, idx, attempt, worker_id])
         return bool(ok)
@@ -923,22 +964,22 @@ class StateStore:
             pipe.llen(key)
         return sum(pipe.execute())
 
-    def recover_stage(self, job_id, idx, state, attempt, message=None) -> bool:
-        """A partition seen in ``state``/``attempt`` whose stage no one holds (the sweeper's
-        finding) moves back one step with attempt + 1: pending and synthesizing to pending,
-        with ``message`` (its synthesize, built for attempt + 1) queued; routed synth_done,
-        gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+    def recover_stage(self, run: PartitionRun, state, message=None) -> bool:
+        """A partition seen in ``state`` with ``run``'s attempt whose stage no one holds (the
+        sweeper's finding) moves back one step with attempt + 1: pending and synthesizing to
+        pending, with ``message`` (its synthesize, built for attempt + 1) queued; routed
+        synth_done, gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, message or ""])
         return bool(ok)
 
-    def synth_retry(self, job_id, idx, attempt, reason, message=None) -> bool:
+    def synth_retry(self, run: PartitionRun, reason, message=None) -> bool:
         """A synthesize that met an outage of its host (a full spool disk) hands its partition
         back: synthesizing with ``attempt`` -> pending with attempt + 1 and ``message`` (its
         synthesize, built for attempt + 1) queued; this delivery does not count towards max
         deliveries.  False when the partition moved meanwhile (cancelled, failed, stale)."""
-        _check_int("idx", idx), _check_int("attempt", attempt)
+        job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("synth_retry", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, attempt, reason, message or ""])
         return bool(ok)
@@ -1037,8 +1078,9 @@ class StateStore:
         reply = self._run("register_worker",
                           [self.keys.workers(), self.keys.worker(worker_id),
                            self.keys.hb(worker_id)],
-                          [worker_id, _check_role(role).value, host, device, queue, gpu_name,
-                           holder or "", ttl_ms])
+                          {"worker": worker_id, "role": _check_role(role).value, "host": host,
+                           "device": device, "queue": queue, "gpu_name": gpu_name,
+                           "holder": holder or "", "ttl_ms": ttl_ms})
         if int(reply[0]):
             return Claim(True)
         return Claim(False, reply[1] or None, int(reply[2]), reply[3] or None)
@@ -1049,7 +1091,7 @@ class StateStore:
         """SET the heartbeat key with a TTL of ``ttl_s`` seconds and update the worker hash
         (``resident``: circuit names held, None = unchanged; ``extra``: more fields; ``slot``:
         the worker's host slot, whose claim lives as long as the heartbeat; ``holding``: the
-        ``(job, idx, attempt)`` of every stage message the worker holds -- reserved or
+        run (:class:`PartitionRun`) of every stage message the worker holds -- reserved or
         running -- its stage leases, None = unchanged; ``holding_requests``: the Celery task
         ids of the by-name requests -- submit, status, result -- it holds, its request
         leases, None = unchanged).  Never touches the worker's state or token.
@@ -1065,16 +1107,18 @@ class StateStore:
         Returns a :class:`Beat`, truthy if the worker came (back) online."""
         _check_worker_id(worker_id)
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
-        args = [worker_id, ttl_ms, "1" if resident is not None else "0",
-                json.dumps(list(resident)) if resident is not None else "",
-                slot.holder if slot else "",
-                registration.to_json() if registration is not None else "", holder or ""]
-        for k, v in (extra or {}).items():
+        args = _named({"worker": worker_id, "ttl_ms": ttl_ms,
+                       "set_resident": resident is not None,
+                       "resident": json.dumps(list(resident)) if resident is not None else "",
+                       "slot_holder": slot.holder if slot else "",
+                       "registration": registration.to_json() if registration is not None
+                       else "", "holder": holder or ""})
+        for k, v in (extra or {}).items():  # then the data: field/value pairs
             if k in _RESERVED_WORKER_FIELDS:
                 raise StateError(f"heartbeat extra field {k!r} is reserved")
-            args += [k, v]
+            args += [k, _arg(v)]
         if holding is not None:
-            args += ["holding", json.dumps(sorted(attempt_member(*held) for held in holding))]
+            args += ["holding", json.dumps(sorted(run.member for run in holding))]
         if holding_requests is not None:
             args += ["holding_requests", json.dumps(sorted(str(t) for t in holding_requests))]
         keys = [self.keys.hb(worker_id), self.keys.worker(worker_id), self.keys.workers()]
@@ -1192,8 +1236,8 @@ class StateStore:
         ttl_ms = max(1, int(round(float(ttl_s) * 1000)))
         return bool(self._run("claim_sweep", [self.keys.sweeper()], [holder, ttl_ms]))
 
-    def held_stages(self, workers=None) -> set[tuple[str, int, int]]:
-        """``(job, idx, attempt)`` of every stage message an ONLINE worker reported holding in
+    def held_stages(self, workers=None) -> set[PartitionRun]:
+        """The runs (identity only) of every stage message an ONLINE worker reported holding in
         its last heartbeat (``holding``): the stage leases that are alive.  ``workers``: what
         :meth:`all_workers` returned, if the caller has it."""
         held = set()
@@ -1201,7 +1245,7 @@ class StateStore:
             if w["online"]:
                 for text in w.get("holding") or ():
                     try:
-                        held.add(parse_attempt_member(text))
+                        held.add(PartitionRun(*parse_attempt_member(text)))
                     except ValueError:
                         continue
         return held

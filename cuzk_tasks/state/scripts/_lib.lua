@@ -10,7 +10,8 @@
 --   ARGV[8] '1': host-affine stages (a partition is placed on a device while pending, and
 --           its synthesize and finalize run on that device's host; defaults.SHARED_SPOOL),
 --           '0': any CPU worker runs any partition's (one spool every host sees)
---   ARGV[9...] the script's own arguments: A(1), A(2), ...
+--   ARGV[9...] the script's own arguments: A(1), A(2), ...; a script with a long argument
+--           list takes them by name instead (ARGS, below)
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
 -- The key functions below mirror cuzk_tasks/state/keys.py (checked by a test).
@@ -26,6 +27,21 @@ local COMMON_ARGS = 8  -- ARGV[1..8] above; a script's own arguments follow
 local function A(n) return ARGV[COMMON_ARGS + n] end
 -- how many arguments of its own the script was given
 local function own_args() return #ARGV - COMMON_ARGS end
+-- The named arguments of a script whose list would be long (more than 6): A(1) is how many
+-- names k, A(2) .. A(2k + 1) the name/value pairs (StateStore._run given a dict), every
+-- value the text a positional argument would be ('' = none); A(2k + 2) on, the script's
+-- data, if any (data_base, below).  Such a script begins `local ARGS = named_args()` and
+-- reads ARGS.name; a name the caller did not send is an error, not nil (a contract broken on
+-- either side fails loudly).
+local function named_args()
+  local t = {}
+  for i = 1, tonumber(A(1)) do t[A(2 * i)] = A(2 * i + 1) end
+  return setmetatable(t, {__index = function(_, name)
+    error('script argument ' .. tostring(name) .. ' not given')
+  end})
+end
+-- where the data of a script with named arguments begins: DATA + n is its n-th (A(DATA + n))
+local function data_base() return 1 + 2 * tonumber(A(1)) end
 
 local K = {}
 function K.job(j) return P .. ':job:' .. j end
@@ -622,23 +638,21 @@ local function activate_job(job, req, release_list, window, ondone_spec, ondone_
 end
 
 -- The job a request id already names, as a create script answers it: {that job, 0}, or
--- {that job, -2} when the request's digest -- the LAST argument of the create script,
--- ARGV[#ARGV], '' = none -- differs from the one kept on that job: the id reused for other
--- content (issue 24).  A job kept without one (created before digests) matches any.
--- nil when the key names no job.
-local function request_job(request_key)
+-- {that job, -2} when the request's `digest` (the create script's argument, '' = none)
+-- differs from the one kept on that job: the id reused for other content (issue 24).  A job
+-- kept without one (created before digests) matches any.  nil when the key names no job.
+local function request_job(request_key, digest)
   local existing = redis.call('GET', request_key)
   if not existing then return nil end
-  local digest = ARGV[#ARGV]
   local had = redis.call('HGET', K.job(existing), 'request_digest')
   if not blank(digest) and not blank(had) and had ~= digest then return {existing, -2} end
   return {existing, 0}
 end
 
--- the request's digest (ARGV[#ARGV], see request_job) on a job being created for request `req`
-local function keep_request_digest(job_key, req)
-  if req ~= '' and not blank(ARGV[#ARGV]) then
-    redis.call('HSET', job_key, 'request_digest', ARGV[#ARGV])
+-- the request's `digest` (see request_job) on a job being created for request `req`
+local function keep_request_digest(job_key, req, digest)
+  if req ~= '' and not blank(digest) then
+    redis.call('HSET', job_key, 'request_digest', digest)
   end
 end
 

@@ -5,15 +5,17 @@
 -- same request), that job is returned and this creation is discarded: left to the sweeper
 -- (reap_creating.lua) at once.
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
--- A(1) job id, A(2) request id ('' = none), A(3) '1' when messages are held ('' = none), A(4) window (0 = all), A(5) on_done spec, A(6) its message, A(7) deadline
--- ('' = none), as create_job.lua; last, the request's digest (as create_job.lua).
+-- ARGS (named, _lib.lua): job, request ('' = none), release ('1' when messages are held, ''
+-- = none), window (0 = all), on_done (spec), on_done_message, deadline_s ('' = none) and
+-- digest, as create_job.lua.
 -- Returns {job_id, created 1|0|-1|-2}: -1 rejected (not a creation whose every step ran),
 -- -2 the request id meanwhile names a job of other content (this creation discarded).
-local job, req = A(1), A(2)
+local ARGS = named_args()
+local job, req = ARGS.job, ARGS.request
 local j = redis.call('HMGET', KEYS[1], 'state', 'n_written', 'n_partitions', 'discard')
 if j[1] ~= 'creating' or not blank(j[4]) then return {job, -1} end
 if req ~= '' then
-  local existing = request_job(KEYS[2])
+  local existing = request_job(KEYS[2], ARGS.digest)
   if existing then
     redis.call('HSET', KEYS[1], 'discard', 1)
     redis.call('ZADD', K.jobs_creating(), 0, job)
@@ -21,5 +23,6 @@ if req ~= '' then
   end
 end
 if tonumber(j[2]) ~= tonumber(j[3]) then return {job, -1} end
-activate_job(job, req, A(3), A(4), A(5), A(6), A(7))
+activate_job(job, req, ARGS.release, ARGS.window, ARGS.on_done, ARGS.on_done_message,
+  ARGS.deadline_s)
 return {job, 1}

@@ -5,29 +5,30 @@
 -- create_commit.lua it does not exist for anyone else.  A creation whose submitter died is
 -- deleted by the sweeper (reap_creating.lua); a retry of its request makes a new job.
 -- KEYS[1] job hash, KEYS[2] request key (as create_job.lua).
--- A(1) job id, A(2) circuit, A(3) kind, A(4) priority, A(5) request id ('' = none),
--- A(6) n partitions in all, A(7) first, A(8) count, then per partition 3 args (input,
--- input_ref, witness_ref), then the number of messages (0 or count) and those outbox entries;
--- last, the request's digest (as create_job.lua).
+-- ARGS (named, _lib.lua): job, circuit, kind, priority, request (id, '' = none),
+-- n (partitions in all), first, count, n_messages (0 or count), digest (as create_job.lua).
+-- After them, the data (_lib.lua data_base): per partition 3 args (input, input_ref, witness_ref), then the
+-- n_messages outbox entries.
 -- Returns {job_id, status}: status 2 written, 0 the request id (or the job id) already has
 -- a job (the job id returned; nothing written), -2 that job has other content (the same),
 -- -1 rejected (this creation was discarded or a step is missing).
-local job, req, first, count = A(1), A(5), tonumber(A(7)), tonumber(A(8))
+local ARGS = named_args()
+local job, req, first, count = ARGS.job, ARGS.request, tonumber(ARGS.first), tonumber(ARGS.count)
 if first == 0 then
   if req ~= '' then
-    local existing = request_job(KEYS[2])
+    local existing = request_job(KEYS[2], ARGS.digest)
     if existing then return existing end
   end
   if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
-  begin_job(job, A(2), A(3), A(4), req, A(6), 'creating')
-  keep_request_digest(KEYS[1], req)
+  begin_job(job, ARGS.circuit, ARGS.kind, ARGS.priority, req, ARGS.n, 'creating')
+  keep_request_digest(KEYS[1], req, ARGS.digest)
   redis.call('HSET', KEYS[1], 'n_written', 0)
   redis.call('ZADD', K.jobs_creating(), NOW_S, job)
 end
 local j = redis.call('HMGET', KEYS[1], 'state', 'n_written', 'discard')
 if j[1] ~= 'creating' or not blank(j[3]) or tonumber(j[2]) ~= first then return {job, -1} end
-write_partitions(job, first, count, 8)
-local mbase = 8 + 3 * count
-hold_messages(job, mbase + 1, tonumber(A(mbase + 1) or '0'))
+local data = data_base()
+write_partitions(job, first, count, data)
+hold_messages(job, data + 3 * count, tonumber(ARGS.n_messages))
 redis.call('HSET', KEYS[1], 'n_written', first + count)
 return {job, 2}

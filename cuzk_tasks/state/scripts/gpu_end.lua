@@ -3,19 +3,20 @@
 --  * partition: gpu -> finalizing only if it is in gpu with this attempt and records this
 --    token (the run that ends is the partition's current run); leaves the routed set.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
--- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) gpu_ms,
--- A(7) the finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when
--- the partition advanced, in the same step ('' = none).
+-- ARGS (named, _lib.lua): job, idx, attempt, worker, token, gpu_ms, message -- the
+-- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
+-- partition advanced, in the same step ('' = none).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
-local job, idx, attempt, worker, token = A(1), A(2), A(3), A(4), A(5)
+local ARGS = named_args()
+local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
 local cleared = clear_worker_if(worker, token)
 local advanced = 0
 local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token')
 if p[1] == 'gpu' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
-  redis.call('HSET', KEYS[1], 'state', 'finalizing', 'gpu_ms', A(6), 't_gpu_end', NOW_S)
+  redis.call('HSET', KEYS[1], 'state', 'finalizing', 'gpu_ms', ARGS.gpu_ms, 't_gpu_end', NOW_S)
   unindex(job, idx, p[3])
   advanced = 1
-  outbox_add(A(7))
+  outbox_add(ARGS.message)
 end
 emit('gpu_end', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'worker_cleared', cleared, 'partition_advanced', advanced)

@@ -1,7 +1,7 @@
 -- gpu_fault: a run on a DEVICE failed because of the device -- not because of the
 -- partition's input.  Either its prove_start raised a GpuError (a CUDA error, out of memory
 -- after eviction, a kernel that does not compile, no usable device; the partition is in
--- gpu), or the proof made from its partial failed self-verification in finalize (A(10) =
+-- gpu), or the proof made from its partial failed self-verification in finalize (in_state
 -- 'finalizing': a kernel may have returned a wrong result).  Two effects, as gpu_end:
 --  * worker: compare-and-delete on this run's token;
 --  * partition, only if this run is its current one (in that state, this attempt, this
@@ -12,12 +12,15 @@
 --    self-verification failure (two independent devices agree: a bad witness), or with no
 --    other live device, the partition (and so its job) fails with the error.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
--- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) token, A(6) error, A(7) circuit,
--- A(8) max faults, A(9) the retry's prove_start -- with HOST_AFFINE its synthesize: it goes
--- back to pending -- (an outbox entry without its queue; '' = none), A(10) the partition's state for this run: 'gpu' or 'finalizing'.
+-- ARGS (named, _lib.lua): job, idx, attempt, worker, token, error, circuit, max_faults,
+-- message -- the retry's prove_start; with HOST_AFFINE its synthesize: it goes back to
+-- pending -- (an outbox entry without its queue; '' = none), in_state -- the partition's
+-- state for this run: 'gpu' or 'finalizing'.
 -- Returns {worker_cleared 0|1, outcome ('rerouted'|'failed'|'stale'), new worker, queue}.
-local job, idx, attempt, worker, token, err = A(1), A(2), A(3), A(4), A(5), A(6)
-local in_state = blank(A(10)) and 'gpu' or A(10)
+local ARGS = named_args()
+local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
+local err = ARGS.error
+local in_state = blank(ARGS.in_state) and 'gpu' or ARGS.in_state
 local cleared = clear_worker_if(worker, token)
 local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token', 'avoid')
 if not (p[1] == in_state and (in_state == 'gpu' or in_state == 'finalizing')
@@ -47,15 +50,15 @@ if verify_faults >= 2 then
   return fail(string.format('%s (on two devices, %s: the witness, not a device, is wrong)',
     err, avoid))
 end
-if faults >= tonumber(A(8)) then
+if faults >= tonumber(ARGS.max_faults) then
   return fail(string.format('device error on %d devices; last on %s: %s', faults, worker, err))
 end
 -- back to synth_done with the next attempt, as redispatch does
 local next_attempt = tonumber(p[2]) + 1
--- with HOST_AFFINE placed again, and synthesized again on the new device's host (A(9): its
--- synthesize)
+-- with HOST_AFFINE placed again, and synthesized again on the new device's host (the
+-- message: its synthesize)
 back_for_retry(job, idx, p[3], next_attempt)
-local r = route_core(job, idx, next_attempt, '', A(7), A(9))
+local r = route_core(job, idx, next_attempt, '', ARGS.circuit, ARGS.message)
 if r[1] ~= 1 then
   return fail(string.format('device error on %s and no other live device to retry on: %s',
     worker, err))

@@ -3,17 +3,18 @@
 -- end a stale "proving" record (below).
 -- KEYS[1] heartbeat key, KEYS[2] worker hash, KEYS[3] workers set, KEYS[4] (optional) the
 -- worker's host-slot key (claim_host_slot.lua): its TTL renewed while this holder has it.
--- A(1) worker, A(2) ttl ms, A(3) '1' to set resident, A(4) resident JSON list,
--- A(5) host-slot holder ('' without a slot), A(6) the worker's registration, a JSON object
--- of strings {role, host, device, queue, gpu_name, resident (a JSON list, '' = unknown)}
--- ('' = none), A(7) the process holding the worker id (register_worker.lua; '' = no
--- claim), A(8..) extra field/value pairs.
+-- ARGS (named, _lib.lua): worker, ttl_ms, set_resident ('1' to set resident), resident (a
+-- JSON list), slot_holder (the host-slot holder, '' without a slot), registration (the
+-- worker's registration, a JSON object of strings {role, host, device, queue, gpu_name,
+-- resident (a JSON list, '' = unknown)}; '' = none), holder (the process holding the worker
+-- id, register_worker.lua; '' = no claim).  After them, the data (_lib.lua data_base):
+-- field/value pairs for the hash (`holding`, `running`, the status's extra fields).
 -- One identity, one process: when the id's heartbeat key lives and the hash names another
 -- holder, that process claimed the id after this one's key lapsed (this one stalled or was
 -- cut off for longer than a TTL): the beat changes nothing and returns the holder, and the
 -- caller stops.  A key that lapsed is this holder's again at its next beat.
 -- A worker hash without a role lost its registration (Redis restarted empty, or the worker
--- was retired while it stalled): with A(6) the beat registers the worker again, as
+-- was retired while it stalled): with a registration the beat registers the worker again, as
 -- register_worker.lua does but keeping whatever the hash holds (a resident set or an
 -- assignment written meanwhile), and emits worker_registered.
 -- A stale "proving" record (a gpu_end given up in a long Redis outage, or never run): when the
@@ -30,35 +31,39 @@
 -- (worker_idle, reason stale).
 -- Returns {1 when the worker came (back) online else 0, 1 when it was registered again
 -- else 0, the hash's resident JSON or false, the other holder of the id or ''}.
+local ARGS = named_args()
+local worker, ttl_ms, id_holder = ARGS.worker, ARGS.ttl_ms, ARGS.holder
 local was = redis.call('EXISTS', KEYS[1])
-if not blank(A(7)) and was == 1 then
+if not blank(id_holder) and was == 1 then
   local cur = redis.call('HGET', KEYS[2], 'holder')
-  if not blank(cur) and cur ~= A(7) then return {0, 0, false, cur} end
+  if not blank(cur) and cur ~= id_holder then return {0, 0, false, cur} end
 end
 local registered = 0
-if A(6) ~= '' and redis.call('HEXISTS', KEYS[2], 'role') == 0 then
-  local r = cjson.decode(A(6))
+if ARGS.registration ~= '' and redis.call('HEXISTS', KEYS[2], 'role') == 0 then
+  local r = cjson.decode(ARGS.registration)
   redis.call('HSET', KEYS[2], 'role', r.role, 'host', r.host, 'device', r.device,
     'queue', r.queue, 'registered_at', NOW_S)
   redis.call('HSETNX', KEYS[2], 'gpu_name', r.gpu_name)  -- the pool process may know it
   redis.call('HSETNX', KEYS[2], 'state', 'idle')
   redis.call('HSETNX', KEYS[2], 'since', NOW_S)
   if r.resident ~= '' then redis.call('HSETNX', KEYS[2], 'resident', r.resident) end
-  emit('worker_registered', 'worker', A(1), 'role', r.role, 'host', r.host, 'queue', r.queue)
+  emit('worker_registered', 'worker', worker, 'role', r.role, 'host', r.host, 'queue', r.queue)
   registered = 1
 end
-redis.call('SET', KEYS[1], NOW_S, 'PX', A(2))
-redis.call('SADD', KEYS[3], A(1))
-redis.call('HSET', KEYS[2], 'last_hb', NOW_S, 'hb_ttl_ms', A(2))
-if not blank(A(7)) then redis.call('HSET', KEYS[2], 'holder', A(7)) end
-if A(3) == '1' then redis.call('HSET', KEYS[2], 'resident', A(4)) end
+redis.call('SET', KEYS[1], NOW_S, 'PX', ttl_ms)
+redis.call('SADD', KEYS[3], worker)
+redis.call('HSET', KEYS[2], 'last_hb', NOW_S, 'hb_ttl_ms', ttl_ms)
+if not blank(id_holder) then redis.call('HSET', KEYS[2], 'holder', id_holder) end
+if ARGS.set_resident == '1' then redis.call('HSET', KEYS[2], 'resident', ARGS.resident) end
 if KEYS[4] then
   local holder = redis.call('GET', KEYS[4])
   -- never take over a slot another process claimed after this one's key lapsed
-  if not holder or holder == A(5) then redis.call('SET', KEYS[4], A(5), 'PX', A(2)) end
+  if not holder or holder == ARGS.slot_holder then
+    redis.call('SET', KEYS[4], ARGS.slot_holder, 'PX', ttl_ms)
+  end
 end
 local holding, running = nil, nil
-local i = 8
+local i = data_base() + 1
 while A(i) ~= nil do
   if A(i) == 'holding' then holding = A(i + 1) end
   if A(i) == 'running' then running = A(i + 1) end
@@ -73,7 +78,7 @@ if running then
   if w[1] == 'proving' and not blank(w[2]) and tonumber(w[3]) and tonumber(w[4])
       and tonumber(w[3]) < tonumber(w[4]) then
     local run = string.match(w[2], '^(.*):[^:]*$')  -- job:idx:attempt of job:idx:attempt:nonce
-    if run and run ~= running then clear_worker_if(A(1), w[2], 'stale') end
+    if run and run ~= running then clear_worker_if(worker, w[2], 'stale') end
   end
   redis.call('HSET', KEYS[2], 'holding_at', NOW_S)
 elseif holding then
@@ -95,9 +100,9 @@ elseif holding then
       local p = redis.call('HMGET', K.part(job, idx), 'state', 'token')
       current = p[1] == 'gpu' and p[2] == w[2]
     end
-    if run and not held and not current then clear_worker_if(A(1), w[2], 'stale') end
+    if run and not held and not current then clear_worker_if(worker, w[2], 'stale') end
   end
   redis.call('HSET', KEYS[2], 'holding_at', NOW_S)
 end
-if was == 0 then emit('worker_online', 'worker', A(1)) end
+if was == 0 then emit('worker_online', 'worker', worker) end
 return {1 - was, registered, redis.call('HGET', KEYS[2], 'resident'), ''}

@@ -1,8 +1,8 @@
 -- register_worker: called when a worker PROCESS starts.  A fresh process runs nothing, so
 -- the worker's assignment is reset (state idle, no job/partition/token).
 -- KEYS[1] workers set, KEYS[2] worker hash, KEYS[3] heartbeat key.
--- A(1) worker, A(2) role, A(3) host, A(4) device, A(5) queue, A(6) gpu_name,
--- A(7) holder ('<container host>:<pid>' of the process; '' = no claim), A(8) ttl ms.
+-- ARGS (named, _lib.lua): worker, role, host, device, queue, gpu_name, holder ('<container
+-- host>:<pid>' of the process; '' = no claim), ttl_ms.
 -- With a holder this is also the claim of the worker id ("one identity, one process"):
 -- while the id's heartbeat key lives and the hash names another holder (or none: a process
 -- that claimed nothing), it is refused and changes nothing.  Otherwise the hash records the
@@ -11,7 +11,8 @@
 -- with the same pid) is accepted.
 -- Returns {1} when registered, else {0, holder of the id ('' = unknown), its heartbeat's
 -- ms left, its pid field ('' = unknown)}.
-local holder = A(7)
+local ARGS = named_args()
+local holder = ARGS.holder
 local was = 1
 if not blank(holder) then
   local pttl = redis.call('PTTL', KEYS[3])
@@ -21,14 +22,16 @@ if not blank(holder) then
   end
   was = pttl == -2 and 0 or 1
 end
-redis.call('SADD', KEYS[1], A(1))
-redis.call('HSET', KEYS[2], 'role', A(2), 'host', A(3), 'device', A(4), 'queue', A(5),
-  'gpu_name', A(6), 'state', 'idle', 'since', NOW_S, 'registered_at', NOW_S)
+redis.call('SADD', KEYS[1], ARGS.worker)
+redis.call('HSET', KEYS[2], 'role', ARGS.role, 'host', ARGS.host, 'device', ARGS.device,
+  'queue', ARGS.queue, 'gpu_name', ARGS.gpu_name, 'state', 'idle', 'since', NOW_S,
+  'registered_at', NOW_S)
 redis.call('HDEL', KEYS[2], 'job', 'partition', 'kind', 'token', 'holding_at')
-emit('worker_registered', 'worker', A(1), 'role', A(2), 'host', A(3), 'queue', A(5))
+emit('worker_registered', 'worker', ARGS.worker, 'role', ARGS.role, 'host', ARGS.host,
+  'queue', ARGS.queue)
 if not blank(holder) then
   redis.call('HSET', KEYS[2], 'holder', holder)
-  redis.call('SET', KEYS[3], NOW_S, 'PX', A(8))
-  if was == 0 then emit('worker_online', 'worker', A(1)) end
+  redis.call('SET', KEYS[3], NOW_S, 'PX', ARGS.ttl_ms)
+  if was == 0 then emit('worker_online', 'worker', ARGS.worker) end
 end
 return {1}

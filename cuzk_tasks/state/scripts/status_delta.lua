@@ -3,15 +3,16 @@
 -- Every transition of a job or partition appends an event naming the job, so a reader that
 -- holds the jobs as of event `cursor` only needs the jobs named by the events after it.
 -- No KEYS: all keys are built from the prefix.
--- A(1) cursor (event id the caller's copy is current at; '' = full read)
--- A(2) max events folded in a delta (more = full read)   A(3) recent jobs   A(4) failures
--- A(5) JSON throughput windows (s)   A(6) JSON [[queue, [list keys]], ...]
--- A(7) JSON partition fields   A(8) series bucket (s)   A(9) series buckets
--- A(10) timeline look-back for a full read (s)   A(11) max events for that look-back
--- A(12) partitions per job (the first that many; the job's counters cover the rest)
+-- ARGS (named, _lib.lua): cursor (event id the caller's copy is current at; '' = full read),
+-- max_events (folded in a delta; more = full read), recent_jobs, failures, windows (JSON
+-- throughput windows, s), queues (JSON [[queue, [list keys]], ...]), part_fields (JSON
+-- partition fields), bucket_s (series bucket), buckets (series buckets), lookback_s
+-- (timeline look-back for a full read), lookback_events (max events for that look-back),
+-- parts_per_job (the first that many; the job's counters cover the rest; '' = CHUNK).
 -- Returns JSON {now, last_id, full 0|1, workers, active, recent, jobs = [{id, fields, parts}]
 -- (every active/recent job on a full read, else the jobs named since cursor), queues,
 -- counters, throughput, failures, series, acts = [[type, at, worker, token, job, idx]]}.
+local ARGS = named_args()
 local function id_parts(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms) or 0, tonumber(seq) or 0
@@ -21,9 +22,9 @@ local function id_lt(a, b)
   local bm, bs = id_parts(b)
   return am < bm or (am == bm and as < bs)
 end
-local cursor, maxn = A(1), tonumber(A(2))
-local PARTS_PER_JOB = tonumber(A(12) or '') or CHUNK
-local pfields = cjson.decode(A(7))
+local cursor, maxn = ARGS.cursor, tonumber(ARGS.max_events)
+local PARTS_PER_JOB = tonumber(ARGS.parts_per_job) or CHUNK
+local pfields = cjson.decode(ARGS.part_fields)
 local last = redis.call('XREVRANGE', K.events(), '+', '-', 'COUNT', 1)
 local last_id = (last[1] and last[1][1]) or '0-0'
 local ACT = {gpu_start = true, gpu_end = true, worker_idle = true}
@@ -47,9 +48,11 @@ local function act(f)
   end
 end
 if full then
-  if tonumber(A(11)) > 0 then  -- (XREVRANGE ... COUNT 0 answers nil: no look-back asked)
-    local min_id = string.format('%d-0', math.floor((NOW - tonumber(A(10))) * 1000))
-    local back = redis.call('XREVRANGE', K.events(), last_id, min_id, 'COUNT', tonumber(A(11)))
+  -- (XREVRANGE ... COUNT 0 answers nil: no look-back asked)
+  if tonumber(ARGS.lookback_events) > 0 then
+    local min_id = string.format('%d-0', math.floor((NOW - tonumber(ARGS.lookback_s)) * 1000))
+    local back = redis.call('XREVRANGE', K.events(), last_id, min_id, 'COUNT',
+      tonumber(ARGS.lookback_events))
     for i = #back, 1, -1 do act(back[i][2]) end
   end
 else
@@ -74,9 +77,9 @@ local workers = {}
 for _, w in ipairs(redis.call('SMEMBERS', K.workers())) do workers[#workers + 1] = worker_record(w) end
 local active = redis.call('ZRANGE', K.jobs_active(), 0, -1)
 local recent = {}
-if tonumber(A(3)) > 0 then
+if tonumber(ARGS.recent_jobs) > 0 then
   -- past the job retention a finished job's hash is gone before finish_job trims the index
-  for _, j in ipairs(redis.call('ZREVRANGE', K.jobs_recent(), 0, tonumber(A(3)) - 1)) do
+  for _, j in ipairs(redis.call('ZREVRANGE', K.jobs_recent(), 0, tonumber(ARGS.recent_jobs) - 1)) do
     if redis.call('EXISTS', K.job(j)) == 1 then recent[#recent + 1] = j end
   end
 end
@@ -91,23 +94,25 @@ else
   end
 end
 local qout = {}
-for _, q in ipairs(cjson.decode(A(6))) do
+for _, q in ipairs(cjson.decode(ARGS.queues)) do
   local depth = 0
   for _, key in ipairs(q[2]) do depth = depth + redis.call('LLEN', key) end
   qout[#qout + 1] = {q[1], depth}
 end
 local through = {}
-for _, w in ipairs(cjson.decode(A(5))) do
+for _, w in ipairs(cjson.decode(ARGS.windows)) do
   through[#through + 1] = {w, redis.call('ZCOUNT', K.completions(), tostring(NOW - w), '+inf')}
 end
-local bucket_s, nb = tonumber(A(8)), tonumber(A(9))
+local bucket_s, nb = tonumber(ARGS.bucket_s), tonumber(ARGS.buckets)
 local series = {}
 for b = 1, nb do
   local lo = NOW - (nb - b + 1) * bucket_s
   series[b] = redis.call('ZCOUNT', K.completions(), tostring(lo), '(' .. tostring(lo + bucket_s))
 end
 local failures = {}
-if tonumber(A(4)) > 0 then failures = redis.call('LRANGE', K.failures(), 0, tonumber(A(4)) - 1) end
+if tonumber(ARGS.failures) > 0 then
+  failures = redis.call('LRANGE', K.failures(), 0, tonumber(ARGS.failures) - 1)
+end
 return cjson.encode({now = NOW_S, last_id = last_id, full = full and 1 or 0, workers = workers,
   active = active, recent = recent, jobs = jobs, queues = qout,
   counters = redis.call('HGETALL', K.counters()), throughput = through, failures = failures,
