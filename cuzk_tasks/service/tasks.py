@@ -9,8 +9,9 @@ Names are stable (services without this package call them by name):
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx, circuit, priority [, attempt: 0, or the attempt
                         a recovery queued it for]
-* ``cuzk.prove_start``  (a device queue, chosen by routing.py) job_id, idx, attempt, circuit,
-                        witness_ref, finalize_queue, priority: its gpu_end queues finalize there
+* ``cuzk.prove_start``  (a device queue, chosen by pipeline/routing.py) job_id, idx, attempt,
+                        circuit, witness_ref, finalize_queue, priority: its gpu_end queues
+                        finalize there
 * ``cuzk.finalize``     (cpu queue, published by prove_start's gpu_end) the prove_start result
                         (a DeviceResult's JSON, cuzk_tasks/state/run.py)
 
