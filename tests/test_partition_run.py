@@ -59,6 +59,14 @@ def test_the_device_result_is_the_finalize_message_prove_always_sent():
     assert DeviceResult.from_json(data).prove_ms is None
 
 
+def test_a_finalize_message_of_the_previous_release_gives_its_device_time_as_gpu_ms():
+    """Upgrade (docs/deploy.md, "Upgrading"): a finalize message queued by the release before
+    names prove_ms ``gpu_ms``; it is read, not lost."""
+    data = _result().to_json()
+    data["gpu_ms"] = data.pop("prove_ms")
+    assert DeviceResult.from_json(data) == _result()
+
+
 @pytest.mark.parametrize("field", FINALIZE_FIELDS)
 def test_a_finalize_message_without_a_field_names_it(field):
     data = _result().to_json()

@@ -293,6 +293,44 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     _assert_valid(c.client.wait(job, timeout=60), "mulchain", 1)
 
 
+def test_what_the_previous_release_left_in_the_store_is_proved(cluster):
+    """Upgrade (docs/deploy.md, "Upgrading"): the release before named the device stage's
+    task ``cuzk.prove_start`` and its partition state ``gpu``.  Partition 0 is left routed
+    with a queued ``cuzk.prove_start`` message: this release registers no such task, so its
+    device worker discards it (Celery rejects a message of an unregistered task without
+    requeueing it).  Partition 1 is left in state ``gpu`` (``t_gpu_start``), its run gone
+    with the old worker.  No live worker holds either stage, so the sweeper re-drives both
+    (attempt 1) and the job proves: no work is lost."""
+    from cuzk_tasks.service.messages import StageMessages
+    from cuzk_tasks.service.queues import queue_keys
+    from cuzk_tasks.state import PartitionRun
+
+    c = cluster
+    store = c.store
+    wtns = str(FIX / "mulchain" / "witness.wtns")
+    job, _ = store.create_job(None, "mulchain", "test-mul", 5, None, [{"witness_ref": wtns}] * 2)
+    legacy = json.loads(StageMessages(c.settings).prove(PartitionRun(job, 0, 0, "mulchain", 5), wtns))
+    legacy["task"] = "cuzk.prove_start"  # the previous release's name of cuzk.prove
+    for idx, message in ((0, json.dumps(legacy)), (1, "")):
+        run = PartitionRun(job, idx, 0)
+        assert store.synth_begin(run).ok
+        # routed as the previous release's synth_end did; partition 1 without a message
+        assert store.synth_end(run, wtns, 1.0, route_circuit="mulchain", message=message).routed.ok
+    store.redis.hset(store.keys.part(job, 1), mapping={
+        "state": "gpu", "token": f"{job}:1:0:oldrelease", "t_gpu_start": time.time(),
+        "deliveries": 1})
+    _assert_valid(c.client.wait(job, timeout=90), "mulchain", 2)
+    parts = store.list_partitions(job)
+    assert [(p["state"], p["attempt"], p["lost_messages"]) for p in parts] == \
+        [("done", 1, 1), ("done", 1, 1)], parts
+    logs = "".join((c.base / f"{name}.log").read_text(errors="replace") for name in ("dev0", "dev1"))
+    assert "Received unregistered task of type 'cuzk.prove_start'" in logs, c.logs()
+    waiting = [raw for name in ("dev0", "dev1")
+               for key in queue_keys(store.get_worker(f"{HOST}:{name}")["queue"])
+               for raw in store.redis.lrange(key, 0, -1)] + store.redis.hvals(UNACKED)
+    assert not [raw for raw in waiting if "cuzk.prove_start" in raw], waiting  # discarded
+
+
 def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
     """A submitter cannot make a worker read a file outside allowed_input_roots (issue 10):
     the job fails with the exact message, nothing from the file shows, the workers go on."""

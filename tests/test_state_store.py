@@ -451,6 +451,24 @@ def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_fa
     assert len(rec.sent) == 1 and store.unrouted_partitions() == [("j1", 1)]
 
 
+def test_a_partition_in_the_previous_releases_state_gpu_is_recovered_as_proving(store_factory):
+    """Upgrade (docs/deploy.md, "Upgrading"): a store written by the release before holds a
+    partition in "gpu" (its name of proving) whose run went with its old worker.  The sweeper
+    sees it as proving and recover_stage re-drives it like a lost proving: unrouted
+    synth_done with attempt + 1, its worker idle by compare-and-delete on the old token."""
+    store = store_factory()
+    new_job(store, n=1)
+    w = device(store)
+    token = to_proving(store, "j1", 0, w)
+    store.redis.hset(store.keys.part("j1", 0), mapping={"state": "gpu", "t_gpu_start": "1.0"})
+    assert [row[2:4] for row in store.stage_partitions()] == [("proving", 0)]
+    assert store.recover_stage(PartitionRun("j1", 0, 0), "proving")
+    part = store.get_partition("j1", 0)
+    assert (part["state"], part["attempt"], part["lost_messages"]) == ("synth_done", 1, 1)
+    assert store.unrouted_partitions() == [("j1", 0)]
+    assert store.get_worker(w)["state"] == "idle", token
+
+
 def test_prove_fault_reroutes_to_another_device_then_fails_when_none_is_left(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)

@@ -185,4 +185,7 @@ class DeviceResult:
                    partial=data["partial"],
                    sent_at=_seconds(data["sent_at"], "sent_at", where),
                    deadline_at=_seconds(data["deadline_at"], "deadline_at", where, none_ok=True),
-                   prove_ms=_seconds(data.get("prove_ms"), "prove_ms", where, none_ok=True))
+                   # LEGACY "gpu_ms": the previous release's name of prove_ms (a finalize
+                   # message it queued); may go after one release
+                   prove_ms=_seconds(data.get("prove_ms", data.get("gpu_ms")), "prove_ms", where,
+                                     none_ok=True))

@@ -20,6 +20,9 @@ local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, 'unknown'} end
 if not JOB_LIVE[js] then return {0, 'job_' .. js} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'token')
+-- LEGACY: 'gpu' is the previous release's name of 'proving' (a store it wrote; its run went
+-- with the old worker): recovered as a lost proving.  May go after one release.
+if p[1] == 'gpu' then p[1] = 'proving' end
 if p[1] ~= A(3) or tonumber(p[2]) ~= tonumber(A(4)) then return {0, 'stale'} end
 local next_attempt = tonumber(p[2]) + 1
 if HOST_AFFINE and PART_LIVE[p[1]] then

@@ -33,6 +33,9 @@ while true do
       return cjson.encode({rows = out, rank = #out >= limit and -1 or rank, idx = i})
     end
     local p = redis.call('HMGET', K.part(job, i), 'state', 'attempt', 'worker')
+    -- LEGACY: 'gpu' is the previous release's name of 'proving' (a store it wrote; the
+    -- sweeper re-drives it as a lost proving, recover_stage.lua); may go after one release
+    if p[1] == 'gpu' then p[1] = 'proving' end
     if DUE[p[1]] or (p[1] == 'synth_done' and not blank(p[3])) then
       out[#out + 1] = {job, i, p[1], tonumber(p[2]) or 0, p[3] or ''}
     end
