@@ -4,7 +4,7 @@
 # A second venv holds the package's dependencies (and its test extra) at the oldest versions
 # of the range, ops/ci/oldest-constraints.txt (celery and kombu 5.3.0 ...); the main venv
 # (README Install block) holds the newest.  On it run the pipeline's end-to-end tests: real
-# redis-server and workers, submit -> synthesize -> prove_start -> finalize, a by-name
+# redis-server and workers, submit -> synthesize -> prove -> finalize, a by-name
 # `cuzk.submit` from a plain Celery app, on_done callbacks to a second Celery app, the client.
 # The checkout goes on the venv's path through a .pth file, as an editable install's finder
 # would put it, so the native core the main install compiled in place (cuzk_tasks/_native*.so)

@@ -2,10 +2,10 @@
 """Benchmark the orchestration itself: real Celery workers and a real Redis, no proving.
 
 The prover is replaced by a calibrated busy-wait (bench/busywait.py, selected with
-CUZK_PROVER and configured by CUZK_BENCH_BUSYWAIT): T ms of "GPU" time in prove_start and
+CUZK_PROVER and configured by CUZK_BENCH_BUSYWAIT): T ms of "GPU" time in prove and
 F ms of finalize time.  Two modes run in the same invocation:
 
-* split:      prove_start on the device queue, whose gpu_end queues finalize onto the CPU queue
+* split:      prove on the device queue, whose prove_end queues finalize onto the CPU queue
               (the product's design: the device takes its next partition at once);
 * monolithic: the F ms run inside the device task (the design cuzk moved away from); its
               finalize then has nothing left to do.
@@ -17,8 +17,8 @@ workers run beside each mode's, and in the sequential phase every lone partition
 mode is followed by one of the floor's, so the two are sampled in the same seconds.
 
 Reported per mode:
-* device duty cycle = (partitions proved on the device x T) / (first gpu_start .. last gpu_end);
-* device hand-over p50/p99: gpu_end of one partition .. gpu_start of the next on the same
+* device duty cycle = (partitions proved on the device x T) / (first prove_begin .. last prove_end);
+* device hand-over p50/p99: prove_end of one partition .. prove_begin of the next on the same
   device, saturated phase (what a busy device waits between partitions);
 * orchestration overhead per partition, p50/p99, from a sequential phase (one
   partition in flight at a time, so no queueing): (done - created) - (synth + T + F
@@ -109,9 +109,9 @@ def wait_jobs(client, job_ids, timeout_s=600):
 STAGES = {
     "submit -> synthesize": "t_created .. t_synth_start (Celery hop to the cpu queue)",
     "synthesize": "t_synth_start .. t_synth_end, less synth_ms (state calls, message build)",
-    "-> prove_start": "t_synth_end .. t_gpu_start (hop to the device queue; routed in synth_end)",
-    "prove_start": "t_gpu_start .. t_gpu_end, less T",
-    "-> finalize done": "t_gpu_end .. t_done, less F (hop to the cpu queue, finalize's state calls)",
+    "-> prove": "t_synth_end .. t_prove_start (hop to the device queue; routed in synth_end)",
+    "prove": "t_prove_start .. t_prove_end, less T",
+    "-> finalize done": "t_prove_end .. t_done, less F (hop to the cpu queue, finalize's state calls)",
 }
 
 
@@ -121,8 +121,8 @@ def stage_overheads(part, args, monolithic):
     gpu_work = args.gpu_ms + (args.finalize_ms if monolithic else 0.0)
     tail_work = 0.0 if monolithic else args.finalize_ms
     spans = [t["t_synth_start"] - t["t_created"], t["t_synth_end"] - t["t_synth_start"],
-             t["t_gpu_start"] - t["t_synth_end"], t["t_gpu_end"] - t["t_gpu_start"],
-             t["t_done"] - t["t_gpu_end"]]
+             t["t_prove_start"] - t["t_synth_end"], t["t_prove_end"] - t["t_prove_start"],
+             t["t_done"] - t["t_prove_end"]]
     work = [0.0, synth_ms, 0.0, gpu_work, tail_work]
     return {name: span * 1000.0 - w for name, span, w in zip(STAGES, spans, work)}
 
@@ -212,12 +212,12 @@ def run_mode(workdir, redis_url, args, monolithic, floor):
         handovers = []
         for worker in sorted({p["worker"] for p in parts}):
             mine = sorted((p for p in parts if p["worker"] == worker),
-                          key=lambda p: float(p["t_gpu_start"]))
-            start = float(mine[0]["t_gpu_start"])
-            end = max(float(p["t_gpu_end"]) for p in mine)
+                          key=lambda p: float(p["t_prove_start"]))
+            start = float(mine[0]["t_prove_start"])
+            end = max(float(p["t_prove_end"]) for p in mine)
             duty[worker] = len(mine) * args.gpu_ms / 1000.0 / (end - start)
-            # the device's gap from one partition's gpu_end to the next one's gpu_start
-            handovers += [(float(b["t_gpu_start"]) - float(a["t_gpu_end"])) * 1000.0
+            # the device's gap from one partition's prove_end to the next one's prove_begin
+            handovers += [(float(b["t_prove_start"]) - float(a["t_prove_end"])) * 1000.0
                           for a, b in zip(mine, mine[1:])]
         return {"overheads": overheads, "floor": floor_overheads, "stages": stages, "duty": duty,
                 "handovers": handovers, "throughput": len(parts) / wall, "n": len(parts)}

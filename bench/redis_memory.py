@@ -44,8 +44,8 @@ def main(argv=None):
                 store.synth_begin(PartitionRun(job, i, 0))
                 store.synth_end(PartitionRun(job, i, 0), f"/spool/{job}/{i}.wtns", 1.0)
                 store.route(PartitionRun(job, i, 0), "bench:dev0")
-                token = store.gpu_start("bench:dev0", PartitionRun(job, i, 0), 3).token
-                store.gpu_end("bench:dev0", token, PartitionRun(job, i, 0), 1.0)
+                token = store.prove_begin("bench:dev0", PartitionRun(job, i, 0), 3).token
+                store.prove_end("bench:dev0", token, PartitionRun(job, i, 0), 1.0)
                 store.finalize_end(PartitionRun(job, i, 0), 1.0, proof, public, token=token)
         used = int(store.redis.info("memory")["used_memory"])
         n = n_jobs * 10

@@ -8,7 +8,7 @@ starts fresh processes against one real redis-server: on each simulated host
 product's CPU worker with its sweeper and outbox relay; synthesize sleeps S ms before the
 product's synthesize body) and N/H device workers (``cuzk-tasks worker --device d``, each a
 separate Celery worker process with its one pool process, as in production), whose prover is
-bench/sleepers.py's SleepProver: prove_start sleeps T ms (the host thread blocks as it does
+bench/sleepers.py's SleepProver: prove sleeps T ms (the host thread blocks as it does
 while a GPU computes), finalize sleeps F ms.  T is given per job by the circuit
 (``sleep500``, ``sleep2000``), so one fleet runs every device time.
 
@@ -20,8 +20,8 @@ Per fleet it measures, in this order:
    sweepers, the outbox relays;
 2. per device time T: ``--device-s`` seconds of work per device (at least 2 partitions each,
    ``--min-partitions`` in all), submitted at once in jobs of 8 partitions; per-device duty
-   cycle = its partitions x T / (its first gpu_start .. last gpu_end); hand-over (gpu_end ..
-   next gpu_start on one device); Redis commands and Redis CPU per partition (the whole
+   cycle = its partitions x T / (its first prove_begin .. last prove_end); hand-over (prove_end ..
+   next prove_begin on one device); Redis commands and Redis CPU per partition (the whole
    run's, and less the idle traffic of the run's duration); the workers' own CPU per
    partition (/proc, device workers apart) and how busy the whole machine was (/proc/stat:
    other tenants show there);
@@ -319,8 +319,8 @@ def measure_run(fleet, r, t, args, idle):
     spans = {}
     for job in jobs:
         for p in fleet.store.list_partitions(job):
-            spans.setdefault(p["worker"], []).append((float(p["t_gpu_start"]),
-                                                      float(p["t_gpu_end"])))
+            spans.setdefault(p["worker"], []).append((float(p["t_prove_start"]),
+                                                      float(p["t_prove_end"])))
     duty, gaps, counts = [], [], []
     for mine in spans.values():
         mine.sort()
@@ -384,7 +384,7 @@ def run_fleet(n, h, args, redis, workdir):
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline:  # every one synthesized and routed
             states = {row[2] for row in fleet.store.stage_partitions()}
-            if states <= {"synth_done", "gpu"}:
+            if states <= {"synth_done", "proving"}:
                 break
             time.sleep(0.2)
         loaded = measure_sweep(fleet, r)

@@ -66,11 +66,11 @@ def fill(store, n_workers, n_jobs, n_parts):
                 continue  # synth_done
             w = workers[busy]
             store.route(PartitionRun(job, i, 0), w)
-            g = store.gpu_start(w, PartitionRun(job, i, 0))
+            g = store.prove_begin(w, PartitionRun(job, i, 0))
             if r == 3:
-                busy += 1  # stays in gpu: the worker proves it
+                busy += 1  # stays in proving: the worker proves it
                 continue
-            store.gpu_end(w, g.token, PartitionRun(job, i, 0), 2100.0)  # finalizing
+            store.prove_end(w, g.token, PartitionRun(job, i, 0), 2100.0)  # finalizing
     for q in [f"cuzk.dev.{HOST}.{i}" for i in range(n_workers)] + ["cuzk.cpu"]:
         store.redis.lpush(queue_keys(q)[0], *["msg"] * 3)
     return time.perf_counter() - t0

@@ -12,13 +12,13 @@ Why each setting is what it is:
   are JSON (``PartialProof.to_json``).
 * ``task_acks_late``: a message is acknowledged after its task ran, so a worker that dies
   mid-task does not lose the partition.  ``task_reject_on_worker_lost``: a pool process
-  killed mid-prove_start (OOM, driver fault, poison pill) requeues its message at once;
-  ``gpu_start`` counts deliveries and fails the partition after ``max_deliveries``.
+  killed mid-prove (OOM, driver fault, poison pill) requeues its message at once;
+  ``prove_begin`` counts deliveries and fails the partition after ``max_deliveries``.
 * ``worker_prefetch_multiplier`` 1 (CPU workers): a pool of N reserves N messages and hands
   each to an idle process, so a long finalize never holds a message another process could
   run.  Device workers differ (``worker.DEVICE_WORKER_TUNING``, passed to ``app.Worker``:
   the ``celery worker`` command line cannot select ``fcfs``): prefetch 2, no put-locks,
-  strategy ``fcfs``, so the parent writes the next prove_start into the pool process's pipe
+  strategy ``fcfs``, so the parent writes the next prove into the pool process's pipe
   while it proves and the ack, BRPOP and reservation round trips are no longer between two
   partitions.  Nothing is hoarded (each device has its own queue); a higher-priority
   partition routed meanwhile waits behind at most that one message, a warm shutdown also
@@ -32,13 +32,13 @@ Why each setting is what it is:
 * Priorities: kombu's default steps (0, 3, 6, 9) and separator with
   ``queue_order_strategy`` priority, so a Celery client with default settings reaches the
   workers with any priority 0-9 (``tests/test_celery_clients.py``).  A job's priority (0
-  first, 9 last) is the message priority of its synthesize, prove_start and finalize; each
+  first, 9 last) is the message priority of its synthesize, prove and finalize; each
   queue is 4 Redis lists (``queues.queue_keys``).
 * ``task_routes``: the by-name requests, synthesize and finalize to the cpu queue (the
   messages of the stages carry their queue: with host-affine stages the host's);
-  prove_start has no static route: the transition that routes a partition records it for
-  the chosen device's queue (``cuzk.dev.<host>.<N>``).  No canvas chain from prove_start to
-  finalize: ``gpu_end`` records finalize when it advances the partition (less work on the
+  prove has no static route: the transition that routes a partition records it for
+  the chosen device's queue (``cuzk.dev.<host>.<N>``).  No canvas chain from prove to
+  finalize: ``prove_end`` records finalize when it advances the partition (less work on the
   device's hot path than a chain's clone/freeze and a ``saferepr`` of the partial proof).
 * ``task_ignore_result``: progress and proofs live in the state store; the result backend
   carries only the replies of ``cuzk.submit``, ``cuzk.status`` and ``cuzk.result``.
@@ -115,7 +115,7 @@ def create_app(settings: Settings | None = None) -> Celery:
             TASK_FINALIZE: {"queue": settings.cpu_queue},
             TASK_STATUS: {"queue": settings.cpu_queue},
             TASK_RESULT: {"queue": settings.cpu_queue},
-            # TASK_PROVE_START has no static route: pipeline/routing.py sends it to one device queue
+            # TASK_PROVE has no static route: pipeline/routing.py sends it to one device queue
         },
         task_ignore_result=True,  # progress and results live in the state store
         result_expires=settings.result_ttl_s,

@@ -33,7 +33,7 @@ class ProofError(CuzkError):
 
 class SelfVerificationError(ProofError):
     """A finished proof failed its own pairing check: the witness does not satisfy the
-    circuit, or a compute kernel returned a wrong result.  After a GPU's prove_start the
+    circuit, or a compute kernel returned a wrong result.  After a GPU's prove the
     pipeline first suspects the device and proves the partition again on another one."""
 
 
@@ -93,7 +93,7 @@ class GpuError(CuzkError):
 
     The message says which, and what to do (``--backend cpu`` always works).  It is
     the DEVICE's fault, never the input's: the pipeline retries the partition on
-    another device (``gpu_fault``).  Input problems the GPU backend finds (a witness
+    another device (``prove_fault``).  Input problems the GPU backend finds (a witness
     value >= r, a malformed coefficient, a size it cannot take) are :class:`ProofError`.
     """
 

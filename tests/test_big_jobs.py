@@ -86,9 +86,9 @@ def finish_partition(store, job_id, idx):
     assert store.synth_begin(PartitionRun(job_id, idx, 0))
     assert store.synth_end(PartitionRun(job_id, idx, 0), f"/w/{idx}.wtns", 1.0)
     assert store.route(PartitionRun(job_id, idx, 0), worker_id="w1")
-    start = store.gpu_start("w1", PartitionRun(job_id, idx, 0))
+    start = store.prove_begin("w1", PartitionRun(job_id, idx, 0))
     assert start.ok, start
-    store.gpu_end("w1", start.token, PartitionRun(job_id, idx, 0), 1.0)
+    store.prove_end("w1", start.token, PartitionRun(job_id, idx, 0), 1.0)
     return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, {"pi": idx}, [str(idx)],
                               token=start.token)
 
@@ -588,7 +588,7 @@ def test_no_step_holds_redis_long_at_10000_partitions(redis_server_url):
         for first in range(0, n, 500):
             pipe = client.pipeline(transaction=False)
             for i in range(first, min(first + 500, n)):
-                pipe.hset(store.keys.part("e", i), mapping={"state": "gpu", "attempt": 0})
+                pipe.hset(store.keys.part("e", i), mapping={"state": "proving", "attempt": 0})
             pipe.execute()
         client.slowlog_reset()
         assert len(store.stage_partitions()) == n

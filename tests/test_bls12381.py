@@ -366,7 +366,7 @@ def test_cli_witness_vkey_prove_and_verify(tmp_path, capsys):
 
 
 def test_pipeline_prover_proves_bls12_381_and_refuses_mismatched_witnesses(tmp_path):
-    """Groth16Prover (what prove_start/finalize tasks call) reads the witness with the
+    """Groth16Prover (what the prove and finalize tasks call) reads the witness with the
     resident zkey: a mismatched curve names both files; a BLS12-381 job is proved."""
     from types import SimpleNamespace
 

@@ -184,7 +184,7 @@ def test_status_page_updates_live_without_reload(stack, browser):
     first = _wait(browser, f"return Array.from(document.querySelectorAll('#jobs tr[data-job=\"{job}\"] .cell'))"
                            ".map(c => c.dataset.state).join(',')", 10, "job row")
     _wait(browser, f"return Array.from(document.querySelectorAll('#jobs tr[data-job=\"{job}\"] .cell'))"
-                   ".some(c => c.dataset.state === 'gpu')", 30, "a partition in gpu")
+                   ".some(c => c.dataset.state === 'proving')", 30, "a partition in proving")
     time.sleep(2.0)  # let the page show a busy moment
     browser.save_screenshot(str(ARTIFACTS / "status-page.png"))
     later = _wait(browser, f"return Array.from(document.querySelectorAll('#jobs tr[data-job=\"{job}\"] .cell'))"

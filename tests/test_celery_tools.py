@@ -5,7 +5,7 @@ A real redis-server, two device workers (CPU backend) and one CPU worker, all re
 * ``test_flower_lists_the_workers_and_a_jobs_tasks``: a real Flower (the ``flower`` package,
   test extra; skipped when it is not installed) started with only ``--broker`` shows, through
   its HTTP API, every worker online (their ``worker-heartbeat`` events) and one job's
-  ``cuzk.submit``, ``cuzk.synthesize``, ``cuzk.prove_start`` and ``cuzk.finalize`` tasks in
+  ``cuzk.submit``, ``cuzk.synthesize``, ``cuzk.prove`` and ``cuzk.finalize`` tasks in
   state SUCCESS (their task events).
 * ``test_celery_cli_without_our_code_lists_every_worker``: ``celery --broker=URL inspect ping``,
   ``inspect active`` and ``status``, run with a clean environment from an empty directory (no
@@ -52,7 +52,7 @@ STARTUP_S = 90
 INSPECT_TIMEOUT_S = 10
 #: a reply line of `celery inspect ...` / `celery status`: "->  dev0@host: OK"
 REPLY_LINE = re.compile(r"^->\s+(\S+):\s+OK\b", re.M)
-STAGE_TASKS = ("cuzk.submit", "cuzk.synthesize", "cuzk.prove_start", "cuzk.finalize")
+STAGE_TASKS = ("cuzk.submit", "cuzk.synthesize", "cuzk.prove", "cuzk.finalize")
 
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
@@ -217,7 +217,7 @@ def test_flower_lists_the_workers_and_a_jobs_tasks(stack, flower):
         # one job of one partition: one task of each stage, run by a worker of the stack
         assert len(found[name]) == 1, (name, found[name])
         assert found[name][0]["worker"] in stack.nodes, (name, found[name][0])
-    assert found["cuzk.prove_start"][0]["worker"] in {f"dev0@{HOST}", f"dev1@{HOST}"}
+    assert found["cuzk.prove"][0]["worker"] in {f"dev0@{HOST}", f"dev1@{HOST}"}
 
 
 def test_flower_inspect_lists_every_worker(stack, flower):

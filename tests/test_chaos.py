@@ -13,7 +13,7 @@ it with ``python -m pytest -q -m chaos`` (a few minutes: real processes, heartbe
   ``test_redis_kill9_and_a_restart_on_its_aof`` (Redis kill -9, restarted on its AOF),
   ``test_redis_paused_longer_than_the_heartbeat_ttl`` (Redis SIGSTOP for 2 heartbeat TTLs),
   ``test_kill9_of_a_device_worker_with_partitions_queued_for_it`` (a device worker's process
-  group killed mid-prove with prove_starts waiting in its own queue: all re-dispatched to
+  group killed mid-prove with prove messages waiting in its own queue: all re-dispatched to
   the other device),
   ``test_kill9_of_a_submitter_mid_submit`` (a client process killed while it submits: no
   partial job; resubmitting each request id is idempotent);
@@ -106,7 +106,7 @@ def cluster(aof_redis, tmp_path_factory):
         "CUZK_SPOOL_DIR": str(base / "spool"),
         "CUZK_THREADS": "1",
         **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENTS below
-        # TEST INSTRUMENTS: keep partitions in prove_start and finalize across the fault
+        # TEST INSTRUMENTS: keep partitions in prove and finalize across the fault
         "CUZK_TEST_PROVE_DELAY_MS": str(int(PROVE_DELAY_S * 1000)),
         "CUZK_TEST_FINALIZE_DELAY_MS": "200",
     })
@@ -218,7 +218,7 @@ def test_redis_down_for_thirty_seconds_while_clients_wait(cluster, aof_redis):
 
 def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     """kill -9 of a device worker's process group while it proves one partition and more
-    prove_starts wait in its own queue (and one more reserved by its Celery consumer): once
+    prove messages wait in its own queue (and one more reserved by its Celery consumer): once
     its heartbeat expires, the sweeper re-dispatches everything routed to it (attempt + 1)
     to the other device.  Every partition finishes there, one proof each; the messages left
     in the dead device's queue are stale when it comes back."""
@@ -235,7 +235,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
         parts = [p for j in jobs for p in c.store.list_partitions(j)]
         for worker, queue in queues.items():
             mine = [p for p in parts if p.get("worker") == worker]
-            proving = [p for p in mine if p["state"] == "gpu"]
+            proving = [p for p in mine if p["state"] == "proving"]
             if proving and not [p for p in mine if p["state"] in ("finalizing", "done")] \
                     and c.store.queue_depth(queue_keys(queue)) > 0:
                 return worker, (proving[0]["job"], proving[0]["idx"], proving[0]["attempt"]), jobs
@@ -254,8 +254,8 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
             routed=c.store.routed_partitions(victim),
             finished=[(p["job"], p["idx"]) for p in parts if p.get("worker") == victim
                       and p["state"] in ("finalizing", "done")],
-            gpu=[(p["job"], p["idx"], p["attempt"]) for p in parts
-                 if p.get("worker") == victim and p["state"] == "gpu"])
+            in_proving=[(p["job"], p["idx"], p["attempt"]) for p in parts
+                 if p.get("worker") == victim and p["state"] == "proving"])
         return [name]
 
     try:
@@ -266,8 +266,8 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
             _restart(c, at_kill["name"])
     victim = at_kill["victim"]
     survivor = (set(queues) - {victim}).pop()
-    # the kill landed as meant: mid-prove, prove_starts queued for it, none of them proved
-    assert at_kill["gpu"] == [at_kill["proving"]], at_kill
+    # the kill landed as meant: mid-prove, prove messages queued for it, none of them proved
+    assert at_kill["in_proving"] == [at_kill["proving"]], at_kill
     assert at_kill["depth"] > 0 and len(at_kill["routed"]) >= 1 + at_kill["depth"], at_kill
     assert at_kill["finished"] == [], at_kill
     stranded = {(job, idx) for job, idx in at_kill["routed"]}
@@ -284,7 +284,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
           f"{len(stranded)} routed): all jobs done {took:.1f} s after the kill, "
           f"bound {2 * HB_TTL + work + 10:.1f} s")
     assert took < 2 * HB_TTL + work + 10, c.logs()
-    # back, the victim takes the prove_starts left in its queue: stale (the old attempt), none
+    # back, the victim takes the prove messages left in its queue: stale (the old attempt), none
     # proves again
     completed, done = _completed(c.store), sorted(_done_events(c.store, at_kill["jobs"]))
     deadline = time.monotonic() + 20
@@ -297,7 +297,7 @@ def test_kill9_of_a_device_worker_with_partitions_queued_for_it(cluster):
     assert all(p["state"] == "done" and p["worker"] == survivor
                for j in at_kill["jobs"] for p in c.store.list_partitions(j))
     assert c.store.get_worker(victim)["state"] == "idle"
-    print(f"  {at_kill['left']} stale prove_start(s) in {victim}'s queue at its restart: no-ops")
+    print(f"  {at_kill['left']} stale prove(s) in {victim}'s queue at its restart: no-ops")
 
 
 SUBMITTER = """\

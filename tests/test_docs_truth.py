@@ -290,7 +290,7 @@ def sse_types_missing(api_text) -> set[str]:
 
 
 def test_every_event_type_is_in_the_sse_list():
-    assert {"gpu_fault", "route", "synth_end"} <= emitted_event_types()
+    assert {"prove_fault", "route", "synth_end"} <= emitted_event_types()
     missing = sse_types_missing(API.read_text(encoding="utf-8"))
     assert not missing, f"docs/api.md, /api/events: transition types not listed: {sorted(missing)}"
 

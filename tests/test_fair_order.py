@@ -3,7 +3,7 @@ redis-server, one device worker (CPU backend) and one CPU worker, ``job_window``
 
 * a 60-partition job submitted first and a 1-partition job of the same priority right
   after: the small one is done while the big one still runs (before chunked release it
-  waited behind all 60 synthesize and prove_start messages);
+  waited behind all 60 synthesize and prove messages);
 * a 6,000-partition job cancelled: another job submitted then is done within seconds (its
   queued messages once cost a delivery each: minutes at 100,000 partitions).
 """
@@ -43,7 +43,7 @@ def cluster(tmp_path_factory):
     env.update({
         "CUZK_CONFIG": str(write_circuits_toml(base / "cuzk.toml", {
             "mulchain": ("test-mul", FIX / "mulchain"),
-            "slow_test": ("test-slow", FIX / "mulchain")})),  # TEST-ONLY: a slow prove_start
+            "slow_test": ("test-slow", FIX / "mulchain")})),  # TEST-ONLY: a slow prove
         "CUZK_REDIS_URL": server.url,
         "CUZK_PREFIX": "fair",
         "CUZK_HOSTNAME": HOST,
@@ -53,7 +53,7 @@ def cluster(tmp_path_factory):
         "CUZK_THREADS": "1",
         "CUZK_JOB_WINDOW": str(WINDOW),
         **instruments.env(env.get("PYTHONPATH", "")),
-        # TEST INSTRUMENTS: every prove_start takes a while, slow_test's much longer
+        # TEST INSTRUMENTS: every prove takes a while, slow_test's much longer
         "CUZK_TEST_PROVE_DELAY_MS": "slow_test=3000,150",
     })
     c = Cluster(base, env, load_settings(env=env), ROOT)
@@ -108,7 +108,7 @@ def test_after_cancelling_a_big_job_another_starts_within_seconds(cluster):
     assert status["state"] == "cancelled" and status["counts"].get("cancelled", 0) >= 5990, status
     small = c.client.submit("mulchain", [{"input": inputs}], priority=5)
     t1 = time.monotonic()
-    # the device may first finish the one slow_test prove_start it runs (3 s)
+    # the device may first finish the one slow_test prove it runs (3 s)
     assert len(c.client.wait(small, timeout=60)["proofs"]) == 1
     waited = time.monotonic() - t1
     assert waited < 15, f"the next job waited {waited:.1f} s behind the cancelled one"

@@ -337,7 +337,7 @@ def test_synthesize_accepts_refs_inside_the_roots_and_stores_the_real_path(tree,
 
 def _routed_to_me(ctx, witness_ref):
     """A partition routed to this context's device worker with ``witness_ref`` (as a forged
-    or stale prove_start message would carry)."""
+    or stale prove message would carry)."""
     store = ctx.store
     store.register_worker(ctx.worker_id, "device", "irhost", device=0, queue=ctx.queue)
     store.heartbeat(ctx.worker_id, 30)
@@ -349,17 +349,17 @@ def _routed_to_me(ctx, witness_ref):
 
 
 def _started(job, witness_ref, worker, token):
-    """finalize's message for partition 0 as prove_start sends it (every field), with no
+    """finalize's message for partition 0 as prove sends it (every field), with no
     partial proof: finalize refuses the witness before reading it."""
     return {"job": job, "idx": 0, "attempt": 0, "circuit": "mulchain", "witness_ref": witness_ref,
             "worker": worker, "token": token, "backend": "cpu", "partial": None, "priority": 5,
             "deadline_at": None, "sent_at": time.time()}
 
 
-def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
+def test_prove_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5), fifo,
+    assert _in_thread(pipeline.prove, ctx, PartitionRun(job, 0, 0, "mulchain", 5), fifo,
                       "cuzk.cpu", unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"  # the worker keeps going
@@ -368,10 +368,10 @@ def test_prove_start_refuses_an_outside_witness_unopened(tree, ctx):
 def test_finalize_refuses_an_outside_witness_unopened(tree, ctx):
     fifo = str(tree["outside"] / "fifo.wtns")
     job = _routed_to_me(ctx, fifo)
-    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
+    started = ctx.store.prove_begin(ctx.worker_id, PartitionRun(job, 0, 0), 3)
     assert started.ok
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
-                             1.0).partition_advanced
+    assert ctx.store.prove_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                               1.0).partition_advanced
     result = _started(job, fifo, ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["outside"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == _outside_msg("witness_ref", fifo)
@@ -532,19 +532,19 @@ def test_synthesize_fails_fifos_directories_and_long_names_inside_the_roots(tree
         assert expected in error and "internal error" not in error, error
 
 
-def test_prove_start_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tree, ctx):
+def test_prove_and_finalize_refuse_a_fifo_witness_in_the_spool_at_once(tree, ctx):
     fifo = tree["spool"] / "fifo.wtns"
     os.mkfifo(fifo)
     expected = f"witness_ref {fifo} is a FIFO: expected a regular file"
     job = _routed_to_me(ctx, str(fifo))
-    assert _in_thread(pipeline.prove_start, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
+    assert _in_thread(pipeline.prove, ctx, PartitionRun(job, 0, 0, "mulchain", 5),
                       str(fifo), "cuzk.cpu", unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected
     assert ctx.store.get_worker(ctx.worker_id)["state"] == "idle"
     job = _routed_to_me(ctx, str(fifo))
-    started = ctx.store.gpu_start(ctx.worker_id, PartitionRun(job, 0, 0), 3)
-    assert ctx.store.gpu_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
-                             1.0).partition_advanced
+    started = ctx.store.prove_begin(ctx.worker_id, PartitionRun(job, 0, 0), 3)
+    assert ctx.store.prove_end(ctx.worker_id, started.token, PartitionRun(job, 0, 0),
+                               1.0).partition_advanced
     result = _started(job, str(fifo), ctx.worker_id, started.token)
     assert _in_thread(pipeline.finalize, ctx, result, unblock=tree["spool"]) is None
     assert ctx.store.get_partition(job, 0)["error"] == expected

@@ -85,7 +85,7 @@ class Hosts:
                 "CUZK_SHARED_SPOOL": "0",  # host-affine stages (the default), said anyway
                 "CUZK_THREADS": "1",
                 **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENT below
-                # TEST INSTRUMENT: partitions stay a while in prove_start, across the faults
+                # TEST INSTRUMENT: partitions stay a while in prove, across the faults
                 "CUZK_TEST_PROVE_DELAY_MS": str(int(PROVE_DELAY_S * 1000)),
             })
             (base / "spool").mkdir()
@@ -155,7 +155,7 @@ def _host(worker_id):
     return (worker_id or "").split(":", 1)[0]
 
 
-def _routed_to(c, jobs, host, state="gpu"):
+def _routed_to(c, jobs, host, state="proving"):
     """Partitions of ``jobs`` in ``state`` on a device of ``host``."""
     return [p for j in jobs for p in c.store.list_partitions(j)
             if p["state"] == state and _host(p.get("worker")) == host]

@@ -79,8 +79,8 @@ def finish_partition(store, job_id, idx, worker_id, proof, public):
     assert store.synth_begin(PartitionRun(job_id, idx, 0))
     assert store.synth_end(PartitionRun(job_id, idx, 0), f"/spool/{idx}.wtns", 1.0)
     assert store.route(PartitionRun(job_id, idx, 0), worker_id)
-    token = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0), 3).token
-    assert store.gpu_end(worker_id, token, PartitionRun(job_id, idx, 0), 1.0).partition_advanced
+    token = store.prove_begin(worker_id, PartitionRun(job_id, idx, 0), 3).token
+    assert store.prove_end(worker_id, token, PartitionRun(job_id, idx, 0), 1.0).partition_advanced
     return store.finalize_end(PartitionRun(job_id, idx, 0), 1.0, json.dumps(proof),
                               json.dumps(public), token=token)
 
@@ -216,8 +216,8 @@ def test_poison_pill_fails_the_job_with_its_callback(store):
     run = PartitionRun("j1", 0, 0)
     assert store.synth_begin(run) and store.synth_end(run, "/w", 1.0)
     assert store.route(PartitionRun("j1", 0, 0), w)
-    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).ok
-    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 1).reason == "poison"
+    assert store.prove_begin(w, PartitionRun("j1", 0, 0), 1).ok
+    assert store.prove_begin(w, PartitionRun("j1", 0, 0), 1).reason == "poison"
     [(_, _, kwargs)] = callbacks(store)
     assert kwargs["state"] == "failed" and "poison pill" in kwargs["error"]
 

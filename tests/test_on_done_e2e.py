@@ -110,7 +110,7 @@ def service(tmp_path_factory):
     server = RedisServer()
     config = write_circuits_toml(base / "cuzk.toml", {
         "mulchain": ("test-mul", FIX / "mulchain"),
-        "slow_test": ("test-slow", FIX / "mulchain"),  # TEST ONLY: slow prove_start, to cancel
+        "slow_test": ("test-slow", FIX / "mulchain"),  # TEST ONLY: slow prove, to cancel
     })
     env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_REDIS_URL=server.url,
                CUZK_PREFIX="cuzk", CUZK_CPU_QUEUE="cuzk.cpu", CUZK_HOSTNAME="ondonehost",

@@ -65,11 +65,11 @@ def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
     store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
     store.heartbeat("h:dev0", 30)
     assert store.synth_begin(PartitionRun("j", 0, 0))
-    prove = _messages().prove_start(PartitionRun("j", 0, 0, "c", 3), "/w")
+    prove = _messages().prove(PartitionRun("j", 0, 0, "c", 3), "/w")
     end = store.synth_end(PartitionRun("j", 0, 0), "/w", 1.0, route_circuit="c", message=prove)
     assert end.routed.queue == "cuzk.dev.h.0"
     sent = rec.sent[-1]
-    assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove_start", "cuzk.dev.h.0", 3)
+    assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove", "cuzk.dev.h.0", 3)
     assert sent["args"] == ["j", 0, 0, "c", "/w"] and sent["kwargs"]["finalize_queue"] == "cuzk.cpu"
 
 

@@ -16,7 +16,7 @@ from cuzk_tasks.state.run import FINALIZE_FIELDS, RunError
 def _result(**changes):
     fields = dict(witness_ref="/spool/j/0.wtns", worker="host-gpu0", token="j:0:1:abc",
                   backend="gpu", partial={"a": [1, 2]}, sent_at=10.5, deadline_at=None,
-                  gpu_ms=3.25)
+                  prove_ms=3.25)
     fields.update(changes)
     return DeviceResult(PartitionRun("j", 0, 1, "mulchain", 5), **fields)
 
@@ -50,13 +50,21 @@ def test_a_run_without_its_circuit_or_priority_is_not_sent():
         PartitionRun("j", 0, 0).to_json()
 
 
-def test_the_device_result_is_the_finalize_message_prove_start_always_sent():
+def test_the_device_result_is_the_finalize_message_prove_always_sent():
     result = _result()
     data = json.loads(json.dumps(result.to_json()))
-    assert set(data) == set(FINALIZE_FIELDS) | {"gpu_ms"}
+    assert set(data) == set(FINALIZE_FIELDS) | {"prove_ms"}
     assert DeviceResult.from_json(data) == result
-    del data["gpu_ms"]  # not read by finalize: may be absent
-    assert DeviceResult.from_json(data).gpu_ms is None
+    del data["prove_ms"]  # not read by finalize: may be absent
+    assert DeviceResult.from_json(data).prove_ms is None
+
+
+def test_a_finalize_message_of_the_previous_release_gives_its_device_time_as_gpu_ms():
+    """Upgrade (docs/deploy.md, "Upgrading"): a finalize message queued by the release before
+    names prove_ms ``gpu_ms``; it is read, not lost."""
+    data = _result().to_json()
+    data["gpu_ms"] = data.pop("prove_ms")
+    assert DeviceResult.from_json(data) == _result()
 
 
 @pytest.mark.parametrize("field", FINALIZE_FIELDS)

@@ -2,8 +2,8 @@
 
 The device workers run the CPU backend (``--backend cpu``) so this runs without a GPU.
 Test-only instruments (env vars, see cuzk_tasks/settings/defaults.py) make finalize slow
-(CUZK_TEST_FINALIZE_DELAY_MS, so finalizers overlap the next prove_start), make
-prove_start slow per circuit (CUZK_TEST_PROVE_DELAY_MS) and make prove_start of the
+(CUZK_TEST_FINALIZE_DELAY_MS, so finalizers overlap the next prove), make
+prove slow per circuit (CUZK_TEST_PROVE_DELAY_MS) and make prove of the
 test-only circuit ``poison_test`` kill its process (CUZK_TEST_POISON_CIRCUIT).
 """
 
@@ -137,7 +137,7 @@ def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
     poller = SnapshotPoller(c.store)
     poller.start()
     try:
-        # ready witnesses first: each device gets back-to-back prove_starts (300 ms each) while
+        # ready witnesses first: each device gets back-to-back prove messages (300 ms each) while
         # the previous partition's finalizer (200 ms delay) ends -- the cuzk-bug interleaving
         wtns = {"witness_ref": str(FIX / "mulchain" / "witness.wtns")}
         jobs = [
@@ -179,10 +179,10 @@ def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
     parts = [p for job_id, _, _ in jobs for p in c.store.list_partitions(job_id)]
     overlaps = [(a["idx"], b["idx"]) for a in parts for b in parts
                 if a is not b and a["worker"] == b["worker"]
-                and float(b["t_gpu_start"]) < float(a["t_done"]) < float(b["t_gpu_end"])]
-    print(f"{len(overlaps)} finalizers overlapped a prove_start on their device; "
+                and float(b["t_prove_start"]) < float(a["t_done"]) < float(b["t_prove_end"])]
+    print(f"{len(overlaps)} finalizers overlapped a prove on their device; "
           f"{poller.count} snapshots")
-    assert overlaps, "no finalizer overlapped a prove_start on its device"
+    assert overlaps, "no finalizer overlapped a prove on its device"
     # both devices did work, and every device is idle now
     workers = {p["worker"] for job_id, _, _ in jobs for p in c.store.list_partitions(job_id)}
     assert workers == {f"{HOST}:dev0", f"{HOST}:dev1"}
@@ -291,6 +291,44 @@ def test_a_poison_message_by_name_is_refused_once_and_the_worker_lives_on(cluste
     assert log.count(f"refused cuzk.submit[{reply.id}]") == 1 and "Unrecoverable" not in log
     job = c.client.submit("mulchain", [{"input": _input("mulchain")}])
     _assert_valid(c.client.wait(job, timeout=60), "mulchain", 1)
+
+
+def test_what_the_previous_release_left_in_the_store_is_proved(cluster):
+    """Upgrade (docs/deploy.md, "Upgrading"): the release before named the device stage's
+    task ``cuzk.prove_start`` and its partition state ``gpu``.  Partition 0 is left routed
+    with a queued ``cuzk.prove_start`` message: this release registers no such task, so its
+    device worker discards it (Celery rejects a message of an unregistered task without
+    requeueing it).  Partition 1 is left in state ``gpu`` (``t_gpu_start``), its run gone
+    with the old worker.  No live worker holds either stage, so the sweeper re-drives both
+    (attempt 1) and the job proves: no work is lost."""
+    from cuzk_tasks.service.messages import StageMessages
+    from cuzk_tasks.service.queues import queue_keys
+    from cuzk_tasks.state import PartitionRun
+
+    c = cluster
+    store = c.store
+    wtns = str(FIX / "mulchain" / "witness.wtns")
+    job, _ = store.create_job(None, "mulchain", "test-mul", 5, None, [{"witness_ref": wtns}] * 2)
+    legacy = json.loads(StageMessages(c.settings).prove(PartitionRun(job, 0, 0, "mulchain", 5), wtns))
+    legacy["task"] = "cuzk.prove_start"  # the previous release's name of cuzk.prove
+    for idx, message in ((0, json.dumps(legacy)), (1, "")):
+        run = PartitionRun(job, idx, 0)
+        assert store.synth_begin(run).ok
+        # routed as the previous release's synth_end did; partition 1 without a message
+        assert store.synth_end(run, wtns, 1.0, route_circuit="mulchain", message=message).routed.ok
+    store.redis.hset(store.keys.part(job, 1), mapping={
+        "state": "gpu", "token": f"{job}:1:0:oldrelease", "t_gpu_start": time.time(),
+        "deliveries": 1})
+    _assert_valid(c.client.wait(job, timeout=90), "mulchain", 2)
+    parts = store.list_partitions(job)
+    assert [(p["state"], p["attempt"], p["lost_messages"]) for p in parts] == \
+        [("done", 1, 1), ("done", 1, 1)], parts
+    logs = "".join((c.base / f"{name}.log").read_text(errors="replace") for name in ("dev0", "dev1"))
+    assert "Received unregistered task of type 'cuzk.prove_start'" in logs, c.logs()
+    waiting = [raw for name in ("dev0", "dev1")
+               for key in queue_keys(store.get_worker(f"{HOST}:{name}")["queue"])
+               for raw in store.redis.lrange(key, 0, -1)] + store.redis.hvals(UNACKED)
+    assert not [raw for raw in waiting if "cuzk.prove_start" in raw], waiting  # discarded
 
 
 def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
@@ -422,14 +460,14 @@ def test_cli_submit_status_cancel(cluster):
     r = run("status")
     assert r.returncode == 0, r.stderr
     assert f"{HOST}:dev0" in r.stdout and "cuzk.cpu" in r.stdout and "WORKERS" in r.stdout
-    # cancel a job whose partitions are still in (slow) prove_start
+    # cancel a job whose partitions are still in (slow) prove
     job = c.client.submit("slow_test", [{"input": _input("mulchain")}] * 2)
     r = run("cancel", job)
     assert r.returncode == 0, r.stderr
     with pytest.raises(JobError) as info:
         c.client.wait(job, timeout=10)
     assert info.value.state == "cancelled"
-    # the devices are free again once the cancelled prove_starts end
+    # the devices are free again once the cancelled prove messages end
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         states = [c.store.get_worker(f"{HOST}:{d}")["state"] for d in ("dev0", "dev1")]
@@ -447,11 +485,11 @@ def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
     victim = None
     while time.monotonic() < deadline:
         part = c.store.get_partition(job, 0)
-        if part["state"] == "gpu" and part.get("worker"):
+        if part["state"] == "proving" and part.get("worker"):
             victim = part["worker"]
             break
         time.sleep(0.02)
-    assert victim, f"partition never reached prove_start: {part}\n{c.logs()}"
+    assert victim, f"partition never reached prove: {part}\n{c.logs()}"
     name = victim.rsplit(":", 1)[1]
     os.killpg(c.procs[name].pid, signal.SIGKILL)
     c.procs[name].wait(5)
@@ -481,9 +519,9 @@ def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
         c.client.wait(job, timeout=30)
     parts = c.store.list_partitions(job)
     assert {p["state"] for p in parts} == {"cancelled"}, parts
-    # only what was in prove_start at the deadline (one per device) ever started
+    # only what was in prove at the deadline (one per device) ever started
     time.sleep(3)  # the in-flight proves end (2.5 s each) and must not start another
-    started = [p for p in c.store.list_partitions(job) if p.get("t_gpu_start")]
+    started = [p for p in c.store.list_partitions(job) if p.get("t_prove_start")]
     assert len(started) <= 2, started
     assert all(w["state"] != "proving" for w in c.store.live_device_workers())
     after = c.client.submit("mulchain", [{"input": _input("mulchain")}])

@@ -92,13 +92,13 @@ def test_partitions_are_placed_on_devices_and_synthesized_on_their_hosts(ctx):
     assert sorted(placed.values()) == sorted([a, a, b, b])
 
 
-def test_synth_end_sends_prove_start_to_the_placed_device_and_finalize_stays_on_the_host(ctx):
+def test_synth_end_sends_prove_to_the_placed_device_and_finalize_stays_on_the_host(ctx):
     _cpu(ctx, "A")
     dev = _device(ctx, "A")
     job = _submit(ctx, 1)
     assert _synthesizes(ctx) == [(0, 0, "cuzk.cpu.A")]
     assert ctx.store.synth_begin(PartitionRun(job, 0, 0))
-    message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
+    message = ctx.messages.prove(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
     end = ctx.store.synth_end(PartitionRun(job, 0, 0), "/spool/w", 3, route_circuit="mulchain",
                               message=message)
     assert end.routed.worker == dev
@@ -139,7 +139,7 @@ def test_a_lost_device_sends_its_partitions_back_to_be_synthesized_on_another_ho
     job = _submit(ctx, 2)
     assert {q for _, _, q in _synthesizes(ctx)} == {"cuzk.cpu.A"}
     assert ctx.store.synth_begin(PartitionRun(job, 1, 0))
-    message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "mulchain", 5), "/spool/w")
+    message = ctx.messages.prove(PartitionRun(job, 1, 0, "mulchain", 5), "/spool/w")
     assert ctx.store.synth_end(PartitionRun(job, 1, 0), "/spool/w", 3, route_circuit="mulchain",
                                message=message)
     ctx.store.publisher.sent.clear()
@@ -177,14 +177,14 @@ def test_a_device_fault_resynthesizes_the_partition_for_another_device(ctx):
     _synthesizes(ctx)
     _device(ctx, "B")
     assert ctx.store.synth_begin(PartitionRun(job, 0, 0))
-    prove = ctx.messages.prove_start(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
+    prove = ctx.messages.prove(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
     assert ctx.store.synth_end(PartitionRun(job, 0, 0), "/spool/w", 3, route_circuit="mulchain",
                                message=prove)
-    started = ctx.store.gpu_start(a, PartitionRun(job, 0, 0), 3)
+    started = ctx.store.prove_begin(a, PartitionRun(job, 0, 0), 3)
     retry = ctx.messages.after_device_fault(PartitionRun(job, 0, 0, "mulchain", 5), "/spool/w")
     ctx.store.publisher.sent.clear()
-    fault = ctx.store.gpu_fault(a, started.token, PartitionRun(job, 0, 0), "CUDA error", "mulchain",
-                                3, message=retry)
+    fault = ctx.store.prove_fault(a, started.token, PartitionRun(job, 0, 0), "CUDA error", "mulchain",
+                                  3, message=retry)
     assert (fault.outcome, fault.worker) == ("rerouted", "B:dev0")
     assert _synthesizes(ctx) == [(0, 1, "cuzk.cpu.B")]
     assert ctx.store.get_partition(job, 0)["state"] == "pending"

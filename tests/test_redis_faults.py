@@ -198,7 +198,7 @@ def test_a_busy_script_kills_no_worker(cluster, redis_server):
     # BUSY after 100 ms of script, not Redis's 5 s default: the same reply, a shorter test
     assert _operator(redis_server).config_set("lua-time-limit", 100)
     before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
-    _await_state(c, before, "gpu")
+    _await_state(c, before, "proving")
     busy = threading.Thread(target=_operator(redis_server).eval, args=(BUSY_SCRIPT, 0))
     busy.start()
     time.sleep(1.0)  # 3 s of BUSY left
@@ -217,7 +217,7 @@ def test_a_busy_script_kills_no_worker(cluster, redis_server):
 def test_redis_at_maxmemory_kills_no_worker(cluster, redis_server):
     c = cluster
     before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
-    _await_state(c, before, "gpu")
+    _await_state(c, before, "proving")
     used = int(c.store.redis.info("memory")["used_memory"])
     # below what is used, nothing to evict: every write that could grow memory answers OOM
     operator = _operator(redis_server)
@@ -252,7 +252,7 @@ def test_redis_read_only_for_a_while_kills_no_worker(cluster, redis_server):
     error, until it is a primary again."""
     c = cluster
     before = c.client.submit("mulchain", [{"input": _inputs()}] * 4)
-    _await_state(c, before, "gpu")
+    _await_state(c, before, "proving")
     operator = _operator(redis_server)
     assert operator.replicaof("127.0.0.1", 1)
     try:
@@ -336,7 +336,7 @@ def test_sigterm_while_redis_is_gone_stops_a_worker_in_bounded_time(cluster, red
 def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redis_server,
                                                                             tmp_path):
     """Issue 27 item 4: an outage longer than the device's retry window (here 1 s) while it
-    proves: its gpu_end is given up, so its worker hash would stay "proving" a run that is
+    proves: its prove_end is given up, so its worker hash would stay "proving" a run that is
     over.  Within a heartbeat or two of Redis answering again the worker shows its true
     state -- heartbeat.lua ends the stale record (worker_idle, reason stale) -- long before
     the sweeper re-drives the partition (two sweeps a TTL apart); the job then completes."""
@@ -367,7 +367,7 @@ def test_a_device_proving_across_a_long_outage_shows_its_true_state_at_once(redi
         operator = _operator(redis_server)
         assert operator.replicaof("127.0.0.1", 1)  # every write answers READONLY
         try:
-            time.sleep(2.0 + 1.0 + 2.0)  # the run ends, its gpu_end gives up after 1 s
+            time.sleep(2.0 + 1.0 + 2.0)  # the run ends, its prove_end gives up after 1 s
         finally:
             assert operator.replicaof("NO", "ONE")
         back = time.monotonic()

@@ -22,7 +22,7 @@ from cuzk_tasks.pipeline import request_checks
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.service.task_names import TASK_PROVE_START, TASK_RESULT, TASK_SUBMIT
+from cuzk_tasks.service.task_names import TASK_PROVE, TASK_RESULT, TASK_SUBMIT
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 
@@ -106,8 +106,8 @@ def test_a_good_submit_message_passes_and_other_tasks_are_bounded_too():
         TASK_RESULT, (), {"job_id": ["j"]}, 10, inspect.signature(tasks.result.run)
     ).startswith("cuzk.result: job_id: expected a job id")
     # a stage task: its arguments are ours, only the bounds apply
-    problem = request_checks.message_problem(TASK_PROVE_START, ("j", 0, 0, "c", nest(60)), {}, 10)
-    assert problem.startswith("cuzk.prove_start: argument 4: nested more than")
+    problem = request_checks.message_problem(TASK_PROVE, ("j", 0, 0, "c", nest(60)), {}, 10)
+    assert problem.startswith("cuzk.prove: argument 4: nested more than")
 
 
 # --- submit_job: every field named --------------------------------------------------------

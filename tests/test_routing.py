@@ -1,6 +1,6 @@
 """Routing choice and the sweeper's re-dispatch, on a real redis-server (no Celery workers).
 
-The prove_start messages the transitions record in the outbox are published by the context's
+The prove messages the transitions record in the outbox are published by the context's
 Celery app (cuzk_tasks/service/publisher.py) and read back from the device queues' lists."""
 
 import json
@@ -59,11 +59,11 @@ def _register(ctx, worker, device, alive=True):
 
 
 def sent(ctx):
-    """(job, idx, attempt, worker) of every prove_start message waiting on a device queue."""
+    """(job, idx, attempt, worker) of every prove message waiting on a device queue."""
     out = []
     for worker, queue in ctx.queues.items():
         for task, args, _, _ in queued(ctx.store.redis, queue):
-            assert task == "cuzk.prove_start"
+            assert task == "cuzk.prove"
             out.append((args[0], args[1], args[2], worker))
     return sorted(out)
 
@@ -86,7 +86,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     # routed to dev0, which starts proving and then dies (its heartbeat expires)
     assert routing.route_partition(ctx, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
     assert sent(ctx) == [(job, 0, 0, "h:dev0")]
-    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
+    assert store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3).ok
     time.sleep(0.4)
     # no live device: re-dispatched, but it waits in the unrouted set
     assert Sweeper(ctx).run_once() == {"redispatched": 1, "routed": 0, "retired": 0, "recovered": 0, "expired": 0, "requests": 0, "outbox": 0}
@@ -102,7 +102,7 @@ def test_sweeper_redispatches_from_dead_device_and_routes_waiting(ctx):
     assert store.unrouted_partitions() == []
     # the old message, if dev0 comes back, is stale
     store.heartbeat("h:dev0", 5)
-    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
+    assert store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_route_prefers_least_outstanding(ctx):
@@ -146,7 +146,7 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     store = ctx.store
     job = uuid.uuid4().hex
     store.create_job(job, "c", "k", 3, None, [{"input": "{}"}] * 2)
-    message = ctx.messages.prove_start(PartitionRun(job, 0, 0, "c", 3), "/w0")
+    message = ctx.messages.prove(PartitionRun(job, 0, 0, "c", 3), "/w0")
     assert store.synth_begin(PartitionRun(job, 0, 0))
     end = store.synth_end(PartitionRun(job, 0, 0), "/w0", 1.0, route_circuit="c", message=message)
     assert end and end.routed is not None and not end.routed
@@ -154,13 +154,13 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     assert store.outbox_entries() == {}  # nothing recorded for a partition left unrouted
     queue = _register(ctx, "h:dev0", 0)
     assert store.synth_begin(PartitionRun(job, 1, 0))
-    message = ctx.messages.prove_start(PartitionRun(job, 1, 0, "c", 3), "/w1")
+    message = ctx.messages.prove(PartitionRun(job, 1, 0, "c", 3), "/w1")
     end = store.synth_end(PartitionRun(job, 1, 0), "/w1", 1.0, route_circuit="c", message=message)
     assert end.routed and end.routed.worker == "h:dev0" and end.routed.queue == queue
     # published by Celery on the chosen queue's list of priority step 3, as the entry says
     assert store.redis.llen(queues.queue_list_key(queue, 3)) == 1
     assert queued(store.redis, queue) == [(
-        "cuzk.prove_start", [job, 1, 0, "c", "/w1"],
+        "cuzk.prove", [job, 1, 0, "c", "/w1"],
         {"finalize_queue": ctx.settings.cpu_queue, "priority": 3}, 3)]
     assert store.outbox_entries() == {}  # published, then deleted
     assert store.get_partition(job, 1)["worker"] == "h:dev0"
@@ -272,7 +272,7 @@ def test_a_running_synthesize_whose_worker_died_is_queued_again_despite_a_backlo
     assert not store.synth_end(PartitionRun(job, 0, 0), "/w", 1.0)
 
 
-def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
+def test_a_lost_prove_is_rerouted_with_a_new_attempt(lossy):
     store = lossy.store
     queue = _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
@@ -284,7 +284,7 @@ def test_a_lost_prove_start_is_rerouted_with_a_new_attempt(lossy):
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, "h:dev0")
     assert sent(lossy) == [(job, 0, 1, "h:dev0")]  # routed again, in the same sweep
     # the original, had it survived, is stale now
-    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
+    assert store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3).reason == "stale"
 
 
 def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_idle(lossy):
@@ -293,7 +293,7 @@ def test_a_prove_the_live_device_no_longer_runs_goes_back_and_the_device_goes_id
     job = _job_in_synth_done(store, 2)
     for i in (0, 1):
         assert routing.route_partition(lossy, PartitionRun(job, i, 0, "c", 5), f"/spool/{i}.wtns")
-    assert store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3).ok
+    assert store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3).ok
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     # the device lives on but reports only partition 1 (reserved): partition 0's run is gone
@@ -312,7 +312,7 @@ def test_a_prove_the_device_reports_is_left_alone(lossy):
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
-    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
+    start = store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3)
     store.heartbeat("h:dev0", 5, holding=[PartitionRun(job, 0, 0)])
     assert _sweep_twice(Sweeper(lossy), lossy) == (0, 0)
     assert store.get_partition(job, 0)["token"] == start.token
@@ -323,9 +323,9 @@ def test_a_lost_finalize_proves_the_partition_again(lossy):
     _register(lossy, "h:dev0", 0)
     job = _job_in_synth_done(store)
     assert routing.route_partition(lossy, PartitionRun(job, 0, 0, "c", 5), "/spool/0.wtns")
-    start = store.gpu_start("h:dev0", PartitionRun(job, 0, 0), 3)
-    assert store.gpu_end("h:dev0", start.token, PartitionRun(job, 0, 0),
-                         5.0).partition_advanced  # no finalize queued
+    start = store.prove_begin("h:dev0", PartitionRun(job, 0, 0), 3)
+    assert store.prove_end("h:dev0", start.token, PartitionRun(job, 0, 0),
+                           5.0).partition_advanced  # no finalize queued
     for q in lossy.queues.values():
         store.redis.delete(*queues.queue_keys(q))
     assert store.get_partition(job, 0)["state"] == "finalizing"
@@ -372,15 +372,15 @@ def test_stage_messages_name_their_partition_attempt(lossy):
     sent = [json.loads(e) for e in (
         m.synthesize(PartitionRun("j", 3, 0, "c", 4)),
         m.synthesize(PartitionRun("j", 3, 2, "c", 4)),
-        m.prove_start(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
+        m.prove(PartitionRun("j", 4, 2, "c", 4), "/w"), m.finalize("cpu", finalize),
         m.on_done({"task": "svc.cb", "queue": "q"}))]
     assert [stage_partition(e["task"], e["args"], e.get("kwargs", {"job_id": "j"}))
             for e in sent] == [PartitionRun("j", 3, 0), PartitionRun("j", 3, 2),
                                PartitionRun("j", 4, 2), PartitionRun("j", 5, 1), None]
     assert stage_partition("cuzk.finalize", [], {}) is None
-    assert stage_partition("cuzk.prove_start", ["j", 1], {"attempt": 3}) == \
+    assert stage_partition("cuzk.prove", ["j", 1], {"attempt": 3}) == \
         PartitionRun("j", 1, 3)
-    assert stage_partition("cuzk.prove_start", ["j"], {}) is None  # malformed: names nothing
+    assert stage_partition("cuzk.prove", ["j"], {}) is None  # malformed: names nothing
 
 
 def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monkeypatch):
@@ -397,12 +397,12 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
 
     monkeypatch.setattr(state, "requests", {
         "a": Request("cuzk.synthesize", ["j", 0], {"circuit": "c", "attempt": 2}),
-        "b": Request("cuzk.prove_start", ["j", 1, 0, "c", "/w"], {}),
+        "b": Request("cuzk.prove", ["j", 1, 0, "c", "/w"], {}),
         "c": Request("cuzk.finalize", [{"job": "k", "idx": 3, "attempt": 1}], {}),
         "d": Request("cuzk.submit", [], {"circuit": "c"}, "t-submit"),
         "f": Request("cuzk.status", ["j"], {}, "t-status"),
         "g": Request("svc.other", [], {}, "t-other"),  # not ours: held by its own service
-        "e": Request("cuzk.prove_start", ["j"], {}),  # malformed: holds nothing
+        "e": Request("cuzk.prove", ["j"], {}),  # malformed: holds nothing
     })
     held = held_messages()
     assert held.stages == [PartitionRun("j", 0, 2), PartitionRun("j", 1, 0),

@@ -3,7 +3,7 @@ redis-server, one CPU worker (2 pool processes), one device worker on the CPU ba
 
 Circuits: ``mulchain`` (the fixture), ``runaway`` and ``trapping`` (the mulchain zkey with a
 hand-written wasm whose init never returns / traps: tests/support/runaway_wasm.py) and
-``slow_test`` (mulchain, its prove_start slowed by the test instrument
+``slow_test`` (mulchain, its prove slowed by the test instrument
 CUZK_TEST_PROVE_DELAY_MS so witnesses wait in the spool).  The witness time limit is 3 s
 (CUZK_WITNESS_TIME_LIMIT_S), max deliveries 2.  The spool is a 4 MiB tmpfs when this process
 may mount one (the full-disk test needs it), else a plain directory.

@@ -143,7 +143,7 @@ def test_a_sentinel_failover_mid_run_loses_no_job(group, tmp_path):
         "CUZK_HEARTBEAT_TTL_S": str(HB_TTL), "CUZK_SPOOL_DIR": str(tmp_path / "spool"),
         "CUZK_THREADS": "1", **instruments.env(env.get("PYTHONPATH", "")),
         "CUZK_WEB_BIND": f"127.0.0.1:{web_port}", "CUZK_WEB_WORKERS": "1",
-        # TEST INSTRUMENTS: keep partitions in prove_start and finalize across the failover
+        # TEST INSTRUMENTS: keep partitions in prove and finalize across the failover
         "CUZK_TEST_PROVE_DELAY_MS": "300", "CUZK_TEST_FINALIZE_DELAY_MS": "200",
     })
     settings = load_settings(env=env)
@@ -168,8 +168,8 @@ def test_a_sentinel_failover_mid_run_loses_no_job(group, tmp_path):
         jobs = [c.client.submit("mulchain", [{"input": inputs}] * 4) for _ in range(3)]
         poller = SnapshotPoller(c.store)
         poller.start()
-        _wait("partitions in prove_start", lambda: any(
-            p["state"] == "gpu" for j in jobs for p in c.store.list_partitions(j)))
+        _wait("partitions in prove", lambda: any(
+            p["state"] == "proving" for j in jobs for p in c.store.list_partitions(j)))
         # the replica has everything so far (asynchronous replication: what a failover can
         # lose is what the primary acknowledged after this; ops/runbook.md)
         assert group.master_port() == group.primary_port

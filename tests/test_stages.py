@@ -73,11 +73,11 @@ def _synthesize(ctx, args, kwargs):
                                                  kwargs["circuit"], kwargs["priority"]))
 
 
-def _prove_start(ctx, args, kwargs):
-    """prove_start as its Celery task (tasks.py) calls it with a message's arguments."""
+def _prove(ctx, args, kwargs):
+    """prove as its Celery task (tasks.py) calls it with a message's arguments."""
     job, idx, attempt, circuit, witness_ref = args
-    return pipeline.prove_start(ctx, PartitionRun(job, idx, attempt, circuit, kwargs["priority"]),
-                                witness_ref, kwargs["finalize_queue"])
+    return pipeline.prove(ctx, PartitionRun(job, idx, attempt, circuit, kwargs["priority"]),
+                          witness_ref, kwargs["finalize_queue"])
 
 
 def _input():
@@ -115,13 +115,13 @@ def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(st
     assert part["state"] == "synth_done" and part["worker"] == stack["device_id"]
     assert pathlib.Path(witness_ref).read_bytes()[:4] == b"wtns"
     (task, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    assert task == "cuzk.prove_start" and args == [job, 0, 0, "mulchain", witness_ref]
+    assert task == "cuzk.prove" and args == [job, 0, 0, "mulchain", witness_ref]
     # a second delivery of the same synthesize is a stale no-op
     assert pipeline.synthesize(cpu, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert _pop(cpu, settings.device_queue(0)) == []
 
 
-def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack):
+def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     from cuzk_tasks.groth16 import verify
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
@@ -129,7 +129,7 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    assert _prove_start(device, args, kwargs) is None  # finalize was queued instead
+    assert _prove(device, args, kwargs) is None  # finalize was queued instead
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
     assert _pop(cpu, settings.host_cpu_queue()) == []  # a device publishes nothing itself ...
@@ -149,7 +149,7 @@ def test_prove_start_then_finalize_make_a_valid_proof_and_free_the_device(stack)
     assert cpu.store.snapshot()["counters"] == before
 
 
-def test_a_stale_prove_start_does_not_touch_the_device(stack):
+def test_a_stale_prove_does_not_touch_the_device(stack):
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
@@ -157,7 +157,7 @@ def test_a_stale_prove_start_does_not_touch_the_device(stack):
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
     stale = list(args)
     stale[2] = 7  # an attempt the partition never had
-    assert _prove_start(device, stale, kwargs) is None
+    assert _prove(device, stale, kwargs) is None
     assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
     assert _pop(cpu, settings.host_cpu_queue()) == []
@@ -170,7 +170,7 @@ def _finalize_message(stack):
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    _prove_start(device, args, kwargs)
+    _prove(device, args, kwargs)
     # a device hands its messages to a CPU worker's relay (publisher.OutboxRelay): one step
     OutboxRelay(cpu.store, cpu.app, wait_s=5).step()
     (task, args, _), = _pop(cpu, settings.host_cpu_queue())
@@ -231,7 +231,7 @@ def test_whether_finalize_looks_first():
 
 
 def test_a_finalize_message_without_a_field_is_an_error_not_a_default():
-    """Every field finalize reads is in every message prove_start sends: one missing is
+    """Every field finalize reads is in every message prove sends: one missing is
     refused by name before anything runs (no context is needed to see it); so is one of the
     wrong type."""
     from cuzk_tasks.state.run import FINALIZE_FIELDS

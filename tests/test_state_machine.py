@@ -5,10 +5,10 @@ A's finalizer and moved on to job B; A's finalizer then ended A's GPU phase and 
 worker's busy flag unconditionally, so the worker showed idle while proving B.  Here a
 worker's assignment is a token and every end is a compare-and-delete on it.
 
-Redelivery (documented choice): a second delivery of the same prove_start message while the
-partition is in gpu on that worker is ACCEPTED and counted as a delivery (reason
+Redelivery (documented choice): a second delivery of the same prove message while the
+partition is in proving on that worker is ACCEPTED and counted as a delivery (reason
 "redelivered", a new token; the earlier run is presumed dead -- a device worker runs one
-task at a time).  After the partition left gpu (gpu_end ran) a redelivery is rejected as
+task at a time).  After the partition left proving (prove_end ran) a redelivery is rejected as
 "stale".  Both backends (fakeredis, redis-server) run every test.
 """
 
@@ -41,28 +41,28 @@ def _shows(store, worker):
     return w["state"], w.get("job"), w.get("partition"), w.get("token")
 
 
-@pytest.mark.parametrize("own_end", [True, False], ids=["with-own-gpu_end", "without-own-gpu_end"])
-@pytest.mark.parametrize("late", ["finalize_end", "finalize_end+token", "gpu_end", "gpu_end+finalize_end",
+@pytest.mark.parametrize("own_end", [True, False], ids=["with-own-prove_end", "without-own-prove_end"])
+@pytest.mark.parametrize("late", ["finalize_end", "finalize_end+token", "prove_end", "prove_end+finalize_end",
                                   "fail_partition", "fail_partition+token"])
 def test_cuzk_timeline(store, own_end, late):
     W = _setup(store)
-    # 1. worker W gpu_start A
-    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    # 1. worker W prove_begin A
+    a = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     assert a.ok
-    # 2. A's GPU phase finishes (with W's own gpu_end -> W idle, or without it)
+    # 2. A's GPU phase finishes (with W's own prove_end -> W idle, or without it)
     if own_end:
-        end = store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
+        end = store.prove_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
         assert end.worker_cleared and end.partition_advanced
         assert _shows(store, W)[0] == "idle"
     # 3. A's finalizer is queued (nothing in Redis)
-    # 4. W gpu_start B
-    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
+    # 4. W prove_begin B
+    b = store.prove_begin(W, PartitionRun("B", 0, 0), 3)
     assert b.ok
     assert _shows(store, W) == ("proving", "B", 0, b.token)
-    # 5. A's finalize_end and/or a late gpu_end with A's token
+    # 5. A's finalize_end and/or a late prove_end with A's token
     token = a.token if late.endswith("+token") else None
-    if late.startswith("gpu_end"):
-        end = store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
+    if late.startswith("prove_end"):
+        end = store.prove_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
         assert not end.worker_cleared
         assert end.partition_advanced == (not own_end)
     if late.startswith("finalize_end") or late.endswith("+finalize_end"):
@@ -76,7 +76,7 @@ def test_cuzk_timeline(store, own_end, late):
     # W still shows proving B with B's token
     assert _shows(store, W) == ("proving", "B", 0, b.token)
     # and B's own end clears it
-    end = store.gpu_end(W, b.token, PartitionRun("B", 0, 0), 10.0)
+    end = store.prove_end(W, b.token, PartitionRun("B", 0, 0), 10.0)
     assert end.worker_cleared and end.partition_advanced
     assert _shows(store, W) == ("idle", None, None, None)
 
@@ -90,27 +90,27 @@ def test_cuzk_timeline_same_job_two_partitions(store):
         store.synth_begin(PartitionRun("J", i, 0)), store.synth_end(PartitionRun("J", i, 0),
                                                                     "/w", 1.0)
         assert store.route(PartitionRun("J", i, 0), W)
-    a = store.gpu_start(W, PartitionRun("J", 0, 0), 3)
-    assert store.gpu_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
-    b = store.gpu_start(W, PartitionRun("J", 1, 0), 3)
-    assert not store.gpu_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
+    a = store.prove_begin(W, PartitionRun("J", 0, 0), 3)
+    assert store.prove_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
+    b = store.prove_begin(W, PartitionRun("J", 1, 0), 3)
+    assert not store.prove_end(W, a.token, PartitionRun("J", 0, 0), 1.0).worker_cleared
     fin = store.finalize_end(PartitionRun("J", 0, 0), 1.0, "{}", "[]")
     assert fin.ok and not fin.job_complete
     assert _shows(store, W) == ("proving", "J", 1, b.token)
-    store.gpu_end(W, b.token, PartitionRun("J", 1, 0), 1.0)
+    store.prove_end(W, b.token, PartitionRun("J", 1, 0), 1.0)
     assert store.finalize_end(PartitionRun("J", 1, 0), 1.0, "{}", "[]").job_complete
 
 
 def test_cuzk_timeline_reverse_order(store):
     """A's finalize_end (and late end) BEFORE W starts B, then another late end after."""
     W = _setup(store)
-    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
-    # W's own gpu_end never ran; A's finalizer completes first
+    a = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
+    # W's own prove_end never ran; A's finalizer completes first
     assert store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]", token=a.token).job_complete
     assert _shows(store, W)[0] == "idle"       # its own (finished) run's token: cleared
-    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
+    b = store.prove_begin(W, PartitionRun("B", 0, 0), 3)
     for _ in range(2):                          # late duplicates of A's ends
-        assert not store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0).worker_cleared
+        assert not store.prove_end(W, a.token, PartitionRun("A", 0, 0), 1.0).worker_cleared
         assert not store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]").ok
         assert not store.fail_partition(PartitionRun("A", 0, 0), "late", token=a.token)
     assert _shows(store, W) == ("proving", "B", 0, b.token)
@@ -118,9 +118,9 @@ def test_cuzk_timeline_reverse_order(store):
 
 def test_cuzk_timeline_failure_after_moving_on(store):
     W = _setup(store)
-    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
-    assert store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0).partition_advanced
-    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
+    a = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
+    assert store.prove_end(W, a.token, PartitionRun("A", 0, 0), 1.0).partition_advanced
+    b = store.prove_begin(W, PartitionRun("B", 0, 0), 3)
     assert store.fail_partition(PartitionRun("A", 0, 0),
                                 "finalize crashed")      # A's finalizer fails
     assert _shows(store, W) == ("proving", "B", 0, b.token)
@@ -128,48 +128,48 @@ def test_cuzk_timeline_failure_after_moving_on(store):
     assert store.get_job("B")["state"] == "running"
 
 
-def test_redelivery_after_gpu_end_is_stale(store):
-    """The same message delivered twice, the second after the first run's gpu_end (the worker
+def test_redelivery_after_prove_end_is_stale(store):
+    """The same message delivered twice, the second after the first run's prove_end (the worker
     died before acking): rejected as stale, counting nothing, W keeps showing B."""
     W = _setup(store)
-    a = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
-    store.gpu_end(W, a.token, PartitionRun("A", 0, 0), 1.0)
-    b = store.gpu_start(W, PartitionRun("B", 0, 0), 3)
-    again = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    a = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
+    store.prove_end(W, a.token, PartitionRun("A", 0, 0), 1.0)
+    b = store.prove_begin(W, PartitionRun("B", 0, 0), 3)
+    again = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     assert (again.ok, again.reason, again.deliveries) == (False, "stale", 1)
     assert _shows(store, W) == ("proving", "B", 0, b.token)
 
 
-def test_redelivery_while_in_gpu_is_counted_and_takes_over(store):
-    """The same message delivered again while A is still in gpu on W (its first run died
-    without gpu_end): accepted as a delivery with a new token; the dead run's late ends
+def test_redelivery_while_proving_is_counted_and_takes_over(store):
+    """The same message delivered again while A is still in proving on W (its first run died
+    without prove_end): accepted as a delivery with a new token; the dead run's late ends
     neither clear W nor advance A."""
     W = _setup(store)
-    first = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    first = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     store.register_worker(W, "device", "host", device=0, queue="q")   # W restarted
-    second = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    second = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     assert (second.ok, second.reason, second.deliveries) == (True, "redelivered", 2)
     assert _shows(store, W) == ("proving", "A", 0, second.token)
-    end = store.gpu_end(W, first.token, PartitionRun("A", 0, 0), 1.0)
+    end = store.prove_end(W, first.token, PartitionRun("A", 0, 0), 1.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     assert _shows(store, W) == ("proving", "A", 0, second.token)
 
 
 @pytest.mark.parametrize("token", ["first", None])
 def test_finalizer_of_a_returned_run_while_its_redelivery_runs(store, token):
-    """Run 1 of A returned without gpu_end (its finalizer is queued), W died before acking,
+    """Run 1 of A returned without prove_end (its finalizer is queued), W died before acking,
     restarted, and runs the redelivered message (run 2).  Run 1's finalizer completes A but
     must not clear W: with run 1's token it does not match; without a token the partition
-    is still in gpu, where the recorded token may be (here: is) a run in flight."""
+    is still in proving, where the recorded token may be (here: is) a run in flight."""
     W = _setup(store, jobs=("A",))
-    first = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    first = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     store.register_worker(W, "device", "host", device=0, queue="q")
-    second = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    second = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     fin = store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]",
                              token=first.token if token == "first" else None)
     assert fin.ok and fin.job_complete
     assert _shows(store, W) == ("proving", "A", 0, second.token)
-    end = store.gpu_end(W, second.token, PartitionRun("A", 0, 0), 1.0)
+    end = store.prove_end(W, second.token, PartitionRun("A", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
 
 
@@ -181,9 +181,9 @@ def test_redelivery_of_old_attempt_after_redispatch(store):
     store.worker_offline(W)
     assert store.redispatch(PartitionRun("A", 0, 0), worker_id=W)
     assert store.route(PartitionRun("A", 0, 1), "V")
-    v = store.gpu_start("V", PartitionRun("A", 0, 1), 3)
+    v = store.prove_begin("V", PartitionRun("A", 0, 1), 3)
     store.heartbeat(W, 60)
-    old = store.gpu_start(W, PartitionRun("A", 0, 0), 3)
+    old = store.prove_begin(W, PartitionRun("A", 0, 0), 3)
     assert (old.ok, old.reason) == (False, "stale")
     assert _shows(store, "V") == ("proving", "A", 0, v.token)
     assert _shows(store, W)[0] == "idle"
@@ -205,7 +205,7 @@ class Run:
 
 
 class BusyFlagMachine(RuleBasedStateMachine):
-    """Model: which prove_start run is in flight on each worker (one at a time, as a device
+    """Model: which prove run is in flight on each worker (one at a time, as a device
     worker runs one task at a time).  Invariant after every step: a worker with a run in
     flight shows exactly (proving, job, partition, token) of that run; in particular it
     never shows idle while a run is in flight."""
@@ -217,8 +217,8 @@ class BusyFlagMachine(RuleBasedStateMachine):
         self.store = type(self).factory()
         self.in_flight: dict[str, Run] = {}
         self.ended: list[Run] = []          # runs that are over (returned, failed, crashed)
-        self.returned: list[Run] = []       # runs whose prove_start returned: finalizer messages
-        self.messages: list[tuple] = []     # every prove_start message ever sent (redeliverable)
+        self.returned: list[Run] = []       # runs whose prove returned: finalizer messages
+        self.messages: list[tuple] = []     # every prove message ever sent (redeliverable)
         self.online = set()
         self.completions: dict[str, int] = {}
         self.jobs: dict[str, int] = {}
@@ -263,24 +263,24 @@ class BusyFlagMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.messages)
     @rule(pick=st.integers(0, 10**6), newest=st.booleans())
     def deliver(self, pick, newest):
-        """A prove_start message (new, duplicate, redelivered or stale) reaches its worker,
+        """A prove message (new, duplicate, redelivered or stale) reaches its worker,
         if that worker is free (one task at a time)."""
         free = [m for m in self.messages if m[0] not in self.in_flight]
         if not free:
             return
         worker, job, idx, attempt = free[-1] if newest else free[pick % len(free)]
-        r = self.store.gpu_start(worker, PartitionRun(job, idx, attempt), MAX_DELIVERIES)
+        r = self.store.prove_begin(worker, PartitionRun(job, idx, attempt), MAX_DELIVERIES)
         if r.ok:
             self.in_flight[worker] = Run(worker, job, idx, attempt, r.token)
 
     @precondition(lambda self: self.in_flight)
     @rule(pick=st.integers(0, 10**6), own_end=st.booleans())
     def prove_returns(self, pick, own_end):
-        """prove_start returns; the worker's gpu_end runs (or is lost); the finalizer is queued."""
+        """prove returns; the worker's prove_end runs (or is lost); the finalizer is queued."""
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
         if own_end:
-            self.store.gpu_end(worker, run.token, PartitionRun(run.job, run.idx, run.attempt), 1.0)
+            self.store.prove_end(worker, run.token, PartitionRun(run.job, run.idx, run.attempt), 1.0)
         self.ended.append(run)
         self.returned.append(run)
 
@@ -288,32 +288,32 @@ class BusyFlagMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 10**6), order=st.sampled_from(["end_first", "fail_first",
                                                               "fail_no_token"]))
     def prove_raises(self, pick, order):
-        """prove_start raises: the run fails its partition (and job) and ends."""
+        """prove raises: the run fails its partition (and job) and ends."""
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
         s, r = self.store, run
         if order == "end_first":
-            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
-            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+            s.prove_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove raised",
                              token=r.token)
         elif order == "fail_first":
-            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised",
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove raised",
                              token=r.token)
-            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
-        else:  # what pipeline.prove_start does: fail without token, gpu_end in finally
-            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove_start raised")
-            s.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
+            s.prove_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
+        else:  # what pipeline.prove does: fail without token, prove_end in finally
+            s.fail_partition(PartitionRun(r.job, r.idx, r.attempt), "prove raised")
+            s.prove_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
         self.ended.append(run)
 
     @precondition(lambda self: self.in_flight)
     @rule(pick=st.integers(0, 10**6), max_faults=st.integers(1, 3))
     def device_fault(self, pick, max_faults):
-        """prove_start hits a device error: gpu_fault clears the worker (compare-and-delete)
+        """prove hits a device error: prove_fault clears the worker (compare-and-delete)
         and moves the partition to another live device (a new message) or fails it."""
         worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         run = self.in_flight.pop(worker)
-        fault = self.store.gpu_fault(worker, run.token, PartitionRun(run.job, run.idx, run.attempt),
-                                     "cudaErrorIllegalAddress", "c", max_faults)
+        fault = self.store.prove_fault(worker, run.token, PartitionRun(run.job, run.idx, run.attempt),
+                                       "cudaErrorIllegalAddress", "c", max_faults)
         if fault.outcome == "rerouted":
             assert fault.worker != worker and fault.worker in self.online, fault
             self.messages.append((fault.worker, run.job, run.idx, run.attempt + 1))
@@ -334,7 +334,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 10**6), at=st.sampled_from(["own", "busy", "any"]),
           worker=st.sampled_from(WORKERS), fault=st.booleans())
     def stale_end(self, pick, at, worker, fault):
-        """A late or duplicated gpu_end (or gpu_fault) of a run that is over: on its own
+        """A late or duplicated prove_end (or prove_fault) of a run that is over: on its own
         worker, on a worker that is busy right now, or misdirected to any worker."""
         r = self.ended[pick % len(self.ended)]
         if at == "own" or (at == "busy" and not self.in_flight):
@@ -342,10 +342,10 @@ class BusyFlagMachine(RuleBasedStateMachine):
         elif at == "busy":
             worker = sorted(self.in_flight)[pick % len(self.in_flight)]
         if fault:
-            self.store.gpu_fault(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), "late",
-                                 "c", 3)
+            self.store.prove_fault(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), "late",
+                                   "c", 3)
         else:
-            self.store.gpu_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
+            self.store.prove_end(worker, r.token, PartitionRun(r.job, r.idx, r.attempt), 1.0)
 
     @precondition(lambda self: self.returned)
     @rule(pick=st.integers(0, 10**6), ok=st.booleans(), pass_token=st.booleans())
@@ -379,7 +379,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
             for dead in self.store.dead_workers_with_routed():
                 for job, idx in self.store.routed_partitions(dead):
                     part = self.store.get_partition(job, idx)
-                    if part["state"] not in ("synth_done", "gpu"):
+                    if part["state"] not in ("synth_done", "proving"):
                         continue
                     key = (job, idx, part["attempt"])
                     if self.store.redispatch(PartitionRun(job, idx, part["attempt"]),
@@ -456,7 +456,7 @@ class BusyFlagMachine(RuleBasedStateMachine):
             for idx in range(n):
                 p = self.store.get_partition(job, idx)
                 where = {w for w, members in routed.items() if (job, idx) in members}
-                if p["state"] in ("synth_done", "gpu") and p.get("worker"):
+                if p["state"] in ("synth_done", "proving") and p.get("worker"):
                     assert where == {p["worker"]} and (job, idx) not in unrouted
                 elif p["state"] == "synth_done":
                     assert not where and (job, idx) in unrouted

@@ -66,16 +66,16 @@ def to_routed(store, job_id, idx, worker_id, attempt=0):
     assert store.route(PartitionRun(job_id, idx, attempt), worker_id)
 
 
-def to_gpu(store, job_id, idx, worker_id, attempt=0):
+def to_proving(store, job_id, idx, worker_id, attempt=0):
     to_routed(store, job_id, idx, worker_id, attempt)
-    started = store.gpu_start(worker_id, PartitionRun(job_id, idx, attempt), 3)
+    started = store.prove_begin(worker_id, PartitionRun(job_id, idx, attempt), 3)
     assert started.ok, started
     return started.token
 
 
 def to_finalizing(store, job_id, idx, worker_id, attempt=0):
-    token = to_gpu(store, job_id, idx, worker_id, attempt)
-    end = store.gpu_end(worker_id, token, PartitionRun(job_id, idx, attempt), 100.0)
+    token = to_proving(store, job_id, idx, worker_id, attempt)
+    end = store.prove_end(worker_id, token, PartitionRun(job_id, idx, attempt), 100.0)
     assert end.worker_cleared and end.partition_advanced
     return token
 
@@ -368,7 +368,7 @@ def test_route_happy_and_once_per_attempt(store):
     assert dump(store) == before
 
 
-# --- gpu_start / gpu_end ---------------------------------------------------------------------
+# --- prove_begin / prove_end ---------------------------------------------------------------------
 
 
 def test_create_job_sends_its_messages_once(store_factory):
@@ -387,11 +387,11 @@ def test_create_job_sends_its_messages_once(store_factory):
     assert store.redis.get(store.keys.outbox_seq()) == "2"
 
 
-def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory):
+def test_synth_end_and_route_send_prove_to_the_chosen_queue(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store, n=2)
-    late = stage_messages().prove_start(PartitionRun("j1", 0, 0, "c", 2), "/w")
+    late = stage_messages().prove(PartitionRun("j1", 0, 0, "c", 2), "/w")
     assert store.synth_begin(PartitionRun("j1", 0, 0))
     end = store.synth_end(PartitionRun("j1", 0, 0), "/w", 1.0, route_circuit="c", message=late)
     assert end and end.routed.reason == "no_live_device"        # nothing live: unrouted
@@ -403,30 +403,30 @@ def test_synth_end_and_route_send_prove_start_to_the_chosen_queue(store_factory)
     assert rec.sent == [{**json.loads(late), "queue": queue}]
     assert not store.route(PartitionRun("j1", 0, 0), circuit="c", message=late)  # once per attempt
     assert len(rec.sent) == 1
-    late1 = stage_messages().prove_start(PartitionRun("j1", 1, 0, "c", 2), "/w")
+    late1 = stage_messages().prove(PartitionRun("j1", 1, 0, "c", 2), "/w")
     assert store.synth_begin(PartitionRun("j1", 1, 0))
     end = store.synth_end(PartitionRun("j1", 1, 0), "/w", 1.0, route_circuit="c", message=late1)
     assert end.routed and end.routed.worker == w
-    assert rec.tasks() == [("cuzk.prove_start", ["j1", i, 0, "c", "/w"], queue) for i in (0, 1)]
+    assert rec.tasks() == [("cuzk.prove", ["j1", i, 0, "c", "/w"], queue) for i in (0, 1)]
     assert rec.sent[1]["priority"] == 2 and rec.sent[1]["kwargs"]["finalize_queue"] == "cuzk.cpu"
     assert store.get_partition("j1", 1)["worker"] == w and store.unrouted_partitions() == []
 
 
-def test_gpu_end_sends_finalize_only_when_the_partition_advances(store_factory):
+def test_prove_end_sends_finalize_only_when_the_partition_advances(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store, n=1)
     w = device(store, "w1")
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     result = DeviceResult(PartitionRun("j1", 0, 0, "c", 0), witness_ref="/w", worker=w,
                           token=token, backend="cpu", partial=None, sent_at=0.0)
     fin = stage_messages().finalize("cuzk.cpu", result)
-    stale = store.gpu_end(w, "not-the-token", PartitionRun("j1", 0, 0), 5.0, message=fin)
+    stale = store.prove_end(w, "not-the-token", PartitionRun("j1", 0, 0), 5.0, message=fin)
     assert not stale.partition_advanced and rec.sent == []
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)
     assert end.partition_advanced and rec.sent == [json.loads(fin)]
     assert rec.tasks() == [("cuzk.finalize", [result.to_json()], "cuzk.cpu")]
-    again = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)   # a duplicate end
+    again = store.prove_end(w, token, PartitionRun("j1", 0, 0), 5.0, message=fin)   # a duplicate end
     assert not again.partition_advanced and len(rec.sent) == 1
 
 
@@ -445,26 +445,44 @@ def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_fa
     assert store.recover_stage(PartitionRun("j1", 0, 0), "pending", message=msg)
     assert rec.sent == [json.loads(msg)]
     assert store.get_partition("j1", 0)["attempt"] == 1
-    to_gpu(store, "j1", 1, w)
+    to_proving(store, "j1", 1, w)
     other = stage_messages().synthesize(PartitionRun("j1", 1, 1, "c", 5))
-    assert store.recover_stage(PartitionRun("j1", 1, 0), "gpu", message=other)
+    assert store.recover_stage(PartitionRun("j1", 1, 0), "proving", message=other)
     assert len(rec.sent) == 1 and store.unrouted_partitions() == [("j1", 1)]
 
 
-def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store_factory):
+def test_a_partition_in_the_previous_releases_state_gpu_is_recovered_as_proving(store_factory):
+    """Upgrade (docs/deploy.md, "Upgrading"): a store written by the release before holds a
+    partition in "gpu" (its name of proving) whose run went with its old worker.  The sweeper
+    sees it as proving and recover_stage re-drives it like a lost proving: unrouted
+    synth_done with attempt + 1, its worker idle by compare-and-delete on the old token."""
+    store = store_factory()
+    new_job(store, n=1)
+    w = device(store)
+    token = to_proving(store, "j1", 0, w)
+    store.redis.hset(store.keys.part("j1", 0), mapping={"state": "gpu", "t_gpu_start": "1.0"})
+    assert [row[2:4] for row in store.stage_partitions()] == [("proving", 0)]
+    assert store.recover_stage(PartitionRun("j1", 0, 0), "proving")
+    part = store.get_partition("j1", 0)
+    assert (part["state"], part["attempt"], part["lost_messages"]) == ("synth_done", 1, 1)
+    assert store.unrouted_partitions() == [("j1", 0)]
+    assert store.get_worker(w)["state"] == "idle", token
+
+
+def test_prove_fault_reroutes_to_another_device_then_fails_when_none_is_left(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)
     new_job(store, n=2)
     w1, w2 = device(store, "w1"), device(store, "w2")
-    token = to_gpu(store, "j1", 0, w1)
-    retry = stage_messages().prove_start(PartitionRun("j1", 0, 1, "c", 5), "/w")
+    token = to_proving(store, "j1", 0, w1)
+    retry = stage_messages().prove(PartitionRun("j1", 0, 1, "c", 5), "/w")
     # a stale fault (another token) only touches nothing: the run in flight keeps the worker
-    stale = store.gpu_fault(w1, "other-token", PartitionRun("j1", 0, 0), "late", "c", 3,
-                            message=retry)
+    stale = store.prove_fault(w1, "other-token", PartitionRun("j1", 0, 0), "late", "c", 3,
+                              message=retry)
     assert (stale.worker_cleared, stale.outcome) == (False, "stale")
     assert store.get_worker(w1)["state"] == "proving" and rec.sent == []
-    fault = store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "CUDA error: illegal address", "c",
-                            3, message=retry)
+    fault = store.prove_fault(w1, token, PartitionRun("j1", 0, 0), "CUDA error: illegal address", "c",
+                              3, message=retry)
     assert (fault.worker_cleared, fault.outcome, fault.worker) == (True, "rerouted", w2)
     part = store.get_partition("j1", 0)
     assert (part["state"], part["attempt"], part["worker"]) == ("synth_done", 1, w2)
@@ -474,13 +492,13 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     q2 = f"cuzk.dev.host.{w2}"
     assert rec.sent == [{**json.loads(retry), "queue": q2}]
     assert rec.sent[0]["args"] == ["j1", 0, 1, "c", "/w"] and rec.sent[0]["priority"] == 5
-    assert store.gpu_start(w1, PartitionRun("j1", 0, 0),
-                           3).reason == "stale"  # the old message, if redelivered
+    assert store.prove_begin(w1, PartitionRun("j1", 0, 0),
+                             3).reason == "stale"  # the old message, if redelivered
     assert store.get_job("j1")["state"] == "running"
     # the retry faults on w2 as well: w1 is avoided, so no device is left -> failed, clearly
-    t2 = store.gpu_start(w2, PartitionRun("j1", 0, 1), 3).token
-    again = store.gpu_fault(w2, t2, PartitionRun("j1", 0, 1), "out of memory", "c", 3,
-                            message=retry)
+    t2 = store.prove_begin(w2, PartitionRun("j1", 0, 1), 3).token
+    again = store.prove_fault(w2, t2, PartitionRun("j1", 0, 1), "out of memory", "c", 3,
+                              message=retry)
     assert again.outcome == "failed" and store.get_worker(w2)["state"] == "idle"
     assert len(rec.sent) == 1  # no retry sent for a failed partition
     job = store.get_job("j1")
@@ -488,19 +506,19 @@ def test_gpu_fault_reroutes_to_another_device_then_fails_when_none_is_left(store
     assert "no other live device" in job["error"] and "out of memory" in job["error"]
 
 
-def test_gpu_fault_fails_after_max_faults(store):
+def test_prove_fault_fails_after_max_faults(store):
     new_job(store, n=1)
     workers = [device(store, f"w{i}" + store.prefix) for i in range(3)]
     attempt = 0
-    token = to_gpu(store, "j1", 0, workers[0])
+    token = to_proving(store, "j1", 0, workers[0])
     for n in (1, 2):
-        fault = store.gpu_fault(store.get_partition("j1", 0)["worker"], token,
-                                PartitionRun("j1", 0, attempt), f"fault {n}", "c",
-                                2 if n == 2 else 3)
+        fault = store.prove_fault(store.get_partition("j1", 0)["worker"], token,
+                                  PartitionRun("j1", 0, attempt), f"fault {n}", "c",
+                                  2 if n == 2 else 3)
         if n == 1:
             assert fault.outcome == "rerouted"
             attempt += 1
-            token = store.gpu_start(fault.worker, PartitionRun("j1", 0, attempt), 3).token
+            token = store.prove_begin(fault.worker, PartitionRun("j1", 0, attempt), 3).token
     assert fault.outcome == "failed"
     assert "device error on 2 devices" in store.get_job("j1")["error"]
 
@@ -508,8 +526,8 @@ def test_gpu_fault_fails_after_max_faults(store):
 def test_routing_skips_devices_the_partition_faulted_on(store):
     new_job(store, n=1)
     w1, w2 = device(store, "w1" + store.prefix), device(store, "w2" + store.prefix)
-    token = to_gpu(store, "j1", 0, w1)
-    assert store.gpu_fault(w1, token, PartitionRun("j1", 0, 0), "boom", "c", 3).worker == w2
+    token = to_proving(store, "j1", 0, w1)
+    assert store.prove_fault(w1, token, PartitionRun("j1", 0, 0), "boom", "c", 3).worker == w2
     # w2 dies; the sweeper's re-dispatch must not send the partition back to w1
     assert store.redispatch(PartitionRun("j1", 0, 1), worker_id=w2)
     store.worker_offline(w2)
@@ -530,47 +548,47 @@ def test_synth_begin_returns_the_partition_inputs(store):
     assert not rejected and rejected.inputs == {}
 
 
-def test_gpu_start_happy(store):
+def test_prove_begin_happy(store):
     new_job(store, kind="demo")
     w = device(store)
     to_routed(store, "j1", 0, w)
-    started = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
+    started = store.prove_begin(w, PartitionRun("j1", 0, 0), 3)
     assert started.ok and started.reason == "ok" and started.deliveries == 1
     assert started.token.startswith("j1:0:0:")
     p = store.get_partition("j1", 0)
-    assert (p["state"], p["token"], p["deliveries"]) == ("gpu", started.token, 1)
+    assert (p["state"], p["token"], p["deliveries"]) == ("proving", started.token, 1)
     wk = store.get_worker(w)
     assert (wk["state"], wk["job"], wk["partition"], wk["kind"], wk["token"]) == \
         ("proving", "j1", 0, "demo", started.token)
 
 
-def test_gpu_start_rejections_change_nothing(store):
+def test_prove_begin_rejections_change_nothing(store):
     new_job(store, n=3)
     w = device(store)
     device(store, "w2")
     to_routed(store, "j1", 0, w)
     to_synth_done(store, "j1", 2)
     before = dump(store)
-    assert store.gpu_start("w2", PartitionRun("j1", 0, 0),
-                           3).reason == "stale"   # routed to another worker
-    assert store.gpu_start(w, PartitionRun("j1", 0, 1), 3).reason == "stale"      # wrong attempt
-    assert store.gpu_start(w, PartitionRun("j1", 1, 0), 3).reason == "stale"      # still pending
-    assert store.gpu_start(w, PartitionRun("j1", 2, 0),
-                           3).reason == "stale"      # synth_done, not routed
-    assert store.gpu_start(w, PartitionRun("nope", 0, 0), 3).reason == "unknown"
+    assert store.prove_begin("w2", PartitionRun("j1", 0, 0),
+                             3).reason == "stale"   # routed to another worker
+    assert store.prove_begin(w, PartitionRun("j1", 0, 1), 3).reason == "stale"      # wrong attempt
+    assert store.prove_begin(w, PartitionRun("j1", 1, 0), 3).reason == "stale"      # still pending
+    assert store.prove_begin(w, PartitionRun("j1", 2, 0),
+                             3).reason == "stale"      # synth_done, not routed
+    assert store.prove_begin(w, PartitionRun("nope", 0, 0), 3).reason == "unknown"
     assert dump(store) == before
-    # done -> gpu
-    token = store.gpu_start(w, PartitionRun("j1", 0, 0), 3).token
-    store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
+    # done -> proving
+    token = store.prove_begin(w, PartitionRun("j1", 0, 0), 3).token
+    store.prove_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     assert store.finalize_end(PartitionRun("j1", 0, 0), 1.0, "{}", "[]").ok
     before = dump(store)
-    r = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
+    r = store.prove_begin(w, PartitionRun("j1", 0, 0), 3)
     assert (r.ok, r.token, r.reason) == (False, None, "stale")
     assert dump(store) == before
 
 
 @pytest.mark.parametrize("end", ["cancel", "fail"])
-def test_gpu_start_on_finished_job(store, end):
+def test_prove_begin_on_finished_job(store, end):
     new_job(store)
     w = device(store)
     to_routed(store, "j1", 0, w)
@@ -579,43 +597,43 @@ def test_gpu_start_on_finished_job(store, end):
     else:
         assert store.fail_partition(PartitionRun("j1", 1, 0), "synth failed")
     before = dump(store)
-    r = store.gpu_start(w, PartitionRun("j1", 0, 0), 3)
+    r = store.prove_begin(w, PartitionRun("j1", 0, 0), 3)
     assert not r.ok and r.reason == ("job_cancelled" if end == "cancel" else "job_failed")
     assert dump(store) == before
     assert store.get_worker(w)["state"] == "idle"
 
 
-def test_gpu_end_compare_and_delete(store):
+def test_prove_end_compare_and_delete(store):
     new_job(store)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     before = dump(store)
     # a stale token: neither the worker nor the partition moves
-    end = store.gpu_end(w, "j1:0:0:someoneelse", PartitionRun("j1", 0, 0), 5.0)
+    end = store.prove_end(w, "j1:0:0:someoneelse", PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     # right token, wrong attempt: worker cleared (it is its own run), partition stays
     assert dump(store) == before
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (True, True)
     p = store.get_partition("j1", 0)
-    assert (p["state"], p["gpu_ms"]) == ("finalizing", 5.0)
+    assert (p["state"], p["prove_ms"]) == ("finalizing", 5.0)
     assert store.routed_partitions(w) == []
     wk = store.get_worker(w)
     assert wk["state"] == "idle" and wk.get("token") is None and wk.get("job") is None
     # a late duplicate of the same end
     before = dump(store)
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert (end.worker_cleared, end.partition_advanced) == (False, False)
     assert dump(store) == before
 
 
-def test_gpu_end_of_old_attempt_does_not_advance(store):
+def test_prove_end_of_old_attempt_does_not_advance(store):
     new_job(store)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     assert store.redispatch(PartitionRun("j1", 0, 0))
     assert store.route(PartitionRun("j1", 0, 1), w)
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 5.0)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 5.0)
     assert end.worker_cleared and not end.partition_advanced
     p = store.get_partition("j1", 0)
     assert (p["state"], p["attempt"]) == ("synth_done", 1)
@@ -630,16 +648,16 @@ def test_poison_pill_counting(store):
     w = device(store)
     to_routed(store, "j1", 0, w)
     to_routed(store, "j1", 1, w)
-    first = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
+    first = store.prove_begin(w, PartitionRun("j1", 0, 0), 2)
     assert first.ok and first.deliveries == 1
     # the worker process dies; it restarts (register) and the message is redelivered
     store.register_worker(w, "device", "host", device=0, queue="q")
-    second = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
+    second = store.prove_begin(w, PartitionRun("j1", 0, 0), 2)
     assert second.ok and second.reason == "redelivered" and second.deliveries == 2
     assert second.token != first.token
     assert store.get_worker(w)["token"] == second.token
     # ... dies again: the third delivery is the poison pill
-    third = store.gpu_start(w, PartitionRun("j1", 0, 0), 2)
+    third = store.prove_begin(w, PartitionRun("j1", 0, 0), 2)
     assert (third.ok, third.token, third.reason, third.deliveries) == (False, None, "poison", 3)
     p = store.get_partition("j1", 0)
     assert p["state"] == "failed"
@@ -652,21 +670,21 @@ def test_poison_pill_counting(store):
     snap = store.snapshot()
     assert snap["counters"]["failed:demo"] == 1
     assert snap["failures"][0]["error"].startswith("partition was delivered 3 times")
-    assert store.gpu_start(w, PartitionRun("j1", 0, 0), 2).reason == "job_failed"
+    assert store.prove_begin(w, PartitionRun("j1", 0, 0), 2).reason == "job_failed"
 
 
 def test_deliveries_count_across_attempts(store):
     new_job(store, n=1)
     w1, w2 = device(store, "w1"), device(store, "w2")
     to_routed(store, "j1", 0, w1)
-    assert store.gpu_start(w1, PartitionRun("j1", 0, 0), 2).ok
+    assert store.prove_begin(w1, PartitionRun("j1", 0, 0), 2).ok
     store.worker_offline(w1)                  # it died; the sweeper re-dispatches
     assert store.redispatch(PartitionRun("j1", 0, 0))
     assert store.route(PartitionRun("j1", 0, 1), w2)
-    assert store.gpu_start(w2, PartitionRun("j1", 0, 1), 2).deliveries == 2
+    assert store.prove_begin(w2, PartitionRun("j1", 0, 1), 2).deliveries == 2
     assert store.redispatch(PartitionRun("j1", 0, 1))
     assert store.route(PartitionRun("j1", 0, 2), w1)
-    assert store.gpu_start(w1, PartitionRun("j1", 0, 2), 2).reason == "poison"
+    assert store.prove_begin(w1, PartitionRun("j1", 0, 2), 2).reason == "poison"
 
 
 # --- finalize_end ---------------------------------------------------------------------------------
@@ -724,10 +742,10 @@ def test_finalize_end_exactly_once_under_concurrency(store):
     assert store.snapshot()["counters"]["completed:k"] == n
 
 
-def test_finalize_end_accepts_gpu_when_gpu_end_never_ran(store):
+def test_finalize_end_accepts_proving_when_prove_end_never_ran(store):
     new_job(store, n=1)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     r = store.finalize_end(PartitionRun("j1", 0, 0), 1.0, "{}", "[]", token=token)
     assert r.ok and r.job_complete
     assert store.get_worker(w)["state"] == "idle"   # its own token: cleared
@@ -774,20 +792,20 @@ def test_failures_list_is_capped(store_factory):
     assert [f["error"] for f in fails] == ["err4", "err3", "err2"]
 
 
-def test_fail_partition_in_gpu_without_token_keeps_the_worker(store):
-    """A fail without the run's token while the partition is in gpu cannot know whether that
-    run is still in flight: the worker is left to its own gpu_end."""
+def test_fail_partition_in_proving_without_token_keeps_the_worker(store):
+    """A fail without the run's token while the partition is in proving cannot know whether that
+    run is still in flight: the worker is left to its own prove_end."""
     new_job(store, n=1)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
-    assert store.fail_partition(PartitionRun("j1", 0, 0), "prove_start raised")
+    token = to_proving(store, "j1", 0, w)
+    assert store.fail_partition(PartitionRun("j1", 0, 0), "prove raised")
     assert store.get_worker(w)["token"] == token
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
     # with the run's token the worker is cleared at once
     new_job(store, n=1, job_id="j2")
-    token = to_gpu(store, "j2", 0, w)
-    assert store.fail_partition(PartitionRun("j2", 0, 0), "prove_start raised", token=token)
+    token = to_proving(store, "j2", 0, w)
+    assert store.fail_partition(PartitionRun("j2", 0, 0), "prove raised", token=token)
     assert store.get_worker(w)["state"] == "idle"
 
 
@@ -797,7 +815,7 @@ def test_fail_partition_in_gpu_without_token_keeps_the_worker(store):
 def test_redispatch(store):
     new_job(store, n=2)
     w1, w2 = device(store, "w1"), device(store, "w2")
-    token = to_gpu(store, "j1", 0, w1)
+    token = to_proving(store, "j1", 0, w1)
     to_routed(store, "j1", 1, w1)
     store.worker_offline(w1)
     assert store.dead_workers_with_routed() == [w1]
@@ -814,14 +832,14 @@ def test_redispatch(store):
     assert store.dead_workers_with_routed() == []
     before = dump(store)
     assert not store.redispatch(PartitionRun("j1", 0, 0))                      # old attempt
-    assert store.gpu_start(w1, PartitionRun("j1", 0, 0), 3).reason == "stale"  # the old message
+    assert store.prove_begin(w1, PartitionRun("j1", 0, 0), 3).reason == "stale"  # the old message
     assert dump(store) == before
     assert store.route(PartitionRun("j1", 0, 1), w2)
-    assert store.gpu_start(w2, PartitionRun("j1", 0, 1), 3).ok
+    assert store.prove_begin(w2, PartitionRun("j1", 0, 1), 3).ok
     # the old run's end: clears w1 (its own token) but does not advance attempt 1
-    end = store.gpu_end(w1, token, PartitionRun("j1", 0, 0), 1.0)
+    end = store.prove_end(w1, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
-    assert pstate(store, "j1", 0) == "gpu"
+    assert pstate(store, "j1", 0) == "proving"
 
 
 def test_redispatch_rejections(store):
@@ -848,7 +866,7 @@ def test_two_sweepers_only_one_wins(store, pass_worker):
     new_job(store, n=4)
     w = device(store)
     for i in range(4):
-        to_gpu(store, "j1", i, w) if i % 2 else to_routed(store, "j1", i, w)
+        to_proving(store, "j1", i, w) if i % 2 else to_routed(store, "j1", i, w)
     store.worker_offline(w)
     wins = []
     barrier = threading.Barrier(3)
@@ -859,7 +877,7 @@ def test_two_sweepers_only_one_wins(store, pass_worker):
             for job, idx in store.routed_partitions(dead):
                 part = store.get_partition(job, idx)
                 run = PartitionRun(job, idx, part["attempt"])
-                if part["state"] in ("synth_done", "gpu") and store.redispatch(
+                if part["state"] in ("synth_done", "proving") and store.redispatch(
                         run, worker_id=dead if pass_worker else None):
                     wins.append((job, idx))
 
@@ -876,7 +894,7 @@ def test_two_sweepers_only_one_wins(store, pass_worker):
 def test_cancel_job(store):
     new_job(store, n=3, kind="demo")
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     to_synth_done(store, "j1", 1)
     assert store.cancel_job("j1", "client went away")
     job = store.get_job("j1")
@@ -885,7 +903,7 @@ def test_cancel_job(store):
     assert store.routed_partitions(w) == [] and store.unrouted_partitions() == []
     # the run in flight still shows, and its own end clears it
     assert store.get_worker(w)["token"] == token
-    end = store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
+    end = store.prove_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     assert end.worker_cleared and not end.partition_advanced
     before = dump(store)
     assert not store.cancel_job("j1")
@@ -941,11 +959,11 @@ def test_heartbeat_expiry_reports_offline(store):
 def test_register_resets_the_assignment(store):
     new_job(store, n=1)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     store.register_worker(w, "device", "host", device=0, queue="q")   # the process restarted
     wk = store.get_worker(w)
     assert wk["state"] == "idle" and wk.get("token") is None
-    assert store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0).worker_cleared is False
+    assert store.prove_end(w, token, PartitionRun("j1", 0, 0), 1.0).worker_cleared is False
 
 
 # --- results, events ----------------------------------------------------------------------------------------------
@@ -964,16 +982,16 @@ def test_results_roundtrip_with_ttl(store_factory):
 def test_events(store):
     new_job(store, n=1)
     w = device(store)
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     latest = store.events(count=1000)
     types = [f["type"] for _, f in latest]
     assert types[:1] == ["job_created"]
-    assert "gpu_start" in types and "route" in types and "worker_online" in types
+    assert "prove_begin" in types and "route" in types and "worker_online" in types
     last_id = latest[-1][0]
     assert store.events(last_id) == []
-    store.gpu_end(w, token, PartitionRun("j1", 0, 0), 1.0)
+    store.prove_end(w, token, PartitionRun("j1", 0, 0), 1.0)
     new = store.events(last_id)
-    assert [f["type"] for _, f in new] == ["worker_idle", "gpu_end"]
+    assert [f["type"] for _, f in new] == ["worker_idle", "prove_end"]
     assert new[1][1]["token"] == token and new[1][1]["partition_advanced"] == "1"
     if store.redis.__class__.__module__.startswith("redis"):
         assert store.events("$", block_ms=10) == []
@@ -1074,8 +1092,8 @@ def test_a_finished_jobs_keys_expire_after_the_retention(store_factory):
         assert 7100 < store.redis.ttl(key) <= 7200, key
     # a done job too, with its result on the shorter TTL
     other = new_job(store, n=1, job_id="j2")
-    token = to_gpu(store, other, 0, "w1")
-    store.gpu_end("w1", token, PartitionRun(other, 0, 0), 1.0)
+    token = to_proving(store, other, 0, "w1")
+    store.prove_end("w1", token, PartitionRun(other, 0, 0), 1.0)
     assert store.finalize_end(PartitionRun(other, 0, 0), 1.0, "{}", "[]").job_complete
     assert 7100 < store.redis.ttl(store.keys.part(other, 0)) <= 7200
     assert 3500 < store.redis.ttl(store.keys.result(other)) <= 3600
@@ -1100,7 +1118,7 @@ def test_expired_jobs_leave_the_recent_list(store_factory):
 
 def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
     """Issue 11: deadline_s at submit.  Past it the job fails "deadline exceeded (...)" at
-    the first stage that looks (here gpu_start), its live partitions are cancelled, and the
+    the first stage that looks (here prove_begin), its live partitions are cancelled, and the
     sweeper's expire_deadlines fails a job that no message reaches any more."""
     import time
 
@@ -1111,7 +1129,7 @@ def test_a_job_past_its_deadline_fails_and_no_stage_of_it_starts(store):
     to_routed(store, "jd", 0, w)
     assert store.synth_begin(PartitionRun("jd", 1, 0))
     time.sleep(0.5)
-    started = store.gpu_start(w, PartitionRun("jd", 0, 0), 3)
+    started = store.prove_begin(w, PartitionRun("jd", 0, 0), 3)
     assert not started.ok and started.reason == "deadline"
     job = store.get_job("jd")
     assert job["state"] == "failed"
@@ -1277,17 +1295,17 @@ def _worker_idle_events(store):
 
 def test_a_run_not_held_since_the_previous_beat_is_over(store):
     job, w = new_job(store, n=1), device(store, "h:dev0")
-    token = to_gpu(store, job, 0, w)
+    token = to_proving(store, job, 0, w)
     time.sleep(0.002)
     store.heartbeat(w, 30, holding=[])  # its snapshot may predate the run: nothing changes
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
     time.sleep(0.002)
     # the run began before the previous beat and is not held now, but its partition still
-    # names it (in gpu under its token): it may be live (a main process reconnecting has not
+    # names it (in proving under its token): it may be live (a main process reconnecting has not
     # seen its acceptance yet) -- the sweeper's stage lease decides, not the heartbeat
     store.heartbeat(w, 30, holding=[])
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
-    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value
+    assert store.get_partition(job, 0)["state"] == PartitionState.PROVING.value
     # the partition moved on (re-dispatched elsewhere): the run's end was never recorded
     assert store.redispatch(PartitionRun(job, 0, 0))
     time.sleep(0.002)
@@ -1302,7 +1320,7 @@ def test_a_held_or_newer_run_stays_proving(store):
     job, w = new_job(store, n=2), device(store, "h:dev0")
     store.heartbeat(w, 30, holding=[])
     time.sleep(0.002)
-    to_gpu(store, job, 0, w)  # after that beat's snapshot
+    to_proving(store, job, 0, w)  # after that beat's snapshot
     time.sleep(0.002)
     # this beat's snapshot may have been taken before the message arrived: not stale yet
     store.heartbeat(w, 30, holding=[])
@@ -1325,14 +1343,14 @@ def test_a_held_or_newer_run_stays_proving(store):
 
 def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(store):
     """A device worker's beats report ``running``: what its pool process proves (RunSlot,
-    set before gpu_start, cleared after gpu_end).  A proving record of another run that
+    set before prove_begin, cleared after prove_end).  A proving record of another run that
     began before the previous such beat is over -- even while its partition still names it
-    (a gpu_end given up in a long outage) -- and ends at once; the run it reports, or one
+    (a prove_end given up in a long outage) -- and ends at once; the run it reports, or one
     that began after the previous beat, stays."""
     job, w = new_job(store, n=2), device(store, "h:dev0")
     store.heartbeat(w, 30, holding=[], extra={"running": ""})
     time.sleep(0.002)
-    token = to_gpu(store, job, 0, w)  # the slot says j1:0:0 from before this
+    token = to_proving(store, job, 0, w)  # the slot says j1:0:0 from before this
     time.sleep(0.002)
     store.heartbeat(w, 30, holding=[], extra={"running": ""})  # read before the run began
     assert store.get_worker(w)["stored_state"] == WorkerState.PROVING.value
@@ -1348,21 +1366,21 @@ def test_a_device_reporting_what_its_pool_runs_ends_a_record_of_another_run(stor
     assert worker["stored_state"] == WorkerState.IDLE.value and not worker.get("token")
     (idle,) = _worker_idle_events(store)
     assert idle["token"] == token and idle["reason"] == "stale"
-    assert store.get_partition(job, 0)["state"] == PartitionState.GPU.value  # the sweeper's
+    assert store.get_partition(job, 0)["state"] == PartitionState.PROVING.value  # the sweeper's
 
 
 def test_a_script_with_named_arguments_stores_what_it_was_sent(store):
-    """gpu_fault, gpu_end, synth_end and finalize_end take named arguments (_lib.lua
+    """prove_fault, prove_end, synth_end and finalize_end take named arguments (_lib.lua
     ``named_args``: name/value pairs): text of any kind arrives as a positional argument
     would, and a name the caller did not send fails the script instead of reading as nil."""
     new_job(store, n=1)
     w, other = device(store, "w1"), device(store, "w2")
-    token = to_gpu(store, "j1", 0, w)
+    token = to_proving(store, "j1", 0, w)
     error = 'CUDA "illegal address" \u00e9\u6f22\u5b57 \U0001f600\nline 2 \\ \x01'
-    fault = store.gpu_fault(w, token, PartitionRun("j1", 0, 0), error, "c", 3)
+    fault = store.prove_fault(w, token, PartitionRun("j1", 0, 0), error, "c", 3)
     assert fault.outcome == "rerouted" and fault.worker == other
     assert store.get_partition("j1", 0)["last_device_error"] == error
     with pytest.raises(Exception, match="script argument token not given"):
-        store._run("gpu_end", [store.keys.part("j1", 0), store.keys.worker(other)],
-                   {"job": "j1", "idx": 0, "attempt": 1, "worker": other, "gpu_ms": 1.0,
+        store._run("prove_end", [store.keys.part("j1", 0), store.keys.worker(other)],
+                   {"job": "j1", "idx": 0, "attempt": 1, "worker": other, "prove_ms": 1.0,
                     "message": ""})

@@ -25,7 +25,7 @@ from support.processes import write_circuits_toml  # noqa: E402
 pytestmark = pytest.mark.slow
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
-STAGES = ("cuzk.submit", "cuzk.synthesize", "cuzk.prove_start", "cuzk.finalize")
+STAGES = ("cuzk.submit", "cuzk.synthesize", "cuzk.prove", "cuzk.finalize")
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def device(store, worker_id="h:dev0", ttl_s=30.0, **extra):
 
 def start(store, worker_id, job_id, idx):
     assert store.route(PartitionRun(job_id, idx, 0), worker_id)
-    g = store.gpu_start(worker_id, PartitionRun(job_id, idx, 0))
+    g = store.prove_begin(worker_id, PartitionRun(job_id, idx, 0))
     assert g.ok, g
     return g.token
 
@@ -75,7 +75,7 @@ def test_worker_busy_on_b_after_stale_end_of_a_shows_proving_b(store):
     job(store, "jobA", kind="kind-a")
     job(store, "jobB", kind="kind-b")
     tok_a = start(store, w, "jobA", 0)
-    assert store.gpu_end(w, tok_a, PartitionRun("jobA", 0, 0), 40.0).worker_cleared
+    assert store.prove_end(w, tok_a, PartitionRun("jobA", 0, 0), 40.0).worker_cleared
     start(store, w, "jobB", 0)
     # the finalizer of A ends late, with A's token: it must not clear the worker
     assert store.finalize_end(PartitionRun("jobA", 0, 0), 7.0, {"pi_a": []}, [], token=tok_a).ok
@@ -89,7 +89,7 @@ def test_worker_busy_on_b_after_stale_end_of_a_shows_proving_b(store):
     assert "jobB" in card and "kind-b" in card and "jobA" not in card
     parts = {(j["id"], p["idx"]): p for j in doc["jobs"] for p in j["partitions"]}
     assert parts[("jobA", 0)]["state"] == "done"
-    assert parts[("jobB", 0)]["state"] == "gpu"
+    assert parts[("jobB", 0)]["state"] == "proving"
 
 
 def test_expired_heartbeat_shows_offline(store):
@@ -151,7 +151,7 @@ def test_status_schema_queues_counters_failures_timeline(store):
     w = device(store, gpu_name="Test GPU", gpu_mem_used_mb=512, gpu_mem_total_mb=8192, gpu_util_pct=37)
     job(store, "js", kind="k1", n=3)
     tok = start(store, w, "js", 0)
-    store.gpu_end(w, tok, PartitionRun("js", 0, 0), 25.0)
+    store.prove_end(w, tok, PartitionRun("js", 0, 0), 25.0)
     store.finalize_end(PartitionRun("js", 0, 0), 9.0, {"p": 1}, ["1"])
     store.fail_partition(PartitionRun("js", 1, 0), "witness does not satisfy constraint 7")
     from cuzk_tasks.service.queues import queue_keys
@@ -163,9 +163,9 @@ def test_status_schema_queues_counters_failures_timeline(store):
         doc = status(c)
     finally:
         store.redis.delete(*keys)
-    assert doc["version"] == 2
-    assert doc["partition_fields"] == ["idx", "state", "attempt", "worker", "synth_ms", "gpu_ms",
-                                       "finalize_ms", "t_synth_start", "t_gpu_start", "t_gpu_end",
+    assert doc["version"] == 3
+    assert doc["partition_fields"] == ["idx", "state", "attempt", "worker", "synth_ms", "prove_ms",
+                                       "finalize_ms", "t_synth_start", "t_prove_start", "t_prove_end",
                                        "t_done", "error"]
     for key in ("generated_at", "uptime_s", "workers", "jobs", "recent_jobs", "queues", "counters",
                 "throughput", "throughput_series", "failures", "timeline", "event_id"):
@@ -187,7 +187,7 @@ def test_status_schema_queues_counters_failures_timeline(store):
     recent = doc["recent_jobs"][0]
     assert recent["id"] == "js" and recent["state"] == "failed"
     assert [p["state"] for p in recent["partitions"]] == ["done", "failed", "cancelled"]
-    assert recent["partitions"][0]["gpu_ms"] == 25.0 and recent["partitions"][0]["finalize_ms"] == 9.0
+    assert recent["partitions"][0]["prove_ms"] == 25.0 and recent["partitions"][0]["finalize_ms"] == 9.0
 
 
 def test_cache_sees_every_transition(store):
@@ -197,7 +197,7 @@ def test_cache_sees_every_transition(store):
     job(store, "jc")
     assert status(c)["jobs"][0]["partitions"][0]["state"] == "synth_done"
     start(store, w, "jc", 0)
-    assert status(c)["jobs"][0]["partitions"][0]["state"] == "gpu"
+    assert status(c)["jobs"][0]["partitions"][0]["state"] == "proving"
     assert worker_of(status(c), w)["state"] == "proving"
 
 
@@ -209,11 +209,11 @@ def test_job_page_api_and_result_download(store):
     r = c.get("/api/jobs/jd/result")
     assert r.status_code == 409
     tok = start(store, w, "jd", 0)
-    store.gpu_end(w, tok, PartitionRun("jd", 0, 0), 30.0)
+    store.prove_end(w, tok, PartitionRun("jd", 0, 0), 30.0)
     assert store.finalize_end(PartitionRun("jd", 0, 0), 5.0, {"pi_a": ["1"]}, ["7"]).job_complete
     doc = c.get("/api/jobs/jd").get_json()
-    assert doc["version"] == 2 and doc["job"]["state"] == "done"
-    assert doc["partitions"][0]["has_proof"] and doc["partitions"][0]["gpu_ms"] == 30.0
+    assert doc["version"] == 3 and doc["job"]["state"] == "done"
+    assert doc["partitions"][0]["has_proof"] and doc["partitions"][0]["prove_ms"] == 30.0
     assert "proof" not in doc["partitions"][0]
     r = c.get(doc["result_url"])
     assert r.status_code == 200 and "attachment" in r.headers["Content-Disposition"]
@@ -231,22 +231,22 @@ def test_metrics(store):
     job(store, "jm", kind="km", n=2)
     for i in range(2):
         tok = start(store, w, "jm", i)
-        store.gpu_end(w, tok, PartitionRun("jm", i, 0), 120.0)
+        store.prove_end(w, tok, PartitionRun("jm", i, 0), 120.0)
         store.finalize_end(PartitionRun("jm", i, 0), 30.0, {}, [])
     # a device fault on a third partition (no other device: it fails) counts as a GPU fault
     job(store, "jf", kind="km", n=1)
     tok = start(store, w, "jf", 0)
-    assert store.gpu_fault(w, tok, PartitionRun("jf", 0, 0), "cudaErrorIllegalAddress",
-                           "mulchain").outcome == "failed"
+    assert store.prove_fault(w, tok, PartitionRun("jf", 0, 0), "cudaErrorIllegalAddress",
+                             "mulchain").outcome == "failed"
     text = c.get("/metrics").get_data(as_text=True)
     text2 = c.get("/metrics").get_data(as_text=True)  # folding again counts nothing twice
-    assert status(c)["counters"]["gpu_faults"] == {"km": 1}
+    assert status(c)["counters"]["prove_faults"] == {"km": 1}
     for t in (text, text2):
-        assert 'cuzk_gpu_faults_total{kind="km"} 1.0' in t
+        assert 'cuzk_prove_faults_total{kind="km"} 1.0' in t
         assert 'cuzk_proofs_completed_total{kind="km"} 2.0' in t
-        assert 'cuzk_partition_phase_seconds_count{phase="gpu"} 2.0' in t
-        assert 'cuzk_partition_phase_seconds_bucket{le="0.25",phase="gpu"} 2.0' in t
-        assert 'cuzk_partition_phase_seconds_bucket{le="0.1",phase="gpu"} 0.0' in t
+        assert 'cuzk_partition_phase_seconds_count{phase="prove"} 2.0' in t
+        assert 'cuzk_partition_phase_seconds_bucket{le="0.25",phase="prove"} 2.0' in t
+        assert 'cuzk_partition_phase_seconds_bucket{le="0.1",phase="prove"} 0.0' in t
         assert 'cuzk_workers{role="device",state="idle"} 1.0' in t
         assert 'cuzk_jobs_finished_total{kind="km",state="done"} 1.0' in t
         assert f'cuzk_queue_depth{{queue="{app.config["WEB"].cpu_queue}"}} 0.0' in t
@@ -430,9 +430,9 @@ def test_event_stream_pushes_transitions_and_status(store):
     seen, deadline = b"", time.monotonic() + 8
     while time.monotonic() < deadline:
         seen += next(chunks)
-        if b'"type":"gpu_start"' in seen and b'"proving"' in seen.split(b"event: status")[-1]:
+        if b'"type":"prove_begin"' in seen and b'"proving"' in seen.split(b"event: status")[-1]:
             break
-    assert b'"type":"gpu_start"' in seen
+    assert b'"type":"prove_begin"' in seen
     last_status = seen.split(b"event: status")[-1].split(b"data: ", 1)[1].split(b"\n\n", 1)[0]
     me = worker_of(json.loads(last_status), w)
     assert me["state"] == "proving" and me["job"] == "je"
@@ -461,12 +461,12 @@ def test_status_bytes_gzip_etag_304(store):
     same = c.get("/api/status", headers={"If-None-Match": etag})
     assert same.status_code == 304 and same.get_data() == b"" and same.headers["ETag"] == etag
     doc = expand(plain.get_json())
-    assert [p["state"] for p in doc["jobs"][0]["partitions"]] == ["synth_done", "gpu", "synth_done"]
+    assert [p["state"] for p in doc["jobs"][0]["partitions"]] == ["synth_done", "proving", "synth_done"]
     assert doc["jobs"][0]["partitions"][1]["worker"] == w
     start(store, w, "jg", 0)  # a transition: a new document, a new ETag
     changed = c.get("/api/status", headers={"If-None-Match": etag})
     assert changed.status_code == 200 and changed.headers["ETag"] != etag
-    assert expand(changed.get_json())["jobs"][0]["partitions"][0]["state"] == "gpu"
+    assert expand(changed.get_json())["jobs"][0]["partitions"][0]["state"] == "proving"
 
 
 def test_new_device_queue_does_not_force_a_full_read(store, monkeypatch):

@@ -10,8 +10,8 @@ One module per stage (docs/architecture.md, "One partition's path"):
 * ``submit``       ``submit_job``: create the job (idempotent on request_id) with its
                    synthesize messages
 * ``synthesize``   witness from wasm + input (or a .wtns ref) -> spool dir; synth_end, which
-                   also routes the partition and queues its prove_start on the chosen device
-* ``prove``        ``prove_start``: gpu_start -> token; the prover's prove_start; gpu_end(token)
+                   also routes the partition and queues its prove on the chosen device
+* ``prove``        (cuzk's prove-start) prove_begin -> token; the prover's prove_start; prove_end(token)
                    in a finally, which queues finalize (cpu queue) when the partition advanced
 * ``finalize``     the prover's prove_finish (self-verifies); finalize_end, whose job_complete
                    step also stores the result and sends the job's on_done callback
@@ -26,11 +26,11 @@ that died in between left (docs/architecture.md, "The outbox").
 
 from .context import Context, RunSlot, WorkerIdentity, context, ref_path
 from .finalize import finalize
-from .prove import prove_start, publish_device_memory
+from .prove import prove, publish_device_memory
 from .reads import job_result, job_status
 from .submit import check_deadline, check_on_done, normalize_partitions, submit_job
 from .synthesize import synthesize
 
 __all__ = ["Context", "RunSlot", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
-           "check_on_done", "check_deadline", "synthesize", "prove_start", "publish_device_memory",
+           "check_on_done", "check_deadline", "synthesize", "prove", "publish_device_memory",
            "finalize", "job_status", "job_result"]

@@ -31,9 +31,9 @@ class RunSlot:
     """What a device's pool process is proving now, as ``job:idx:attempt`` ('' = nothing),
     in memory shared with the worker's main process, whose heartbeat reports it
     (``running``; heartbeat.lua ends a ``proving`` record of any other run, such as one
-    whose gpu_end was given up in a long Redis outage).  Made in the main process before the
-    pool forks, so every pool process writes the same slot; prove_start sets it before its
-    gpu_start and clears it after its gpu_end (or gpu_fault), so whenever the worker hash
+    whose prove_end was given up in a long Redis outage).  Made in the main process before the
+    pool forks, so every pool process writes the same slot; prove sets it before its
+    prove_begin and clears it after its prove_end (or prove_fault), so whenever the worker hash
     says proving run R the slot says R, until the run is over.  One slot: a device worker runs one pool process."""
 
     SIZE = 256  # bytes: a 32-hex job id, an index, an attempt
@@ -78,7 +78,7 @@ class Context:
         self.messages = StageMessages(settings)
         self._store = None
         self._broker_redis = None
-        #: monotonic time the next device-memory report of prove_start is due (prove.py)
+        #: monotonic time the next device-memory report of prove is due (prove.py)
         self.device_memory_due = 0.0
         #: a device worker's RunSlot (``app.cuzk_run_slot``, made before the pool forks)
         self.run_slot = getattr(app, "cuzk_run_slot", None)
@@ -114,7 +114,7 @@ class Context:
 
     @property
     def prover(self):
-        """The compute of prove_start and finalize (the ``prover`` setting; cuzk_tasks.pipeline.provers)."""
+        """The compute of prove and finalize (the ``prover`` setting; cuzk_tasks.pipeline.provers)."""
         if self._prover is None:
             self._prover = load_prover(self)
         return self._prover

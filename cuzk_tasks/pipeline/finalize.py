@@ -1,6 +1,6 @@
 """finalize (cpu queue): the prover's prove_finish (G2 MSM, assembly, self-verification);
 finalize_end, whose job_complete step also stores the result and sends the job's on_done.
-A self-verification failure of a GPU's partial is a device fault (gpu_fault from
+A self-verification failure of a GPU's partial is a device fault (prove_fault from
 finalizing): the partition is proved again on another device."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .context import (Context, fail, internal_error, log, ms_since, public_error
 
 
 def finalize(ctx: Context, started):
-    """The CPU tail of the run that ``started`` (finalize's message: prove_start's
+    """The CPU tail of the run that ``started`` (finalize's message: prove's
     :class:`~cuzk_tasks.state.DeviceResult`, as JSON) names; a message that lacks one of
     its fields (:data:`~cuzk_tasks.state.run.FINALIZE_FIELDS`), or has one of the wrong type,
     is an error (ValueError naming it), never a default."""
@@ -72,8 +72,8 @@ def finalize(ctx: Context, started):
 def may_be_stale(result: DeviceResult, now,
                  recheck_after_s=defaults.FINALIZE_RECHECK_AFTER_S) -> bool:
     """Whether finalize should look at the partition before the CPU tail: unless the message
-    is younger than ``recheck_after_s`` (``result.sent_at``, set by prove_start just before
-    its gpu_end pushed it) and its job's deadline, if any (``deadline_at`` None: none), is
+    is younger than ``recheck_after_s`` (``result.sent_at``, set by prove just before
+    its prove_end pushed it) and its job's deadline, if any (``deadline_at`` None: none), is
     further off than that."""
     if now - result.sent_at > recheck_after_s:
         return True
@@ -83,13 +83,13 @@ def may_be_stale(result: DeviceResult, now,
 
 def _reroute_after_wrong_proof(ctx, exc, result: DeviceResult):
     """A proof from a GPU's partial failed self-verification: a device fault until a second,
-    independent device agrees (gpu_fault from finalizing; see docs/architecture.md, "Device
+    independent device agrees (prove_fault from finalizing; see docs/architecture.md, "Device
     faults")."""
     run = result.run
     retry = ctx.messages.after_device_fault(run, result.witness_ref)
-    fault = ctx.store.gpu_fault(result.worker, result.token, run, public_error(ctx, exc),
-                                run.circuit, ctx.settings.max_deliveries,
-                                message=retry, in_state="finalizing")
+    fault = ctx.store.prove_fault(result.worker, result.token, run, public_error(ctx, exc),
+                                  run.circuit, ctx.settings.max_deliveries,
+                                  message=retry, in_state="finalizing")
     log.warning("finalize %s/%s attempt %s: the proof from %s's partial failed self-verification:"
                 " %s%s", run.job_id, run.idx, run.attempt, result.worker, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")

@@ -1,6 +1,6 @@
-"""prove_start (a device queue): gpu_start -> token; the prover's prove_start; gpu_end(token)
+"""prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token)
 in a finally, which queues finalize (cpu queue) when the partition advanced.  A GpuError is
-the device's fault: gpu_fault moves the partition to another device."""
+the device's fault: prove_fault moves the partition to another device."""
 
 from __future__ import annotations
 
@@ -12,29 +12,29 @@ from .context import Context, fail, internal_error, log, ms_since, public_error,
 
 
 
-def prove_start(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
-    """The device's share of ``run``, whose witness is ``witness_ref``; gpu_end queues
+def prove(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
+    """The device's share of ``run``, whose witness is ``witness_ref``; prove_end queues
     finalize on ``finalize_queue`` (at the run's priority) when the partition advances.  All
-    come in every prove_start message
-    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove_start`).  Returns None: the
+    come in every prove message
+    (:meth:`~cuzk_tasks.service.messages.StageMessages.prove`).  Returns None: the
     partial proof travels only in finalize's message (a
     :class:`~cuzk_tasks.state.DeviceResult`)."""
     slot = ctx.run_slot
-    if slot is not None:  # before gpu_start: while the hash says proving this run, so does it
+    if slot is not None:  # before prove_begin: while the hash says proving this run, so does it
         slot.set(run.member)
     try:
-        _prove_start(ctx, run, witness_ref, finalize_queue)
+        _prove(ctx, run, witness_ref, finalize_queue)
     finally:
-        if slot is not None:  # after gpu_end / gpu_fault, or a rejected gpu_start
+        if slot is not None:  # after prove_end / prove_fault, or a rejected prove_begin
             slot.set("")
 
 
-def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
+def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
     store, wid = ctx.store, ctx.worker_id
     job_id, idx, attempt = run.job_id, run.idx, run.attempt
-    started = store.gpu_start(wid, run, ctx.settings.max_deliveries)
+    started = store.prove_begin(wid, run, ctx.settings.max_deliveries)
     if not started.ok:
-        log.info("prove_start %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
+        log.info("prove %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)
         return
     token = started.token
@@ -44,7 +44,7 @@ def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
         partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
         result = DeviceResult(run, witness_ref=witness_ref, worker=wid, token=token,
                               backend=ctx.prover.backend_name, partial=partial,
-                              gpu_ms=ms_since(t0),
+                              prove_ms=ms_since(t0),
                               # for finalize's look before its CPU tail (finalize.py,
                               # may_be_stale)
                               deadline_at=started.deadline_at, sent_at=time.time())
@@ -57,18 +57,18 @@ def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
         fail(ctx, run, exc, token=token)
     except Exception as exc:
         result = message = None
-        log.exception("prove_start %s/%s crashed", job_id, idx)
+        log.exception("prove %s/%s crashed", job_id, idx)
         fail(ctx, run, internal_error(exc), token=token)
     finally:
         # compare-and-delete on OUR token: never clears a worker that moved on; sends
         # finalize (the outbox) in the same step when the partition advances
         if device_fault is None:
-            end = store.gpu_end(wid, token, run, ms_since(t0), message=message)
+            end = store.prove_end(wid, token, run, ms_since(t0), message=message)
     if device_fault is not None:
         _reroute_after_device_fault(ctx, device_fault, token, run, witness_ref)
         return
     if result is not None and not end.partition_advanced:
-        log.info("prove_start %s/%s attempt %s: partition did not advance (re-dispatched or "
+        log.info("prove %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
     if result is not None and time.monotonic() >= ctx.device_memory_due:
         # at most once per heartbeat interval: each report is a Redis round trip between this
@@ -78,12 +78,12 @@ def _prove_start(ctx, run: PartitionRun, witness_ref, finalize_queue):
 
 
 def _reroute_after_device_fault(ctx, exc, token, run: PartitionRun, witness_ref):
-    """gpu_fault: clear this worker (compare-and-delete) and move the partition to another
+    """prove_fault: clear this worker (compare-and-delete) and move the partition to another
     live device with its next attempt, or fail it after max faults / with no other device."""
     retry = ctx.messages.after_device_fault(run, witness_ref)
-    fault = ctx.store.gpu_fault(ctx.worker_id, token, run, public_error(ctx, exc), run.circuit,
-                                ctx.settings.max_deliveries, message=retry)
-    log.warning("prove_start %s/%s attempt %s: device error on %s (%s): %s%s", run.job_id,
+    fault = ctx.store.prove_fault(ctx.worker_id, token, run, public_error(ctx, exc), run.circuit,
+                                  ctx.settings.max_deliveries, message=retry)
+    log.warning("prove %s/%s attempt %s: device error on %s (%s): %s%s", run.job_id,
                 run.idx, run.attempt, ctx.worker_id, exc, fault.outcome,
                 f" to {fault.worker}" if fault.outcome == "rerouted" else "")
 

@@ -1,4 +1,4 @@
-"""The compute of prove_start and finalize, behind one small interface.
+"""The compute of the prove and finalize stages, behind one small interface.
 
 :class:`Groth16Prover` is the product: ``prove_start`` runs the NTTs and G1 MSMs of
 :func:`cuzk_tasks.groth16.prover.prove_start` on the worker's backend (the GPU or the native

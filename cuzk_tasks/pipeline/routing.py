@@ -5,10 +5,10 @@ The routing decision is made inside the state store, atomically with recording i
 the size of its ``routed`` set -- then one whose resident set already holds the circuit,
 then the smallest id).  ``synth_end`` routes the partition it completes; the ``route``
 transition routes one that waited (:func:`route_partition`, called by the sweeper,
-:mod:`cuzk_tasks.recovery.sweeper`).  Either records the partition's prove_start message
-(``ctx.messages.prove_start``, cuzk_tasks/service/messages.py) for the chosen device's queue in the
-outbox in the same step; prove_start later sends finalize (cpu queue) the same way, from
-``gpu_end``.  With no live device the partition stays in the ``unrouted`` set.
+:mod:`cuzk_tasks.recovery.sweeper`).  Either records the partition's prove message
+(``ctx.messages.prove``, cuzk_tasks/service/messages.py) for the chosen device's queue in the
+outbox in the same step; prove later sends finalize (cpu queue) the same way, from
+``prove_end``.  With no live device the partition stays in the ``unrouted`` set.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def after_route(ctx, run: PartitionRun, routed) -> bool:
 
 def route_partition(ctx, run: PartitionRun, witness_ref):
     """Route one synth_done partition (``run``: its attempt, circuit and priority) to the
-    best live device; True when it was routed and its prove_start queued."""
-    message = ctx.messages.prove_start(run, witness_ref)
+    best live device; True when it was routed and its prove queued."""
+    message = ctx.messages.prove(run, witness_ref)
     routed = ctx.store.route(run, circuit=run.circuit, message=message)
     return after_route(ctx, run, routed)
 

@@ -1,7 +1,7 @@
 """synthesize (cpu queue): the witness from the circuit's witness generator (its wasm, or circom's
 C++ generator: ``witness = "native:..."``) and the partition's input (or a .wtns ref) into the
 spool dir; synth_end, which also routes the partition and queues its
-prove_start on the chosen device."""
+prove on the chosen device."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def synthesize(ctx: Context, run: PartitionRun):
             from ..groth16.formats.wtns import read_wtns
 
             f = open_ref(ctx, "witness_ref", part["witness_ref"])
-            witness_ref = f.name  # the real path, which prove_start and finalize open again
+            witness_ref = f.name  # the real path, which prove and finalize open again
             w = read_wtns(part["witness_ref"], zkey=zkey, fileobj=f)
             w.close()
         else:
@@ -118,7 +118,7 @@ def synthesize(ctx: Context, run: PartitionRun):
         log.exception("synthesize %s/%s crashed", job_id, idx)
         fail(ctx, run, internal_error(exc))
         return None
-    message = ctx.messages.prove_start(run, witness_ref)
+    message = ctx.messages.prove(run, witness_ref)
     end = store.synth_end(run, witness_ref, ms_since(t0), route_circuit=circuit,
                           message=message, curve=zkey.curve.snarkjs_name)
     if not end:

@@ -155,7 +155,7 @@ class Sweeper(PeriodicThread):
         """The states of a partition routed to a dead device that re-dispatch moves: with
         host-affine stages a partition is placed while pending, and everything before its
         finalize was to happen on the lost host."""
-        states = {PartitionState.SYNTH_DONE.value, PartitionState.GPU.value}
+        states = {PartitionState.SYNTH_DONE.value, PartitionState.PROVING.value}
         if self.ctx.store.host_affine:
             states |= {PartitionState.PENDING.value, PartitionState.SYNTHESIZING.value}
         return states
@@ -164,7 +164,7 @@ class Sweeper(PeriodicThread):
         return self.ctx.settings.priority(job.get("priority"))
 
     #: states whose message has been delivered: only a live lease accounts for them
-    RUNNING_STATES = (PartitionState.SYNTHESIZING.value, PartitionState.GPU.value)
+    RUNNING_STATES = (PartitionState.SYNTHESIZING.value, PartitionState.PROVING.value)
 
     def recover_stages(self, workers=None) -> int:
         """Re-drive the partitions whose stage no one holds (docs/architecture.md, "Stage

@@ -7,7 +7,7 @@ after (:mod:`cuzk_tasks.service.publisher`).  An entry is JSON text: ``{"task", 
 a message that expires, ``trace`` for the trace context of the task that recorded it), the
 arguments of ``app.send_task``.  :class:`StageMessages` makes
 them: synthesize (cpu queue; with host-affine stages no queue: the step that places the
-partition puts its device's host's CPU queue in front), prove_start (no queue: the route step
+partition puts its device's host's CPU queue in front), prove (no queue: the route step
 puts the chosen device's in front), finalize (the cpu queue, or the host's) and a job's on_done callback (kwargs written by the step
 that ends the job).  It reads no state and imports neither Celery nor Redis.
 """
@@ -18,7 +18,7 @@ import json
 
 from . import tracing
 from ..state.run import DeviceResult, PartitionRun
-from .task_names import TASK_FINALIZE, TASK_PROVE_START, TASK_SYNTHESIZE
+from .task_names import TASK_FINALIZE, TASK_PROVE, TASK_SYNTHESIZE
 
 
 def entry(task: str, args=(), kwargs=None, *, queue: str | None, priority: int,
@@ -57,33 +57,32 @@ class StageMessages:
         return entry(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
                      priority=priority)
 
-    def prove_start(self, run: PartitionRun, witness_ref) -> str:
-        """``run``'s prove_start (args ``(job, idx, attempt, circuit, witness_ref)``), for
+    def prove(self, run: PartitionRun, witness_ref) -> str:
+        """``run``'s prove (args ``(job, idx, attempt, circuit, witness_ref)``), for
         whichever device queue routing picks.  It is told
-        (``finalize_queue``) to queue finalize (cpu queue, same priority) itself once gpu_end
+        (``finalize_queue``) to queue finalize (cpu queue, same priority) itself once prove_end
         has advanced the partition: one plain message instead of a Celery canvas chain."""
         priority = self._priority(run.priority)
         # host-affine: built where the partition was synthesized, on its device's host, whose
         # CPU queue finalize must reach (the witness is in that host's spool)
         finalize_queue = self.settings.host_cpu_queue() if self.settings.host_affine \
             else self.settings.cpu_queue
-        return entry(TASK_PROVE_START, (run.job_id, run.idx, run.attempt, run.circuit,
-                                        witness_ref),
+        return entry(TASK_PROVE, (run.job_id, run.idx, run.attempt, run.circuit, witness_ref),
                      {"finalize_queue": finalize_queue, "priority": priority},
                      queue=None, priority=priority)
 
     def after_device_fault(self, run: PartitionRun, witness_ref) -> str:
-        """The message of ``run``'s next attempt after a device fault (gpu_fault): with
+        """The message of ``run``'s next attempt after a device fault (prove_fault): with
         host-affine stages it is synthesized again wherever it is placed next (its witness is
-        on this host), so its synthesize; else its prove_start for another device."""
+        on this host), so its synthesize; else its prove for another device."""
         if self.settings.host_affine:
             return self.synthesize(run.next_attempt())
-        return self.prove_start(run.next_attempt(), witness_ref)
+        return self.prove(run.next_attempt(), witness_ref)
 
     def finalize(self, queue, result: DeviceResult) -> str:
-        """The finalize of a prove_start whose ``result`` (the partial proof) is its one
+        """The finalize of a prove whose ``result`` (the partial proof) is its one
         argument (:meth:`~cuzk_tasks.state.DeviceResult.to_json`), at the run's priority, for
-        gpu_end to send when the partition advances (before prove_start's own message is
+        prove_end to send when the partition advances (before prove's own message is
         acked, as a chain's next step would be)."""
         run = result.run
         # argsrepr: a short log form (Celery's logs, Flower) instead of the whole partial proof

@@ -6,12 +6,12 @@ from ..state.run import PartitionRun
 
 TASK_SUBMIT = "cuzk.submit"
 TASK_SYNTHESIZE = "cuzk.synthesize"
-TASK_PROVE_START = "cuzk.prove_start"
+TASK_PROVE = "cuzk.prove"
 TASK_FINALIZE = "cuzk.finalize"
 TASK_STATUS = "cuzk.status"
 TASK_RESULT = "cuzk.result"
 #: The stage tasks, whose messages name one partition attempt (:func:`stage_partition`).
-STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE_START, TASK_FINALIZE)
+STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE, TASK_FINALIZE)
 #: The by-name requests, which name no partition (their lease: cuzk_tasks/recovery/request_leases.py).
 REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
 
@@ -19,7 +19,7 @@ REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
 def stage_partition(task: str, args, kwargs) -> PartitionRun | None:
     """The run (job id, partition idx, attempt: its identity, without circuit and priority)
     that a stage task's call names -- synthesize
-    ``(job, idx, attempt=0)``, prove_start ``(job, idx, attempt, ...)``, finalize
+    ``(job, idx, attempt=0)``, prove ``(job, idx, attempt, ...)``, finalize
     ``({"job", "idx", "attempt", ...},)`` -- or None for any other task.  Workers report the
     stages they hold by it (the stage lease, docs/architecture.md)."""
     if task not in STAGE_TASKS:

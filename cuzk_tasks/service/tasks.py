@@ -9,10 +9,10 @@ Names are stable (services without this package call them by name):
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx, circuit, priority [, attempt: 0, or the attempt
                         a recovery queued it for]
-* ``cuzk.prove_start``  (a device queue, chosen by pipeline/routing.py) job_id, idx, attempt,
-                        circuit, witness_ref, finalize_queue, priority: its gpu_end queues
+* ``cuzk.prove``        (a device queue, chosen by pipeline/routing.py) job_id, idx, attempt,
+                        circuit, witness_ref, finalize_queue, priority: its prove_end queues
                         finalize there
-* ``cuzk.finalize``     (cpu queue, published by prove_start's gpu_end) the prove_start result
+* ``cuzk.finalize``     (cpu queue, published by prove's prove_end) the prove result
                         (a DeviceResult's JSON, cuzk_tasks/state/run.py)
 
 The stage messages are recorded by this package alone (cuzk_tasks/service/messages.py, the outbox),
@@ -29,7 +29,7 @@ from celery import shared_task
 
 from .. import pipeline
 from ..state import PartitionRun
-from .task_names import (TASK_FINALIZE, TASK_PROVE_START, TASK_RESULT, TASK_STATUS,
+from .task_names import (TASK_FINALIZE, TASK_PROVE, TASK_RESULT, TASK_STATUS,
                          TASK_SUBMIT, TASK_SYNTHESIZE)
 
 # by name: Celery imports them in the worker only (a client registering the tasks never needs them)
@@ -66,10 +66,10 @@ def synthesize(self, job_id, idx, circuit, priority, attempt=0):
     pipeline.synthesize(pipeline.context(self.app), run)
 
 
-@shared_task(name=TASK_PROVE_START, bind=True, **SAFE)
-def prove_start(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
+@shared_task(name=TASK_PROVE, bind=True, **SAFE)
+def prove(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
     run = PartitionRun(job_id, int(idx), int(attempt), circuit, int(priority))
-    pipeline.prove_start(pipeline.context(self.app), run, witness_ref, finalize_queue)
+    pipeline.prove(pipeline.context(self.app), run, witness_ref, finalize_queue)
 
 
 @shared_task(name=TASK_FINALIZE, bind=True, **SAFE)

@@ -5,7 +5,7 @@ opentelemetry-instrumentation-celery asks for prefork pools).  Celery's instrume
 opens a span for each task run and each publish, and carries the trace context in the
 message headers; since every next-stage message is published by ``send_task`` from the
 task that made it due (the outbox, docs/architecture.md), a job's submit, synthesize,
-prove_start and finalize share one trace.  Spans go to the tracer provider the process
+prove and finalize share one trace.  Spans go to the tracer provider the process
 has: one set up by the caller (``opentelemetry-instrument``, a test's), else -- when
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set -- an OTLP/HTTP
 exporter with ``service.name`` from ``OTEL_SERVICE_NAME`` (default ``cuzk-tasks``).

@@ -9,7 +9,7 @@ parent runs the heartbeat thread: ``register_worker`` once, then
 ``heartbeat(ttl)`` every interval; on shutdown it marks the worker offline.
 The worker's identity (id ``<host>:dev<N>``, role, backend) is set on the Celery app
 (``app.cuzk_identity``) before the pool forks, so each pool process's context has it.
-While the pool process proves, the parent already hands it the next prove_start
+While the pool process proves, the parent already hands it the next prove
 of the queue (``DEVICE_WORKER_TUNING``), so partitions follow each other without
 the parent's broker round trips in between.
 
@@ -198,7 +198,7 @@ def nvml_probe(device: int):
     return probe
 
 
-#: Device workers: the pool process gets the NEXT prove_start of its queue while it proves
+#: Device workers: the pool process gets the NEXT prove of its queue while it proves
 #: (prefetch 2 = the running message + one reserved; no put-lock semaphore; "fcfs" writes the
 #: reserved message into the process's pipe at once instead of after the running one has
 #: been acked), so it starts the next partition without waiting for the parent's ack, BRPOP

@@ -211,13 +211,13 @@ HOST_SLOTS_MAX = 256
 """Slots ``<group>-0`` .. ``<group>-255`` a host-slot group can hand out."""
 
 MAX_DELIVERIES = 3
-"""Deliveries of one partition's prove_start before it is failed as a poison pill (env ``CUZK_MAX_DELIVERIES``)."""
+"""Deliveries of one partition's prove before it is failed as a poison pill (env ``CUZK_MAX_DELIVERIES``)."""
 
 FINALIZE_RECHECK_AFTER_S = 1.0
 """Age, seconds, from which a finalize message is checked against its partition before the
 CPU tail runs (a Redis round trip: skipped when the partition was cancelled, re-dispatched
 or its job's deadline passed meanwhile).  A younger message -- the usual case, sent by a
-gpu_end a moment ago -- goes straight to the work, unless its job's deadline is less than
+prove_end a moment ago -- goes straight to the work, unless its job's deadline is less than
 this far off; finalize_end is the guard in either case, so at worst one CPU tail per
 partition in flight is spent on a job cancelled within this window.  Ages are read on the
 workers' clocks (NTP-synced hosts)."""
@@ -346,7 +346,7 @@ DEFAULT_PRIORITY = 5
 ``CUZK_DEFAULT_PRIORITY``, toml ``default_priority``)."""
 
 PROVER = "groth16"
-"""What computes prove_start and finalize (env ``CUZK_PROVER``, toml ``prover``): ``groth16``
+"""What computes prove and finalize (env ``CUZK_PROVER``, toml ``prover``): ``groth16``
 (the product, cuzk_tasks/pipeline/provers.py) or ``module:Class`` importable in the workers -- how the
 tests (``tests/support/instruments.py``: delays, a poison pill) and the pipeline benchmark
 (``bench/busywait.py``) swap it.  Set it alike on every worker."""

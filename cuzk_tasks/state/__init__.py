@@ -7,10 +7,10 @@ Usable without Celery (the web app reads it).  Every transition is one Lua scrip
 from .enums import JobState, PartitionState, WorkerRole, WorkerState
 from .keys import Keys, member, parse_member
 from .run import DeviceResult, PartitionRun
-from .store import (Beat, FinalizeEnd, GpuEnd, GpuFault, GpuStart, HostSlot, OutageRetry,
+from .store import (Beat, FinalizeEnd, HostSlot, OutageRetry, ProveBegin, ProveEnd, ProveFault,
                     Registration, Routed, StateStore, SynthBegin, SynthEnd, serves)
 
 __all__ = ["StateStore", "PartitionRun", "DeviceResult",
            "JobState", "PartitionState", "WorkerState", "WorkerRole", "Keys",
-           "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault", "FinalizeEnd", "HostSlot", "OutageRetry", "Registration", "Beat", "member",
+           "SynthBegin", "SynthEnd", "Routed", "ProveBegin", "ProveEnd", "ProveFault", "FinalizeEnd", "HostSlot", "OutageRetry", "Registration", "Beat", "member",
            "parse_member", "serves"]

@@ -1,7 +1,7 @@
 """States of jobs, partitions and workers, as stored in Redis.
 
 Each enum is a ``str`` subclass whose values are exactly the strings the Lua
-scripts write, so ``PartitionState.GPU == "gpu"`` holds and a value read from
+scripts write, so ``PartitionState.PROVING == "proving"`` holds and a value read from
 Redis compares equal to its member.
 """
 
@@ -30,7 +30,7 @@ class PartitionState(str, enum.Enum):
     PENDING = "pending"
     SYNTHESIZING = "synthesizing"
     SYNTH_DONE = "synth_done"
-    GPU = "gpu"
+    PROVING = "proving"
     FINALIZING = "finalizing"
     DONE = "done"
     FAILED = "failed"

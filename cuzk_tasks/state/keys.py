@@ -61,10 +61,10 @@ class Keys:
     def part(self, job_id: str, idx: int) -> str:
         """hash: job, idx, state, attempt, deliveries, redispatches, worker (with host-affine
         stages: the device it is placed on, from pending), token (the current run's, from
-        gpu_start), input (deleted by synth_end -- the witness replaces it -- except with
+        prove_begin), input (deleted by synth_end -- the witness replaces it -- except with
         host-affine stages, where it is kept until done), input_ref, witness_ref, timestamps
-        t_created, t_synth_start, t_synth_end, t_routed, t_gpu_start, t_gpu_end,
-        t_redispatched, t_done, t_end; synth_ms, gpu_ms, finalize_ms, proof, public (JSON
+        t_created, t_synth_start, t_synth_end, t_routed, t_prove_start, t_prove_end,
+        t_redispatched, t_done, t_end; synth_ms, prove_ms, finalize_ms, proof, public (JSON
         text), error;
         after a device fault: avoid (comma-separated workers), device_faults, verify_faults,
         last_device_error;
@@ -149,7 +149,7 @@ class Keys:
 
     def routed(self, worker_id: str) -> str:
         """set: ``job:idx`` routed to that device worker (with host-affine stages: placed on
-        it, from pending) and not yet through gpu_end; its size is the device's outstanding
+        it, from pending) and not yet through prove_end; its size is the device's outstanding
         work, which routing balances."""
         return f"{self.prefix}:routed:{worker_id}"
 
@@ -159,7 +159,7 @@ class Keys:
         return f"{self.prefix}:unrouted"
 
     def counters(self) -> str:
-        """hash: completed:{kind}, failed:{kind}, gpu_faults:{kind} (per partition);
+        """hash: completed:{kind}, failed:{kind}, prove_faults:{kind} (per partition);
         jobs_done|jobs_failed|jobs_cancelled:{kind}; requests_rejected:{task}."""
         return f"{self.prefix}:counters"
 
@@ -226,7 +226,7 @@ class Keys:
 
     def phase_histograms(self) -> str:
         """hash: partition phase-duration histograms (``<phase>:<bucket>``, ``<phase>:sum``,
-        ``<phase>:count``; phases synth_ms, gpu_ms, finalize_ms; buckets ``_lib.lua``
+        ``<phase>:count``; phases synth_ms, prove_ms, finalize_ms; buckets ``_lib.lua``
         ``PHASE_BUCKETS_MS`` = ``reads.PHASE_BUCKETS_MS``), counted by the transition
         that completes a partition (``finalize_end``), read by /metrics."""
         return f"{self.prefix}:histograms"

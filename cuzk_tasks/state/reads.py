@@ -18,10 +18,10 @@ from .codec import as_list, decode, pairs, worker_record
 
 PARTITION_FIELDS = (
     "idx", "state", "attempt", "deliveries", "redispatches", "worker", "token", "witness_ref",
-    "synth_ms", "gpu_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
-    "t_gpu_start", "t_gpu_end", "t_redispatched", "t_done", "t_end", "error",
+    "synth_ms", "prove_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
+    "t_prove_start", "t_prove_end", "t_redispatched", "t_done", "t_end", "error",
 )
-PHASES = ("synth_ms", "gpu_ms", "finalize_ms")
+PHASES = ("synth_ms", "prove_ms", "finalize_ms")
 #: upper bounds (ms) of the phase histograms' buckets, +Inf implied: the list
 #: ``_lib.lua`` ``PHASE_BUCKETS_MS`` counts into (tests/test_state_store.py compares them)
 PHASE_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)

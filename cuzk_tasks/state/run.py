@@ -1,13 +1,13 @@
 """One partition's run, as a type: :class:`PartitionRun` (which attempt of which partition,
 of which circuit, at which priority) and :class:`DeviceResult` (what the device stage,
-prove_start, hands finalize).
+prove, hands finalize).
 
 They live in the state package -- beneath the store, the messages and the pipeline, which
 all take them -- and import nothing of the service.  On the wire they are plain JSON
 objects (Celery's JSON arguments; never pickle): :meth:`PartitionRun.to_json` /
 :meth:`DeviceResult.to_json` write them and ``from_json`` reads them back, checking every
 field and naming the one that is wrong (:class:`RunError`).  A finalize message is a
-DeviceResult's JSON, with the same keys prove_start has always sent (``job``, ``idx``,
+DeviceResult's JSON, with the same keys prove has always sent (``job``, ``idx``,
 ``attempt``, ...).
 """
 
@@ -129,19 +129,19 @@ class PartitionRun:
 #: the keys of a run in a message (:meth:`PartitionRun.to_json`)
 RUN_FIELDS = ("job", "idx", "attempt", "circuit", "priority")
 #: the keys of a finalize message (a DeviceResult's JSON) that it may not lack: its run's
-#: and the device's (``gpu_ms`` may be absent)
+#: and the device's (``prove_ms`` may be absent)
 FINALIZE_FIELDS = RUN_FIELDS + ("witness_ref", "worker", "token", "backend", "partial",
                                 "deadline_at", "sent_at")
 
 
 @dataclasses.dataclass(frozen=True)
 class DeviceResult:
-    """What prove_start (the device stage) hands finalize, in finalize's message: the run;
+    """What prove (the device stage) hands finalize, in finalize's message: the run;
     the witness both open (``witness_ref``, a real path); the device worker and the token
-    gpu_start gave this run (finalize's compare-and-delete, a device fault's); the compute
-    backend that made ``partial`` (the prover's partial proof, JSON-able); ``gpu_ms``, how
+    prove_begin gave this run (finalize's compare-and-delete, a device fault's); the compute
+    backend that made ``partial`` (the prover's partial proof, JSON-able); ``prove_ms``, how
     long it took (None: not reported); ``deadline_at``, the job's deadline (Unix time, Redis
-    clock; None: none); ``sent_at``, when prove_start sent it (its clock), for finalize's
+    clock; None: none); ``sent_at``, when prove sent it (its clock), for finalize's
     look before its CPU tail."""
 
     run: PartitionRun
@@ -152,7 +152,7 @@ class DeviceResult:
     partial: Any
     sent_at: float
     deadline_at: float | None = None
-    gpu_ms: float | None = None
+    prove_ms: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.run, PartitionRun) or self.run.circuit is None \
@@ -161,21 +161,21 @@ class DeviceResult:
                              f"priority, got {self.run!r}")
 
     def to_json(self) -> dict:
-        """The finalize message's one argument: :data:`FINALIZE_FIELDS` and ``gpu_ms``."""
+        """The finalize message's one argument: :data:`FINALIZE_FIELDS` and ``prove_ms``."""
         return {**self.run.to_json(), "witness_ref": self.witness_ref, "worker": self.worker,
                 "token": self.token, "backend": self.backend, "partial": self.partial,
-                "gpu_ms": self.gpu_ms, "deadline_at": self.deadline_at, "sent_at": self.sent_at}
+                "prove_ms": self.prove_ms, "deadline_at": self.deadline_at, "sent_at": self.sent_at}
 
     @classmethod
     def from_json(cls, data, where: str = "finalize message") -> "DeviceResult":
-        """The result of :meth:`to_json`'s object.  A message that lacks a field (``gpu_ms``
+        """The result of :meth:`to_json`'s object.  A message that lacks a field (``prove_ms``
         aside) is a ValueError naming it ("finalize message without sent_at"), never a
         default; so is one of the wrong type."""
         if isinstance(data, dict):
             missing = [n for n in FINALIZE_FIELDS if n not in data]
             if missing:
                 raise RunError(f"{where} without {', '.join(missing)} "
-                                 "(prove_start sends every one of them)")
+                                 "(prove sends every one of them)")
         run = PartitionRun.from_json(data, where)
         return cls(run,
                    witness_ref=_text(data["witness_ref"], "witness_ref", where),
@@ -185,4 +185,7 @@ class DeviceResult:
                    partial=data["partial"],
                    sent_at=_seconds(data["sent_at"], "sent_at", where),
                    deadline_at=_seconds(data["deadline_at"], "deadline_at", where, none_ok=True),
-                   gpu_ms=_seconds(data.get("gpu_ms"), "gpu_ms", where, none_ok=True))
+                   # LEGACY "gpu_ms": the previous release's name of prove_ms (a finalize
+                   # message it queued); may go after one release
+                   prove_ms=_seconds(data.get("prove_ms", data.get("gpu_ms")), "prove_ms", where,
+                                     none_ok=True))

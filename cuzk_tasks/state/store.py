@@ -16,7 +16,7 @@ matter most:
   index, attempt; the run's circuit and priority are the messages', never read here): a
   partition in another attempt rejects it as stale.
 * A worker's assignment is a token (``job:idx:attempt:nonce``) issued by
-  :meth:`StateStore.gpu_start`.  Only a compare-and-delete on that exact token
+  :meth:`StateStore.prove_begin`.  Only a compare-and-delete on that exact token
   makes the worker idle again, so an end that arrives late (a finalizer of an
   earlier partition, a duplicate) never clears a worker that has moved on -- the
   Filecoin cuzk bug, where a finalizer of job A cleared the busy flag of a worker
@@ -52,7 +52,7 @@ from .keys import Keys, member, parse_attempt_member, parse_member
 from .run import PartitionRun
 
 SCRIPTS = (
-    "create_job", "synth_begin", "synth_end", "route", "gpu_start", "gpu_end", "gpu_fault",
+    "create_job", "synth_begin", "synth_end", "route", "prove_begin", "prove_end", "prove_fault",
     "finalize_end",
     "fail_partition", "redispatch", "cancel_job", "register_worker", "heartbeat",
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
@@ -185,8 +185,8 @@ class SynthEnd:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuStart:
-    """Outcome of :meth:`StateStore.gpu_start`.
+class ProveBegin:
+    """Outcome of :meth:`StateStore.prove_begin`.
 
     ``reason``: ``ok``, ``redelivered`` (accepted: the same message again after its run
     died), ``stale`` (wrong attempt/worker/state), ``poison`` (partition and job failed),
@@ -203,16 +203,16 @@ class GpuStart:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuEnd:
-    """Outcome of :meth:`StateStore.gpu_end`: the two effects are independent."""
+class ProveEnd:
+    """Outcome of :meth:`StateStore.prove_end`: the two effects are independent."""
 
     worker_cleared: bool
     partition_advanced: bool
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuFault:
-    """Outcome of :meth:`StateStore.gpu_fault`.  ``outcome``: ``rerouted`` (to ``worker``,
+class ProveFault:
+    """Outcome of :meth:`StateStore.prove_fault`.  ``outcome``: ``rerouted`` (to ``worker``,
     whose queue is ``queue``), ``failed`` (max faults, or no other live device) or ``stale``
     (the run was not the partition's current one: only the worker was touched)."""
 
@@ -733,7 +733,7 @@ class StateStore:
         """A pending/running job -> cancelled (error ``reason``) with its live partitions,
         out of routed/unrouted; its held messages are dropped and its on_done callback sent
         (``_lib.lua`` ``finish_job``).  Workers are untouched: a run in flight ends with its
-        own gpu_end.  A job of more than :attr:`chunk` partitions is only marked in this
+        own prove_end.  A job of more than :attr:`chunk` partitions is only marked in this
         step; its partitions are cancelled by :meth:`reap_jobs`, run before this returns.
         False when the job is unknown or no longer live."""
         ok, _ = self._run("cancel_job", [self.keys.job(job_id)], [job_id, reason])
@@ -786,7 +786,7 @@ class StateStore:
         circuit's curve (snarkjs name, from its zkey), recorded on the job once.
 
         With ``route_circuit`` the partition is routed in the same step, as :meth:`route`
-        without a worker does (``message``: its prove_start's outbox entry without a queue, sent
+        without a worker does (``message``: its prove's outbox entry without a queue, sent
         to the chosen one).
         Without a live device it stays unrouted (``routed.ok`` False, ``no_live_device``)."""
         job_id, idx, attempt = _check_run(run)
@@ -808,7 +808,7 @@ class StateStore:
         to the best live device worker for ``circuit`` (least outstanding, then one holding
         the circuit, then the smallest id).  At most one route per attempt succeeds.
 
-        ``message``: the partition's prove_start (an outbox entry without a queue), sent to
+        ``message``: the partition's prove (an outbox entry without a queue), sent to
         the chosen worker's queue; None: none is sent.
 
         With host-affine stages (:attr:`host_affine`) a *pending* partition is placed the
@@ -823,68 +823,68 @@ class StateStore:
             [job_id, idx, attempt, worker_id, circuit, message or ""])
         return Routed(bool(ok), reason, worker or None, queue or None)
 
-    def gpu_start(self, worker_id, run: PartitionRun,
-                  max_deliveries: int = defaults.MAX_DELIVERIES) -> GpuStart:
-        """The device worker begins prove_start: partition (routed to this worker, this
-        attempt, in synth_done) -> gpu, worker -> proving with job, partition, kind, since and
+    def prove_begin(self, worker_id, run: PartitionRun,
+                    max_deliveries: int = defaults.MAX_DELIVERIES) -> ProveBegin:
+        """The device worker begins prove: partition (routed to this worker, this
+        attempt, in synth_done) -> proving, worker -> proving with job, partition, kind, since and
         a fresh token ``job:idx:attempt:nonce``, recorded on the partition too.  Every accepted
         delivery counts in the partition's ``deliveries`` (summed over attempts); past
         ``max_deliveries`` the partition and its job fail ("poison pill?") instead.  A job
-        past its deadline fails here (reason ``deadline``).  See :class:`GpuStart` for the
-        reasons.  A redelivery of the same message (partition already in gpu on this worker,
+        past its deadline fails here (reason ``deadline``).  See :class:`ProveBegin` for the
+        reasons.  A redelivery of the same message (partition already in proving on this worker,
         same attempt) is ACCEPTED and counted as a delivery -- its earlier run died -- and
         gets a new token; the old token is stale."""
         _check_worker_id(worker_id)
         job_id, idx, attempt = _check_run(run)
         ok, token, reason, deliveries, deadline_at = self._run(
-            "gpu_start", [self.keys.job(job_id), self.keys.part(job_id, idx),
-                          self.keys.worker(worker_id), self.keys.workers()],
+            "prove_begin", [self.keys.job(job_id), self.keys.part(job_id, idx),
+                            self.keys.worker(worker_id), self.keys.workers()],
             [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
-        return GpuStart(bool(ok), token or None, reason, int(deliveries),
-                        float(deadline_at) if deadline_at else None)
+        return ProveBegin(bool(ok), token or None, reason, int(deliveries),
+                          float(deadline_at) if deadline_at else None)
 
-    def gpu_end(self, worker_id, token, run: PartitionRun, gpu_ms, message=None) -> GpuEnd:
+    def prove_end(self, worker_id, token, run: PartitionRun, prove_ms, message=None) -> ProveEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
-        Independently the partition goes gpu -> finalizing if it is in gpu with this attempt
-        and this token (it leaves the worker's routed set): a dead run's late end never
+        Independently the partition goes proving -> finalizing if it is in proving with this
+        attempt and this token (it leaves the worker's routed set): a dead run's late end never
         advances a redelivered partition.  ``message`` (an outbox entry: the partition's
-        finalize) is sent, only when the partition advanced.  The ``gpu_end`` event is
+        finalize) is sent, only when the partition advanced.  The ``prove_end`` event is
         written either way."""
         _check_worker_id(worker_id)
         job_id, idx, attempt = _check_run(run)
         cleared, advanced = self._run(
-            "gpu_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
+            "prove_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
             {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
-             "gpu_ms": gpu_ms, "message": message or ""})
-        return GpuEnd(bool(cleared), bool(advanced))
+             "prove_ms": prove_ms, "message": message or ""})
+        return ProveEnd(bool(cleared), bool(advanced))
 
-    def gpu_fault(self, worker_id, token, run: PartitionRun, error, circuit,
-                  max_faults: int = defaults.MAX_DELIVERIES, message=None,
-                  in_state: str = "gpu") -> GpuFault:
-        """A run on a device failed because of the device (not the input): its prove_start
-        raised a GpuError (``in_state="gpu"``), or the proof made from its partial failed
+    def prove_fault(self, worker_id, token, run: PartitionRun, error, circuit,
+                    max_faults: int = defaults.MAX_DELIVERIES, message=None,
+                    in_state: str = "proving") -> ProveFault:
+        """A run on a device failed because of the device (not the input): its prove
+        raised a GpuError (``in_state="proving"``), or the proof made from its partial failed
         self-verification (``in_state="finalizing"``, from finalize).  Compare-and-delete on
-        the worker as :meth:`gpu_end`; the partition, if this run is its current one, adds the
+        the worker as :meth:`prove_end`; the partition, if this run is its current one, adds the
         worker to its ``avoid`` list, counts ``device_faults`` (and ``verify_faults``) and goes
         to synth_done with attempt + 1, routed in the same step to the best other live device
-        (``message``: the retry's prove_start, built for attempt + 1, without a queue, sent there).  At
+        (``message``: the retry's prove, built for attempt + 1, without a queue, sent there).  At
         ``max_faults`` faults, at a second self-verification failure (two devices agree: the
         witness is bad), or with no other live device, the partition and its job fail with
         ``error``."""
         _check_worker_id(worker_id)
         job_id, idx, attempt = _check_run(run)
-        if in_state not in ("gpu", "finalizing"):
-            raise StateError(f"in_state must be 'gpu' or 'finalizing', got {in_state!r}")
+        if in_state not in ("proving", "finalizing"):
+            raise StateError(f"in_state must be 'proving' or 'finalizing', got {in_state!r}")
         cleared, outcome, worker, queue = self._run(
-            "gpu_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
+            "prove_fault", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
             {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
              "error": str(error), "circuit": circuit, "max_faults": int(max_faults),
              "message": message or "", "in_state": in_state})
-        return GpuFault(bool(cleared), outcome, worker or None, queue or None)
+        return ProveFault(bool(cleared), outcome, worker or None, queue or None)
 
     def finalize_end(self, run: PartitionRun, finalize_ms, proof_json, public_json,
                      token: str | None = None) -> FinalizeEnd:
-        """finalizing (or gpu, if its run ended without gpu_end) -> done with ``proof_json``
+        """finalizing (or proving, if its run ended without prove_end) -> done with ``proof_json``
         and ``public_json``; the job's ``n_done`` + 1, the counter ``completed:<kind>``, the
         completions zset and the phase histograms; a job past its deadline fails instead
         (reason ``deadline``).  The job -> done for exactly one caller (``job_complete``),
@@ -896,7 +896,7 @@ class StateStore:
         result in steps and ends the job (its on_done carries ``proofs`` null).
 
         Also a compare-and-delete on the partition's recorded worker, with ``token`` (pass
-        the token gpu_start gave the run whose partial this is: always safe) or, when None,
+        the token prove_begin gave the run whose partial this is: always safe) or, when None,
         the partition's recorded token -- then only if the partition was in finalizing."""
         job_id, idx, attempt = _check_run(run)
         if not isinstance(proof_json, str):
@@ -922,8 +922,8 @@ class StateStore:
         -> cancelled (a big job's by :meth:`reap_jobs`, before this returns).
 
         Compare-and-delete of its worker with ``token`` (the ending run's) or, when None, the
-        partition's recorded token unless the partition is in gpu (its run may be in flight:
-        that run clears the worker itself with gpu_end)."""
+        partition's recorded token unless the partition is in proving (its run may be in flight:
+        that run clears the worker itself with prove_end)."""
         job_id, idx, attempt = _check_run(run)
         attempt = None if any_attempt else attempt
         ok, _ = self._run("fail_partition", [self.keys.job(job_id), self.keys.part(job_id, idx)],
@@ -933,7 +933,7 @@ class StateStore:
         return bool(ok)
 
     def redispatch(self, run: PartitionRun, worker_id: str | None = None) -> bool:
-        """A routed partition in synth_done|gpu with ``attempt`` -> synth_done with attempt + 1,
+        """A routed partition in synth_done|proving with ``attempt`` -> synth_done with attempt + 1,
         unrouted.  The worker hash is not touched.  Of several callers with the same attempt
         only one wins; one that read the partition after the winner (now unrouted) loses too.
         ``worker_id``: also require the partition to be routed to that (dead) worker -- pass it
@@ -945,7 +945,7 @@ class StateStore:
 
     def stage_partitions(self, limit: int = 10000) -> list[tuple[str, int, str, int, str]]:
         """``(job, idx, state, attempt, worker)`` of the partitions of live jobs whose stage is
-        due or running: pending, synthesizing, synth_done and routed, gpu, finalizing (at
+        due or running: pending, synthesizing, synth_done and routed, proving, finalizing (at
         most ``limit``).  The sweeper checks each has a queued message or a live lease.
         Read in steps of :attr:`chunk` partitions (not one consistent read)."""
         out, rank, idx = [], 0, 0
@@ -968,7 +968,7 @@ class StateStore:
         """A partition seen in ``state`` with ``run``'s attempt whose stage no one holds (the
         sweeper's finding) moves back one step with attempt + 1: pending and synthesizing to
         pending, with ``message`` (its synthesize, built for attempt + 1) queued; routed
-        synth_done, gpu and finalizing to unrouted synth_done.  False when it moved meanwhile."""
+        synth_done, proving and finalizing to unrouted synth_done.  False when it moved meanwhile."""
         job_id, idx, attempt = _check_run(run)
         ok, _ = self._run("recover_stage", [self.keys.job(job_id), self.keys.part(job_id, idx)],
                           [job_id, idx, state, attempt, message or ""])
@@ -1291,5 +1291,5 @@ class StateStore:
         return [(eid, fields) for eid, fields in entries]
 
 
-__all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "GpuStart", "GpuEnd", "GpuFault",
+__all__ = ["StateStore", "SynthBegin", "SynthEnd", "Routed", "ProveBegin", "ProveEnd", "ProveFault",
            "FinalizeEnd", "member"]

@@ -35,9 +35,9 @@ def counter_families(c):
                    ["kind"], by_kind("completed"))
     yield _counter("cuzk_proofs_failed", "Partition proofs failed, by proof kind", ["kind"],
                    by_kind("failed"))
-    yield _counter("cuzk_gpu_faults", "Device errors in prove_start, by proof kind "
+    yield _counter("cuzk_prove_faults", "Device errors in prove, by proof kind "
                    "(each moved its partition to another device, or failed it)", ["kind"],
-                   by_kind("gpu_faults"))
+                   by_kind("prove_faults"))
     yield _counter("cuzk_jobs_finished", "Jobs finished, by proof kind and outcome",
                    ["kind", "state"],
                    [([kind, state], n) for group, state in (("jobs_done", "done"),
@@ -49,7 +49,7 @@ def counter_families(c):
 def histogram_family(store):
     """Phase durations, from the histograms the transitions keep in Redis."""
     h = HistogramMetricFamily("cuzk_partition_phase_seconds",
-                              "Partition phase durations (synth, gpu = prove_start, finalize)",
+                              "Partition phase durations (synth, prove, finalize)",
                               labels=["phase"])
     for phase, data in reads.phase_histograms(store).items():
         buckets = [("+Inf" if upper == float("inf") else repr(upper / 1000.0), n)
@@ -85,7 +85,7 @@ def gauge_families(status):
     yield q
     yield from worker_families(status["workers"])
     duty = GaugeMetricFamily("cuzk_device_duty_cycle",
-                             "Fraction of the timeline window each device spent in prove_start",
+                             "Fraction of the timeline window each device spent in prove",
                              labels=["worker"])
     for dev in status["timeline"]["devices"]:
         if dev["duty_cycle"] is not None:

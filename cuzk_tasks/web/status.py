@@ -21,14 +21,16 @@ from cuzk_tasks.service.queues import queue_keys
 from cuzk_tasks.state import reads
 from cuzk_tasks.state.codec import decode
 
-SCHEMA_VERSION = 2
-"""2: in /api/status, each partition is an array of values in ``partition_fields`` order
+SCHEMA_VERSION = 3
+"""3: the device stage is named prove (partition state ``proving``, was ``gpu``; fields
+``prove_ms``, ``t_prove_start``, ``t_prove_end``, were ``gpu_ms``, ``t_gpu_*``; counters
+``prove_faults``, was ``gpu_faults``).  2: in /api/status, each partition is an array of values in ``partition_fields`` order
 (the document's own list); 1 had an object per partition (2.3x the bytes at 500 x 16)."""
 
 #: /api/status per partition (docs/api.md, ``partition_fields``): what the page draws, of
 #: the fields the store reads (``reads.PARTITION_FIELDS``)
-PART_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "gpu_ms", "finalize_ms",
-               "t_synth_start", "t_gpu_start", "t_gpu_end", "t_done", "error")
+PART_FIELDS = ("idx", "state", "attempt", "worker", "synth_ms", "prove_ms", "finalize_ms",
+               "t_synth_start", "t_prove_start", "t_prove_end", "t_done", "error")
 JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "submitted_at", "started_at",
               "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
               "deadline_at")
@@ -95,7 +97,7 @@ def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
 
 
 def _counters(raw: dict) -> dict:
-    out = {"completed": {}, "failed": {}, "gpu_faults": {}, "jobs_done": {}, "jobs_failed": {},
+    out = {"completed": {}, "failed": {}, "prove_faults": {}, "jobs_done": {}, "jobs_failed": {},
            "jobs_cancelled": {}}
     for name, value in raw.items():
         group, _, kind = name.partition(":")
@@ -147,7 +149,7 @@ def _part(fields, values) -> dict:
 
 
 class _Activity:
-    """Device busy intervals, folded from gpu_start / gpu_end / worker_idle events."""
+    """Device busy intervals, folded from prove_begin / prove_end / worker_idle events."""
 
     def __init__(self):
         self.bars, self.open_by_token, self.open_by_worker = [], {}, {}
@@ -162,9 +164,9 @@ class _Activity:
     def apply(self, acts, now):
         for kind, at, worker, token, job, idx in acts:
             at = float(at) if at else now
-            if kind == "gpu_start":
+            if kind == "prove_begin":
                 prev = self.open_by_worker.get(worker)
-                if prev is not None:  # the previous run on this device died without gpu_end
+                if prev is not None:  # the previous run on this device died without prove_end
                     self._close(prev, at)
                 bar = {"worker": worker, "job": job, "idx": int(idx) if idx != "" else None,
                        "start": at, "end": None, "token": token}

@@ -7,7 +7,7 @@ Each instrument is an environment variable of the worker:
 * ``CUZK_TEST_PROVE_DELAY_MS``: sleep before prove_start computes, ``"250"`` (ms, every
   circuit) or ``"slow=4000,mulchain=200"`` (ms per circuit name);
 * ``CUZK_TEST_FINALIZE_DELAY_MS``: sleep after finalize has made the proof, before it is
-  stored (finalizers then overlap the device's next prove_start);
+  stored (finalizers then overlap the device's next prove);
 * ``CUZK_TEST_POISON_CIRCUIT``: prove_start of that circuit kills its process (os._exit),
   the poison-pill path.
 """

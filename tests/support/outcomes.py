@@ -26,9 +26,9 @@ def done_events(store, jobs):
 
 
 def both_stages_busy(c, jobs):
-    """The default moment of a fault: partitions in prove_start and in a CPU stage."""
+    """The default moment of a fault: partitions in prove and in a CPU stage."""
     states = {p["state"] for j in jobs for p in c.store.list_partitions(j)}
-    return "gpu" in states and bool(states & {"finalizing", "synthesizing", "pending"})
+    return "proving" in states and bool(states & {"finalizing", "synthesizing", "pending"})
 
 
 def run_through(c, fault, ready=both_stages_busy, n_jobs=3, n_parts=4):

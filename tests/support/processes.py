@@ -132,12 +132,12 @@ class Cluster:
 
 
 def busy_shown_idle(snap):
-    """Workers a snapshot shows idle although one of its partitions is in prove_start (gpu)."""
+    """Workers a snapshot shows idle although one of its partitions is in proving."""
     workers = {w.get("worker_id") or w.get("id"): w for w in snap.get("workers", [])}
     bad = []
     for job in snap.get("jobs", []):
         for part in job.get("partitions", []):
-            if part.get("state") != "gpu" or not part.get("worker"):
+            if part.get("state") != "proving" or not part.get("worker"):
                 continue
             w = workers.get(part["worker"])
             if w is not None and w.get("state") == "idle":

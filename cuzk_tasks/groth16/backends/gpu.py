@@ -38,7 +38,7 @@ Design
 * Failures raise :class:`~cuzk_tasks.errors.GpuError`: CuPy missing, no
   device/driver, compile error (with the NVRTC log), out of memory (after one
   retry with idle circuits evicted), any CUDA error.  The pipeline retries the
-  partition on another device (``gpu_fault``).  Problems with the input itself
+  partition on another device (``prove_fault``).  Problems with the input itself
   (a witness value >= r, a malformed coefficient, a size over the GPU's limits)
   are :class:`~cuzk_tasks.errors.ProofError`: retrying elsewhere would not help.
 """

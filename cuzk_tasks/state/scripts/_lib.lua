@@ -86,7 +86,7 @@ end
 
 local function blank(v) return v == nil or v == false or v == '' end
 
-local PART_LIVE = {pending = true, synthesizing = true, synth_done = true, gpu = true, finalizing = true}
+local PART_LIVE = {pending = true, synthesizing = true, synth_done = true, proving = true, finalizing = true}
 local JOB_LIVE = {pending = true, running = true}
 
 local function hgetall(key)
@@ -318,7 +318,7 @@ local function finish_job(job, state, err, proofs)
 end
 
 -- every live partition of a job except `except_idx` -> `state` (workers untouched:
--- a run in flight ends itself with gpu_end and its own token)
+-- a run in flight ends itself with prove_end and its own token)
 -- (a job of more than CHUNK partitions: the reaper does it, CHUNK partitions per step; the
 -- job's state, which every transition checks first, already stops its partitions)
 local function terminate_one(job, i, state, err, quiet)
@@ -345,7 +345,7 @@ end
 
 -- A live job past its deadline fails now, its live partitions cancelled (workers untouched:
 -- a run in flight ends itself, and its end finds the partition cancelled).  THE deadline
--- check: every stage's begin (synth_begin, gpu_start), finalize_end and the sweeper
+-- check: every stage's begin (synth_begin, prove_begin), finalize_end and the sweeper
 -- (expire_deadlines) call it.  Returns true when the job is (now) past its deadline.
 local function deadline_passed(job)
   local j = redis.call('HMGET', K.job(job), 'state', 'deadline_at', 'deadline_s', 'n_done',
@@ -362,7 +362,7 @@ end
 
 -- fail one live partition and (first failure) its job; `token` = the ending run's token,
 -- or '' for the partition's recorded token, used only when no run of it can be in flight
--- (state ~= gpu).  Returns nothing.
+-- (state ~= proving).  Returns nothing.
 local function fail_core(job, idx, err, token)
   local pkey = K.part(job, idx)
   local p = redis.call('HMGET', pkey, 'state', 'attempt', 'worker', 'token')
@@ -371,7 +371,7 @@ local function fail_core(job, idx, err, token)
   redis.call('HSET', pkey, 'state', 'failed', 'error', err, 't_end', NOW_S)
   unindex(job, idx, p[3])
   local tok = token
-  if blank(tok) and p[1] ~= 'gpu' then tok = p[4] end
+  if blank(tok) and p[1] ~= 'proving' then tok = p[4] end
   clear_worker_if(p[3], tok)
   redis.call('HINCRBY', jkey, 'n_failed', 1)
   redis.call('HINCRBY', K.counters(), 'failed:' .. (j[2] or ''), 1)
@@ -480,7 +480,7 @@ end
 -- device, choose_device) and, when `msg` is not blank, add its message to the outbox in the
 -- same step (`msg`: the entry without its queue, a JSON object written by
 -- cuzk_tasks/service/messages.py; the queue is put in front).  A synth_done partition gets its
--- prove_start, for the device's queue.  With HOST_AFFINE a pending one is *placed*: its
+-- prove, for the device's queue.  With HOST_AFFINE a pending one is *placed*: its
 -- synthesize goes to the device's host's CPU queue, and its later stages stay on that host
 -- (docs/architecture.md, "Placement").  Exactly one route per attempt succeeds.
 -- Returns {ok 0|1, reason, worker, queue}.
@@ -534,7 +534,7 @@ end
 -- phase-duration histograms (GET /metrics): bucket upper bounds in ms, +Inf implied; the
 -- list of cuzk_tasks/state/reads.py PHASE_BUCKETS_MS (tests/test_state_store.py compares)
 local PHASE_BUCKETS_MS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
-local PHASES = {'synth_ms', 'gpu_ms', 'finalize_ms'}
+local PHASES = {'synth_ms', 'prove_ms', 'finalize_ms'}
 -- count a completed partition's phase durations into K.histograms()
 local function observe_phases(partkey)
   local v = redis.call('HMGET', partkey, unpack(PHASES))

@@ -1,5 +1,5 @@
 -- cancel_job: a live job -> cancelled, its live partitions -> cancelled (out of
--- routed/unrouted).  Workers are untouched: a run in flight ends with its own gpu_end.
+-- routed/unrouted).  Workers are untouched: a run in flight ends with its own prove_end.
 -- KEYS[1] job hash; partition keys are built from the prefix.  A(1) job, A(2) reason.
 -- Returns {ok 0|1, reason}.
 local js = redis.call('HGET', KEYS[1], 'state')

@@ -2,7 +2,7 @@
 -- the job -> failed on its first failure, its other live partitions -> cancelled.
 -- Counters failed:{kind}, the failures list, out of routed/unrouted, and a
 -- compare-and-delete of its worker with A(5) (the ending run's token) or, when '', the
--- partition's recorded token unless the partition is in gpu (a run may be in flight).
+-- partition's recorded token unless the partition is in proving (a run may be in flight).
 -- KEYS[1] job hash, KEYS[2] partition hash.
 -- A(1) job, A(2) idx, A(3) attempt or '', A(4) error, A(5) token or ''.
 -- Returns {ok 0|1, reason}.

@@ -1,4 +1,4 @@
--- finalize_end: partition finalizing (or gpu, when its run ended without gpu_end) -> done;
+-- finalize_end: partition finalizing (or proving, when its run ended without prove_end) -> done;
 -- job n_done += 1; the job -> done for exactly one caller ever, in the same step its
 -- result is stored (K.result, TTL result_ttl s) and its on_done callback pushed; until then its
 -- next held synthesize message, if any, is released (_lib.lua release_held).  The last
@@ -6,7 +6,7 @@
 -- (reap_jobs.lua), which stores the result and ends the job in short steps.
 -- Then compare-and-delete on the partition's recorded worker with token (the finished run's)
 -- or, when token is '', the partition's recorded token -- only if the partition was in
--- finalizing (in gpu a redelivered run of it may still be in flight on that worker).
+-- finalizing (in proving a redelivered run of it may still be in flight on that worker).
 -- KEYS[1] job hash, KEYS[2] partition hash.
 -- ARGS (named, _lib.lua): job, idx, attempt, finalize_ms, proof (JSON), public (JSON), token,
 -- result_ttl (s), on_done_max_bytes (the most bytes of proofs the on_done callback carries).
@@ -19,7 +19,7 @@ if j[1] ~= 'running' then return {0, 0, 'job_' .. j[1]} end
 if deadline_passed(job) then return {0, 0, 'deadline'} end  -- a late proof is worthless
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker', 'token')
 if not p[1] then return {0, 0, 'unknown'} end
-if tonumber(p[2]) ~= tonumber(attempt) or (p[1] ~= 'finalizing' and p[1] ~= 'gpu') then
+if tonumber(p[2]) ~= tonumber(attempt) or (p[1] ~= 'finalizing' and p[1] ~= 'proving') then
   return {0, 0, 'stale'}
 end
 redis.call('HSET', KEYS[2], 'state', 'done', 'finalize_ms', ARGS.finalize_ms, 'proof', ARGS.proof,

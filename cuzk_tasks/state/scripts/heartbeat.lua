@@ -17,17 +17,17 @@
 -- was retired while it stalled): with a registration the beat registers the worker again, as
 -- register_worker.lua does but keeping whatever the hash holds (a resident set or an
 -- assignment written meanwhile), and emits worker_registered.
--- A stale "proving" record (a gpu_end given up in a long Redis outage, or never run): when the
+-- A stale "proving" record (a prove_end given up in a long Redis outage, or never run): when the
 -- beat reports `running` (a device worker: what its pool process proves now, '' = nothing),
 -- a record of another run that began (`since`) before the previous such beat (`holding_at`)
 -- is over: the worker goes idle by compare-and-delete on its token (worker_idle, reason
 -- stale).  Without `running`, when the beat reports `holding` (the stage messages the worker's main process holds; a
--- prove_start is in it from before its gpu_start until after its gpu_end) and the hash says
--- proving a run whose job:idx:attempt is not in it, although that run's gpu_start
+-- prove is in it from before its prove_begin until after its prove_end) and the hash says
+-- proving a run whose job:idx:attempt is not in it, although that run's prove_begin
 -- (`since`) came before the previous holding beat (`holding_at`, whose snapshot this beat's
--- follows), the run is over without its gpu_end having been recorded (given up in a long
+-- follows), the run is over without its prove_end having been recorded (given up in a long
 -- outage, or its pool process died) -- if its partition has moved on from it (no longer in
--- gpu under this token) -- and the worker goes idle, by compare-and-delete on its token
+-- proving under this token) -- and the worker goes idle, by compare-and-delete on its token
 -- (worker_idle, reason stale).
 -- Returns {1 when the worker came (back) online else 0, 1 when it was registered again
 -- else 0, the hash's resident JSON or false, the other holder of the id or ''}.
@@ -72,7 +72,7 @@ while A(i) ~= nil do
 end
 if running then
   -- a device worker's main process reports what its pool process runs (RunSlot, set before
-  -- gpu_start and cleared after gpu_end): a proving record of another run that began before
+  -- prove_begin and cleared after prove_end): a proving record of another run that began before
   -- the previous such beat (whose read this beat's follows) is over
   local w = redis.call('HMGET', KEYS[2], 'state', 'token', 'since', 'holding_at')
   if w[1] == 'proving' and not blank(w[2]) and tonumber(w[3]) and tonumber(w[4])
@@ -90,7 +90,7 @@ elseif holding then
     for _, m in ipairs(cjson.decode(holding)) do
       if m == run then held = true end
     end
-    -- and only a run its partition has moved on from: while the partition is in gpu under
+    -- and only a run its partition has moved on from: while the partition is in proving under
     -- this token the run may still be live (its acceptance not yet seen by a main process
     -- that is busy reconnecting); a run that is really gone there is the sweeper's stage
     -- lease's to end (recover_stage clears the worker by the same compare-and-delete)
@@ -98,7 +98,7 @@ elseif holding then
     local current = false
     if job and idx then
       local p = redis.call('HMGET', K.part(job, idx), 'state', 'token')
-      current = p[1] == 'gpu' and p[2] == w[2]
+      current = p[1] == 'proving' and p[2] == w[2]
     end
     if run and not held and not current then clear_worker_if(worker, w[2], 'stale') end
   end

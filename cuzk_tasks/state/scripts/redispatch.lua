@@ -1,6 +1,6 @@
--- redispatch: with HOST_AFFINE a PLACED partition in pending, synthesizing, synth_done or gpu
+-- redispatch: with HOST_AFFINE a PLACED partition in pending, synthesizing, synth_done or proving
 -- with this attempt -> pending, attempt + 1, unplaced (_lib.lua back_for_retry: its witness
--- was on the lost host).  Otherwise a ROUTED partition in synth_done or gpu with this attempt -> synth_done,
+-- was on the lost host).  Otherwise a ROUTED partition in synth_done or proving with this attempt -> synth_done,
 -- attempt + 1, worker/token cleared from the PARTITION (never from the worker hash), out of
 -- the old routed set, into unrouted.  Guarded by the attempt (and, when A(4) is not '', by
 -- the worker it is routed to): of two sweepers only one wins.  A partition that is not
@@ -16,7 +16,7 @@ if js ~= 'running' then return {0, 'job_' .. js} end
 local p = redis.call('HMGET', KEYS[2], 'state', 'attempt', 'worker')
 if not p[1] then return {0, 'unknown'} end
 local placed = HOST_AFFINE and (p[1] == 'pending' or p[1] == 'synthesizing')
-if tonumber(p[2]) ~= tonumber(A(3)) or (p[1] ~= 'synth_done' and p[1] ~= 'gpu' and not placed) then
+if tonumber(p[2]) ~= tonumber(A(3)) or (p[1] ~= 'synth_done' and p[1] ~= 'proving' and not placed) then
   return {0, 'stale'}
 end
 if blank(p[3]) then return {0, 'not_routed'} end

@@ -1,7 +1,7 @@
 -- route: a synth_done partition of this attempt (with HOST_AFFINE also a pending one: it is
 -- placed, and its message is then its synthesize, for the device's host's CPU queue), not
 -- yet routed, goes to one device worker
--- (A(4), or when '' the best live device: _lib.lua choose_device), and its prove_start
+-- (A(4), or when '' the best live device: _lib.lua choose_device), and its prove
 -- message (A(6), an outbox entry without its queue; '' = none) is added to the outbox for
 -- that worker's queue in the same step.  Exactly one route per attempt succeeds.
 -- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set (the worker's routed set

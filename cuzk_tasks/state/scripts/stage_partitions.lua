@@ -1,7 +1,7 @@
 -- stage_partitions (read): the partitions of live jobs whose stage is due or running, so a
 -- stage message and, once it runs, its stage lease should exist:
 --   pending      synthesize waits on the cpu queue     synthesizing  synthesize runs
---   synth_done   (routed) prove_start waits on the     gpu           prove_start runs
+--   synth_done   (routed) prove waits on the           proving       prove runs
 --                device's queue                        finalizing    finalize waits or runs
 -- The sweeper re-drives the ones no live worker holds (Sweeper.recover_stages).  One step
 -- looks at CHUNK partitions at most, from the job of rank A(2) in jobs:active and its
@@ -12,7 +12,7 @@
 -- KEYS[1] jobs:active.  A(1) at most this many rows, A(2) job rank, A(3) partition index.
 -- Returns JSON {rows = [[job, idx, state, attempt, worker], ...], rank, idx}: where the next
 -- step starts, rank -1 when every job was looked at.
-local DUE = {pending = true, synthesizing = true, gpu = true, finalizing = true}
+local DUE = {pending = true, synthesizing = true, proving = true, finalizing = true}
 local out = {}
 local limit, rank, first = tonumber(A(1)), tonumber(A(2)), tonumber(A(3))
 local budget = CHUNK
@@ -33,6 +33,9 @@ while true do
       return cjson.encode({rows = out, rank = #out >= limit and -1 or rank, idx = i})
     end
     local p = redis.call('HMGET', K.part(job, i), 'state', 'attempt', 'worker')
+    -- LEGACY: 'gpu' is the previous release's name of 'proving' (a store it wrote; the
+    -- sweeper re-drives it as a lost proving, recover_stage.lua); may go after one release
+    if p[1] == 'gpu' then p[1] = 'proving' end
     if DUE[p[1]] or (p[1] == 'synth_done' and not blank(p[3])) then
       out[#out + 1] = {job, i, p[1], tonumber(p[2]) or 0, p[3] or ''}
     end

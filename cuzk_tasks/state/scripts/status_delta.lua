@@ -27,7 +27,7 @@ local PARTS_PER_JOB = tonumber(ARGS.parts_per_job) or CHUNK
 local pfields = cjson.decode(ARGS.part_fields)
 local last = redis.call('XREVRANGE', K.events(), '+', '-', 'COUNT', 1)
 local last_id = (last[1] and last[1][1]) or '0-0'
-local ACT = {gpu_start = true, gpu_end = true, worker_idle = true}
+local ACT = {prove_begin = true, prove_end = true, worker_idle = true}
 local full = (cursor == '')
 local entries = {}
 if not full and cursor ~= last_id then

@@ -3,7 +3,7 @@
 -- A redelivered synthesize (state already synthesizing, same attempt) is accepted and
 -- changes nothing else: synthesis is idempotent (it rewrites the same spool file).
 -- With A(4) (max deliveries) each accepted delivery counts `synth_deliveries` (summed over
--- attempts, as gpu_start's `deliveries`): a synthesize whose process dies -- killed at the
+-- attempts, as prove_begin's `deliveries`): a synthesize whose process dies -- killed at the
 -- hard time limit A(5) s, OOM, a crash -- is redelivered or re-driven by the sweeper with the
 -- next attempt; past A(4) deliveries the partition and its job fail instead (reason 'poison').
 -- KEYS[1] job hash, KEYS[2] partition hash.  A(1) job, A(2) idx, A(3) attempt,

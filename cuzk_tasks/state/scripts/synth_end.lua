@@ -1,9 +1,9 @@
 -- synth_end: partition synthesizing -> synth_done.  With HOST_AFFINE a partition placed on a
--- device while pending (route_core) gets its prove_start (message) for that device's queue
+-- device while pending (route_core) gets its prove (message) for that device's queue
 -- and keeps its input.  Otherwise: job:idx joins the unrouted set; the
 -- partition's inline input (up to max_inline_input_bytes) is deleted: the witness replaces it.  With
 -- route = '1' the partition is then routed in the same step (_lib.lua route_core: the best
--- live device for circuit, its prove_start message added to the outbox for that
+-- live device for circuit, its prove message added to the outbox for that
 -- device's queue); with no live device it stays unrouted (the sweeper
 -- routes it when one appears).
 -- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] unrouted set.
@@ -25,7 +25,7 @@ if ARGS.curve ~= '' then redis.call('HSETNX', KEYS[1], 'curve', ARGS.curve) end
 emit('synth_end', 'job', ARGS.job, 'idx', ARGS.idx, 'attempt', ARGS.attempt,
   'synth_ms', ARGS.synth_ms)
 if HOST_AFFINE and not blank(p[3]) then
-  -- placed (route_core) before its synthesize: its prove_start goes to that device, on this
+  -- placed (route_core) before its synthesize: its prove goes to that device, on this
   -- host.  The witness lives in this host's spool only, so the partition keeps its input
   -- and its submitted witness_ref: if the device or host is lost it is synthesized again
   -- elsewhere (back_for_retry).  A device that died meanwhile is the sweeper's: it sends

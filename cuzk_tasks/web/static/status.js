@@ -5,7 +5,7 @@
   "use strict";
   var cfg = JSON.parse(document.getElementById("page-config").textContent);
   var SVGNS = "http://www.w3.org/2000/svg";
-  var PART_STATES = ["pending", "synthesizing", "synth_done", "gpu", "finalizing", "done", "failed", "cancelled"];
+  var PART_STATES = ["pending", "synthesizing", "synth_done", "proving", "finalizing", "done", "failed", "cancelled"];
   var clockOffset = 0;   // server time - local time, seconds
   var lastStatus = null;
 
@@ -118,7 +118,7 @@
 
   function partCell(p) {
     return h("span", {cls: "cell ps-" + p.state, "data-idx": p.idx, "data-state": p.state,
-      title: "#" + p.idx + " " + p.state + " · synth " + fmtMs(p.synth_ms) + " · gpu " + fmtMs(p.gpu_ms) +
+      title: "#" + p.idx + " " + p.state + " · synth " + fmtMs(p.synth_ms) + " · prove " + fmtMs(p.prove_ms) +
         " · finalize " + fmtMs(p.finalize_ms) + (p.worker ? " · " + p.worker : "")});
   }
 

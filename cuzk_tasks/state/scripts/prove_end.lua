@@ -1,9 +1,9 @@
--- gpu_end: a run's prove_start is over.  Two independent effects:
+-- prove_end: a run's prove is over.  Two independent effects:
 --  * worker: compare-and-delete -- idle only if the worker still holds THIS token;
---  * partition: gpu -> finalizing only if it is in gpu with this attempt and records this
+--  * partition: proving -> finalizing only if it is in proving with this attempt and records this
 --    token (the run that ends is the partition's current run); leaves the routed set.
 -- KEYS[1] partition hash, KEYS[2] worker hash.
--- ARGS (named, _lib.lua): job, idx, attempt, worker, token, gpu_ms, message -- the
+-- ARGS (named, _lib.lua): job, idx, attempt, worker, token, prove_ms, message -- the
 -- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
 -- partition advanced, in the same step ('' = none).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
@@ -12,12 +12,12 @@ local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.
 local cleared = clear_worker_if(worker, token)
 local advanced = 0
 local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token')
-if p[1] == 'gpu' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
-  redis.call('HSET', KEYS[1], 'state', 'finalizing', 'gpu_ms', ARGS.gpu_ms, 't_gpu_end', NOW_S)
+if p[1] == 'proving' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
+  redis.call('HSET', KEYS[1], 'state', 'finalizing', 'prove_ms', ARGS.prove_ms, 't_prove_end', NOW_S)
   unindex(job, idx, p[3])
   advanced = 1
   outbox_add(ARGS.message)
 end
-emit('gpu_end', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
+emit('prove_end', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'worker_cleared', cleared, 'partition_advanced', advanced)
 return {cleared, advanced}

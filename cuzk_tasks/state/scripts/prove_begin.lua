@@ -1,8 +1,8 @@
--- gpu_start: a device worker begins prove_start of one partition.
+-- prove_begin: a device worker begins prove of one partition.
 -- KEYS[1] job hash, KEYS[2] partition hash, KEYS[3] worker hash, KEYS[4] workers set.
 -- A(1) job, A(2) idx, A(3) attempt, A(4) worker, A(5) max deliveries, A(6) nonce.
 -- Accepted: partition routed to this worker with this attempt, in synth_done (first
--- delivery) or gpu (a redelivery: the previous run of this message died).  Both count a
+-- delivery) or proving (a redelivery: the previous run of this message died).  Both count a
 -- delivery (deliveries are summed over all attempts); past max deliveries the partition
 -- and its job fail (poison pill).  Rejections change nothing.
 -- Returns {ok 0|1, token|'', reason, deliveries, the job's deadline_at|''}.
@@ -14,25 +14,25 @@ if not p[1] then return {0, '', 'unknown', 0, ''} end
 if js ~= 'running' then return {0, '', 'job_' .. js, tonumber(p[4]) or 0, ''} end
 if deadline_passed(job) then return {0, '', 'deadline', tonumber(p[4]) or 0, ''} end
 if tonumber(p[2]) ~= tonumber(attempt) or p[3] ~= worker
-    or (p[1] ~= 'synth_done' and p[1] ~= 'gpu') then
+    or (p[1] ~= 'synth_done' and p[1] ~= 'proving') then
   return {0, '', 'stale', tonumber(p[4]) or 0, ''}
 end
 local deliveries = redis.call('HINCRBY', KEYS[2], 'deliveries', 1)
 if deliveries > tonumber(A(5)) then
-  -- this worker is executing gpu_start, so the partition's previous run (recorded token)
+  -- this worker is executing prove_begin, so the partition's previous run (recorded token)
   -- is not in flight here: clearing with it is safe
   fail_core(job, idx, string.format(
     'partition was delivered %d times without finishing (poison pill?)', deliveries), p[5] or '')
   return {0, '', 'poison', deliveries, ''}
 end
-local redelivery = p[1] == 'gpu'
+local redelivery = p[1] == 'proving'
 local token = job .. ':' .. idx .. ':' .. attempt .. ':' .. A(6)
 local jf = redis.call('HMGET', KEYS[1], 'kind', 'deadline_at')
 local kind = jf[1] or ''
-redis.call('HSET', KEYS[2], 'state', 'gpu', 'token', token, 't_gpu_start', NOW_S)
+redis.call('HSET', KEYS[2], 'state', 'proving', 'token', token, 't_prove_start', NOW_S)
 redis.call('SADD', KEYS[4], worker)
 redis.call('HSET', KEYS[3], 'state', 'proving', 'job', job, 'partition', idx, 'kind', kind,
   'token', token, 'since', NOW_S)
-emit('gpu_start', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
+emit('prove_begin', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'deliveries', deliveries, 'redelivery', redelivery and 1 or 0)
 return {1, token, redelivery and 'redelivered' or 'ok', deliveries, jf[2] or ''}
