@@ -262,35 +262,63 @@ def test_pipeline_with_broker_and_state_in_different_databases(redis_server_url,
             stop_process_group(proc)
 
 
-def test_a_device_hands_its_messages_to_the_relay_which_publishes_them(store_factory):
-    """A device's pool process publishes nothing itself (StateStore.hand_to_relay); a CPU
-    worker's relay thread (publisher.OutboxRelay) takes the ids and publishes the entries."""
+def test_a_relay_store_hands_its_messages_to_the_relay_which_publishes_them(store_factory):
+    """A device's pool process publishes nothing itself (StateStore(relay=True)): the step
+    that adds the entries puts them on the relay list, and a CPU worker's relay thread
+    (publisher.OutboxRelay) publishes them in order, then deletes them from the outbox."""
     from cuzk_tasks.service.publisher import OutboxRelay
 
+    never = Recorder()
     device = store_factory()
-    device.publisher = device.hand_to_relay
+    device = device.__class__(device.redis, prefix=device.prefix, publisher=never, relay=True)
     _job(device, n=3)
-    assert len(device.outbox_entries()) == 3
+    assert never.sent == [] and len(device.outbox_entries()) == 3
+    assert device.redis.llen(device.keys.outbox_relay()) == 3
     rec = Recorder()
     relay = OutboxRelay(device, app=None, wait_s=0.1)
     relay.publisher = rec
-    relay.step()
+    relay.step()  # the first as it comes, then the two queued behind it
     assert [e["args"][1] for e in rec.sent] == [0, 1, 2]
     assert device.outbox_entries() == {}
     relay.step()  # nothing more: waits wait_s and returns
     assert len(rec.sent) == 3
 
 
-def test_the_relay_skips_what_a_sweeper_published_meanwhile(store_factory):
+def test_the_relay_leaves_to_the_sweeper_what_was_handed_over_before_the_grace(store_factory):
+    """An item older than OUTBOX_GRACE_S on the relay list is the sweeper's: the relay drops
+    it unpublished, and the sweeper's claim publishes the entry."""
     from cuzk_tasks.service.publisher import OutboxRelay
 
-    device = store_factory()
-    device.publisher = device.hand_to_relay
+    base = store_factory()
+    device = base.__class__(base.redis, prefix=base.prefix, relay=True)
     _job(device, n=2)
-    sweeper = device.__class__(device.redis, prefix=device.prefix, publisher=Recorder())
+    later = time.time() + defaults.OUTBOX_GRACE_S + 1
+    assert device.take_relayed(timeout_s=0.1, now=later) == []
+    fresh = device.take_relayed(timeout_s=0, limit=10)
+    assert len(fresh) == 1 and json.loads(fresh[0][1])["args"][1] == 1
+    assert device.redis.llen(device.keys.outbox_relay()) == 0
+    sweeper = base.__class__(base.redis, prefix=base.prefix, publisher=Recorder())
     assert sweeper.publish_overdue(grace_s=0) == 2
     rec = Recorder()
     relay = OutboxRelay(device, app=None, wait_s=0.1)
     relay.publisher = rec
     relay.step()
-    assert rec.sent == [] and device.redis.llen(device.keys.outbox_relay()) == 0
+    assert rec.sent == []
+
+
+def test_a_relay_that_meets_a_broker_outage_leaves_the_entries_for_the_sweeper(store_factory):
+    """The first publish meets an outage: the relay takes no more, deletes nothing, and the
+    entries stay in the outbox for the sweeper's claim after OUTBOX_GRACE_S."""
+    from cuzk_tasks.service.publisher import OutboxRelay
+
+    base = store_factory()
+    device = base.__class__(base.redis, prefix=base.prefix, relay=True)
+    _job(device, n=2)
+    relay = OutboxRelay(device, app=None, wait_s=0.1)
+    relay.publisher = Recorder(outage=True)
+    relay.step()
+    assert len(device.outbox_entries()) == 2
+    assert device.redis.llen(device.keys.outbox_relay()) == 1  # the one behind, not taken
+    sweeper = base.__class__(base.redis, prefix=base.prefix, publisher=Recorder())
+    assert sweeper.publish_overdue(grace_s=0) == 2
+    assert device.outbox_entries() == {}

@@ -89,12 +89,11 @@ class Context:
     @property
     def store(self):
         if self._store is None:
-            store = StateStore.from_settings(self.settings)
-            if self.identity.role == "device":
-                # the device's next partition waits for no publish: a CPU worker's relay
-                # thread publishes what this process's steps record (publisher.OutboxRelay)
-                store.publisher = store.hand_to_relay
-            elif self.app is not None:
+            device = self.identity.role == "device"
+            # a device's next partition waits for no publish: its steps hand their messages
+            # to a CPU worker's relay thread, which publishes them (publisher.OutboxRelay)
+            store = StateStore.from_settings(self.settings, relay=device)
+            if not device and self.app is not None:
                 # lazy: the publisher's kombu is loaded only where a Celery app is
                 from ..service.publisher import CeleryPublisher
 

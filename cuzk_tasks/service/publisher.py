@@ -70,19 +70,22 @@ class CeleryPublisher:
 
 
 class OutboxRelay(PeriodicThread):
-    """A CPU worker's thread that publishes what devices handed on
-    (``StateStore.hand_to_relay``): it waits on the relay list and has Celery publish each
-    entry still in the outbox, then deletes it.  A device's pool process so spends no time on
-    Celery's publish path between two partitions; an entry whose relay died after taking it
-    is published by a sweeper after OUTBOX_GRACE_S."""
+    """A CPU worker's thread that publishes what devices' steps handed on (a relay store's
+    step puts its outbox entries on the relay list: ``StateStore.relay``): it waits on the
+    list, has Celery publish each entry as it comes, then deletes it from the outbox.  A
+    device's pool process so spends no time on Celery's publish path between two partitions;
+    an entry whose relay died after taking it is published by a sweeper after
+    OUTBOX_GRACE_S."""
 
     thread_name = "cuzk-outbox-relay"
 
-    def __init__(self, store, app, wait_s: float = 1.0):
+    def __init__(self, store, app, wait_s: float = 1.0, batch: int = 100):
         super().__init__(0.0)  # each step blocks on the list for up to wait_s
         self.store = store
         self.publisher = CeleryPublisher(app)
         self.wait_s = wait_s
+        #: the most entries one step publishes after the one it waited for
+        self.batch = batch
 
     def step(self):
         try:
@@ -91,8 +94,13 @@ class OutboxRelay(PeriodicThread):
             if is_outage(exc):
                 time.sleep(self.wait_s)  # not a busy loop while Redis is away
             raise
-        if entries:
-            self.publisher(entries, self.store.outbox_done)
+        if not entries:
+            return
+        # the next one first, as soon as it comes; those that queued behind it after
+        done = self.publisher.send(entries)
+        if done:
+            done += self.publisher.send(self.store.take_relayed(timeout_s=0, limit=self.batch))
+        self.store.outbox_done(done)
 
 
 def _is_outage(exc) -> bool:

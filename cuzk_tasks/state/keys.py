@@ -215,9 +215,10 @@ class Keys:
         return f"{self.prefix}:sweeper"
 
     def outbox_relay(self) -> str:
-        """list: ids of outbox entries a device's pool process handed on instead of
-        publishing them itself (``StateStore.hand_to_relay``); a CPU worker's relay thread
-        takes them (``take_relayed``) and Celery publishes them there."""
+        """list: the outbox entries a device's pool process hands on instead of publishing
+        them itself, each ``"id time entry"``, pushed by the step that adds them
+        (``StateStore.relay``); a CPU worker's relay thread takes them (``take_relayed``) and
+        Celery publishes them there."""
         return f"{self.prefix}:outbox:relay"
 
     def outbox_seq(self) -> str:

@@ -397,8 +397,8 @@ class StateStore:
     0: no retry; reads never wait).  ``job_retention_s``: a finished job's keys expire that
     long after its end (0: never).  ``chunk``: the most partitions one step handles where a
     job's size sets the work (``STATE_CHUNK``).  ``publisher``: see :attr:`publisher`.
-    ``host_affine``: see :attr:`host_affine`.  These travel to every script as its common
-    arguments (:attr:`common_args`, ``_lib.lua``).
+    ``host_affine``: see :attr:`host_affine`; ``relay``: see :attr:`relay`.  These travel to
+    every script as its common arguments (:attr:`common_args`, ``_lib.lua``).
     """
 
     def __init__(self, redis_client, prefix: str = defaults.PREFIX,
@@ -409,7 +409,7 @@ class StateStore:
                  completions_kept_s: int = defaults.COMPLETIONS_KEPT_S,
                  outage_s: float = 0.0, job_retention_s: int = defaults.JOB_RETENTION_S,
                  chunk: int = defaults.STATE_CHUNK, publisher=None,
-                 host_affine: bool = False):
+                 host_affine: bool = False, relay: bool = False):
         pool = getattr(redis_client, "connection_pool", None)
         kwargs = getattr(pool, "connection_kwargs", None)
         if kwargs is not None and not kwargs.get("decode_responses"):
@@ -426,20 +426,25 @@ class StateStore:
         self.chunk = chunk
         self._common = [prefix, str(int(events_maxlen)), str(int(recent_jobs_kept)),
                         str(int(failures_kept)), str(int(completions_kept_s)),
-                        str(self.job_retention_s), str(chunk), "1" if host_affine else "0"]
+                        str(self.job_retention_s), str(chunk), "1" if host_affine else "0",
+                        "1" if relay else "0"]
         #: host-affine stages (defaults.SHARED_SPOOL; docs/architecture.md, "Placement"): a
         #: pending partition is placed on a device, and its synthesize and finalize run on that
         #: device's host.  False (a bare store's default): one cluster-wide CPU queue.
         self.host_affine = bool(host_affine)
+        #: the outbox entries this store's steps add go on the relay list in the same step
+        #: (``_lib.lua`` ``outbox_reply``), where a CPU worker's relay thread has Celery
+        #: publish them (:meth:`take_relayed`): for a process whose time is not its own to
+        #: spend publishing -- a device's pool process, between two partitions.  Its
+        #: ``publisher`` is then never called.  False: this process publishes them itself.
+        self.relay = bool(relay)
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
         #: publishes outbox entries: ``publisher([(id, entry JSON), ...], done)`` sends them
-        #: (now, or hands them to a relay: :meth:`hand_to_relay`) and calls ``done(ids)`` --
-        #: or the relay does -- with the ids it is done
-        #: with -- published, or refused for good -- which deletes them (:meth:`outbox_done`);
-        #: None: a store that publishes nothing -- the entries its steps add wait for a
-        #: sweeper's (:meth:`publish_overdue`)
+        #: and calls ``done(ids)`` with the ids it is done with -- published, or refused for
+        #: good -- which deletes them (:meth:`outbox_done`); None: a store that publishes
+        #: nothing -- the entries its steps add wait for a sweeper's (:meth:`publish_overdue`)
         self.publisher = publisher
 
     @classmethod
@@ -466,18 +471,18 @@ class StateStore:
 
     @classmethod
     def from_settings(cls, settings, outage_s: float | None = None,
-                      publisher=None) -> "StateStore":
+                      publisher=None, relay: bool = False) -> "StateStore":
         """The store a service process uses, from its :class:`cuzk_tasks.settings.config.Settings`:
         ``state_url``, ``sentinel_master``, ``prefix``, ``result_ttl_s``, ``job_retention_s``,
         ``host_affine`` (not ``shared_spool``); transitions ride out
         ``redis_outage_s`` of outage unless ``outage_s`` says otherwise.  ``publisher``: see
-        :attr:`publisher`."""
+        :attr:`publisher`; ``relay``: see :attr:`relay`."""
         return cls.from_url(settings.state_url, prefix=settings.prefix,
                             sentinel_master=settings.sentinel_master,
                             result_ttl_s=settings.result_ttl_s,
                             job_retention_s=settings.job_retention_s,
                             outage_s=settings.redis_outage_s if outage_s is None else outage_s,
-                            publisher=publisher, host_affine=settings.host_affine)
+                            publisher=publisher, host_affine=settings.host_affine, relay=relay)
 
     @property
     def common_args(self) -> list[str]:
@@ -527,30 +532,29 @@ class StateStore:
         except redis_url.outage_errors() as exc:
             log.warning("outbox: %d published message(s) not cleared: %s", len(ids), exc)
 
-    def hand_to_relay(self, entries, done) -> None:
-        """A ``publisher`` for a process whose time is not its own to spend publishing (a
-        device's pool process, between two partitions): the entries' ids go on the relay list
-        (one LPUSH), where a CPU worker's relay thread takes them (:meth:`take_relayed`) and
-        Celery publishes them; ``done`` is the relay's to call.  In an outage the ids are not
-        handed on: the sweeper publishes the entries after OUTBOX_GRACE_S."""
-        try:
-            self.redis.lpush(self.keys.outbox_relay(), *[str(i) for i, _ in entries])
-        except redis_url.outage_errors() as exc:
-            log.warning("outbox: %d message(s) left for the sweeper: %s", len(entries), exc)
-
-    def take_relayed(self, timeout_s: float = 1.0, limit: int = 100) -> list:
-        """The relay's take: waits up to ``timeout_s`` for ids on the relay list, takes up to
-        ``limit`` of them, oldest first, and returns ``[(id, entry JSON), ...]`` of those
-        still in the outbox (one a sweeper published meanwhile is gone)."""
+    def take_relayed(self, timeout_s: float = 1.0, limit: int = 1, now: float | None = None,
+                     grace_s: float = defaults.OUTBOX_GRACE_S) -> list:
+        """The relay's take from the relay list (:attr:`relay`), oldest first:
+        ``[(id, entry JSON), ...]``.  ``timeout_s`` > 0: waits that long for the next item and
+        takes it alone (BRPOP); 0: takes up to ``limit`` items already there, without
+        waiting.  An item handed over more than ``grace_s`` before ``now`` (this host's clock,
+        default the current time) is left out: a sweeper has published that entry by then
+        (:meth:`publish_overdue`).  Nothing is looked up before Celery publishes an item; a
+        second publish -- a clock skew, a relay slow to take -- is a stale no-op for the
+        attempt and token guards."""
         key = self.keys.outbox_relay()
-        got = self.redis.brpop([key], timeout=timeout_s)
-        if not got:
-            return []
-        ids = [got[1]]
-        if limit > 1:
-            ids += self.redis.rpop(key, limit - 1) or []
-        entries = self.redis.hmget(self.keys.outbox(), ids)
-        return [(i, e) for i, e in zip(ids, entries) if e]
+        if timeout_s > 0:
+            got = self.redis.brpop([key], timeout=timeout_s)
+            items = [got[1]] if got else []
+        else:
+            items = self.redis.rpop(key, limit) or []
+        now = time.time() if now is None else now
+        taken = []
+        for item in items:
+            entry_id, handed_at, entry = item.split(" ", 2)
+            if now - float(handed_at) <= grace_s:
+                taken.append((entry_id, entry))
+        return taken
 
     def publish_overdue(self, grace_s: float = defaults.OUTBOX_GRACE_S,
                         limit: int = 1000) -> int:

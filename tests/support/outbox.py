@@ -20,10 +20,15 @@ class Recorder:
         self.sent, self.outage = [], outage
 
     def __call__(self, entries, done):
+        done(self.send(entries))
+
+    def send(self, entries) -> list:
+        """As CeleryPublisher.send: records ``entries`` and returns their ids (none in an
+        outage)."""
         if self.outage:
-            return
+            return []
         self.sent += [json.loads(e) for _, e in entries]
-        done([i for i, _ in entries])
+        return [i for i, _ in entries]
 
     def tasks(self, task=None):
         """``(task, args, queue)`` of what was sent (of ``task`` only, if given)."""

@@ -10,7 +10,9 @@
 --   ARGV[8] '1': host-affine stages (a partition is placed on a device while pending, and
 --           its synthesize and finalize run on that device's host; defaults.SHARED_SPOOL),
 --           '0': any CPU worker runs any partition's (one spool every host sees)
---   ARGV[9...] the script's own arguments: A(1), A(2), ...; a script with a long argument
+--   ARGV[9] '1': the caller hands the outbox entries its step adds to a relay (a device's
+--           pool process: StateStore(relay=True)), '0': it publishes them itself
+--   ARGV[10...] the script's own arguments: A(1), A(2), ...; a script with a long argument
 --           list takes them by name instead (ARGS, below)
 --   KEYS: the keys named by the call's arguments (job, partition, worker, ...), as each
 --   script's header says.
@@ -23,7 +25,8 @@ local COMPLETIONS_KEPT_S = tonumber(ARGV[5])
 local RETENTION_S = tonumber(ARGV[6])
 local CHUNK = tonumber(ARGV[7])
 local HOST_AFFINE = ARGV[8] == '1'
-local COMMON_ARGS = 8  -- ARGV[1..8] above; a script's own arguments follow
+local RELAY = ARGV[9] == '1'
+local COMMON_ARGS = 9  -- ARGV[1..9] above; a script's own arguments follow
 local function A(n) return ARGV[COMMON_ARGS + n] end
 -- how many arguments of its own the script was given
 local function own_args() return #ARGV - COMMON_ARGS end
@@ -128,10 +131,19 @@ end
 
 -- A script's reply, with the outbox entries it added: `reply` itself when it added none,
 -- else {OUTBOX_MARK, n, id 1, entry 1, ..., id n, entry n, reply} (reply last: a nil reply
--- just ends the array).  store.py unwraps it (StateStore._run).
+-- just ends the array).  store.py unwraps it (StateStore._run).  With RELAY the entries go
+-- on the relay list instead, in this step -- one item "id NOW_S entry" each, LPUSHed in
+-- order -- and `reply` is returned alone: a device's pool process spends no round trip on
+-- them; a CPU worker's relay thread takes them (StateStore.take_relayed).
 local OUTBOX_MARK = '\0outbox'
 local function outbox_reply(reply)
   if #OUTBOX_NEW == 0 then return reply end
+  if RELAY then
+    for i = 1, #OUTBOX_NEW, 2 do
+      redis.call('LPUSH', K.outbox_relay(), OUTBOX_NEW[i] .. ' ' .. NOW_S .. ' ' .. OUTBOX_NEW[i + 1])
+    end
+    return reply
+  end
   local out = {OUTBOX_MARK, #OUTBOX_NEW / 2}
   for i = 1, #OUTBOX_NEW do out[#out + 1] = OUTBOX_NEW[i] end
   out[#out + 1] = reply
