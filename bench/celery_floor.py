@@ -4,7 +4,8 @@
 The baseline row of ``bench/pipeline.py``.  Three bare tasks take the same path as a
 partition -- cpu queue -> device queue -> cpu queue -- on workers configured exactly like
 the product's (``cuzk_tasks.celery_app.create_app``, prefork, one process each, the device
-worker with ``DEVICE_WORKER_TUNING``), spending the same T ms of "GPU" and F ms of finalize
+worker with ``DEVICE_WORKER_TUNING``, the pool processes traced as the product's when the
+``otel`` extra is installed), spending the same T ms of "GPU" and F ms of finalize
 time (the ``busy_wait`` instrument) so the processes go just as cold between hops.  Each
 task publishes the next with Celery's own ``app.send_task`` (the app's settings: task
 events on, as the product's); no state store, no prover.  What is left over T + F is
@@ -74,6 +75,17 @@ def make_app(settings):
     return app
 
 
+def _traced_like_the_product():
+    """Each pool process is instrumented as the product's are (cuzk_tasks/service/worker.py
+    ``_init_child``): with the ``otel`` extra installed, a span per task run and per publish,
+    on both sides of the comparison; without it, on neither."""
+    from celery import signals
+
+    from cuzk_tasks.service import tracing
+
+    signals.worker_process_init.connect(lambda **_: tracing.instrument(), weak=False)
+
+
 def main(argv):
     from cuzk_tasks.service.worker import DEVICE_WORKER_TUNING, run_celery_worker
 
@@ -81,6 +93,7 @@ def main(argv):
         raise SystemExit("usage: celery_floor.py worker cpu|device")
     settings = load_settings()
     app = make_app(settings)
+    _traced_like_the_product()
     if argv[1] == "device":
         return run_celery_worker(app, settings.device_queue(0), 1, "floor-dev@bench", "WARNING",
                                   **DEVICE_WORKER_TUNING)

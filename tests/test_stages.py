@@ -20,7 +20,6 @@ from cuzk_tasks import pipeline
 from cuzk_tasks.service import queues
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
-from cuzk_tasks.service.publisher import OutboxRelay
 from cuzk_tasks.state import PartitionRun, WorkerRole
 from cuzk_tasks.service.worker import advertised
 
@@ -132,8 +131,8 @@ def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     assert _prove(device, args, kwargs) is None  # finalize was queued instead
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
-    assert _pop(cpu, settings.host_cpu_queue()) == []  # a device publishes nothing itself ...
-    OutboxRelay(cpu.store, cpu.app, wait_s=5).step()  # ... a CPU worker's relay does
+    # nothing else is routed to the device: it published finalize itself, not via the relay
+    assert cpu.store.take_relayed(timeout_s=0, limit=10) == [] and cpu.store.outbox_entries() == {}
     (task, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize" and args[0]["job"] == job and args[0]["backend"] == "cpu"
     pipeline.finalize(cpu, *args, **kwargs)
@@ -170,9 +169,7 @@ def _finalize_message(stack):
     (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     _synthesize(cpu, args, kwargs)
     (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
-    _prove(device, args, kwargs)
-    # a device hands its messages to a CPU worker's relay (publisher.OutboxRelay): one step
-    OutboxRelay(cpu.store, cpu.app, wait_s=5).step()
+    _prove(device, args, kwargs)  # nothing else routed to the device: it publishes finalize
     (task, args, _), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize"
     return job, args

@@ -430,6 +430,37 @@ def test_prove_end_sends_finalize_only_when_the_partition_advances(store_factory
     assert not again.partition_advanced and len(rec.sent) == 1
 
 
+def test_a_device_with_nothing_else_routed_publishes_its_finalize_itself(store_factory):
+    """A relay store (a device's pool process) hands prove_end's finalize to the relay
+    while another partition is routed to the device (its next one: the hand-over waits for
+    no publish); with none, the entry comes back and the device publishes it itself (no
+    relay wake-up on a lone partition's path).  Either way it is in the outbox until
+    published."""
+    rec = Recorder()
+    base = store_factory()
+    store = base.__class__(base.redis, prefix=base.prefix, publisher=rec, relay=True)
+    new_job(store, n=2)
+    w = device(store, "w1")
+    tokens = [to_proving(store, "j1", 0, w)]
+    to_routed(store, "j1", 1, w)  # the device's next partition is routed to it already
+
+    def finalize_of(idx, token):
+        result = DeviceResult(PartitionRun("j1", idx, 0, "c", 0), witness_ref="/w", worker=w,
+                              token=token, backend="cpu", partial=None, sent_at=0.0)
+        return stage_messages().finalize("cuzk.cpu", result)
+
+    first = store.prove_end(w, tokens[0], PartitionRun("j1", 0, 0), 5.0,
+                            message=finalize_of(0, tokens[0]))
+    assert first.partition_advanced and rec.sent == []
+    assert store.redis.llen(store.keys.outbox_relay()) == 1 and len(store.outbox_entries()) == 1
+    started = store.prove_begin(w, PartitionRun("j1", 1, 0), 3)
+    last = store.prove_end(w, started.token, PartitionRun("j1", 1, 0), 5.0,
+                           message=finalize_of(1, started.token))
+    assert last.partition_advanced
+    assert [e["args"][0]["idx"] for e in rec.sent] == [1]  # published here, then deleted
+    assert store.redis.llen(store.keys.outbox_relay()) == 1 and len(store.outbox_entries()) == 1
+
+
 def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_factory):
     """The sweeper re-drives a lost stage: a pending or synthesizing partition gets its
     synthesize for attempt + 1 in the same step; a later stage goes back to unrouted

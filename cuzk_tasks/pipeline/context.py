@@ -91,9 +91,10 @@ class Context:
         if self._store is None:
             device = self.identity.role == "device"
             # a device's next partition waits for no publish: its steps hand their messages
-            # to a CPU worker's relay thread, which publishes them (publisher.OutboxRelay)
+            # to a CPU worker's relay thread, which publishes them (publisher.OutboxRelay),
+            # but for a finalize with no next partition routed here (StateStore.relay)
             store = StateStore.from_settings(self.settings, relay=device)
-            if not device and self.app is not None:
+            if self.app is not None:
                 # lazy: the publisher's kombu is loaded only where a Celery app is
                 from ..service.publisher import CeleryPublisher
 

@@ -435,8 +435,11 @@ class StateStore:
         #: the outbox entries this store's steps add go on the relay list in the same step
         #: (``_lib.lua`` ``outbox_reply``), where a CPU worker's relay thread has Celery
         #: publish them (:meth:`take_relayed`): for a process whose time is not its own to
-        #: spend publishing -- a device's pool process, between two partitions.  Its
-        #: ``publisher`` is then never called.  False: this process publishes them itself.
+        #: spend publishing -- a device's pool process, between two partitions.  prove_end
+        #: returns its finalize to the caller's ``publisher`` instead when no other partition
+        #: is routed to the device (``publish_here_when_idle``: nothing waits for that
+        #: publish, and the message skips the relay's wake-up).  False: this process
+        #: publishes every entry itself.
         self.relay = bool(relay)
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait

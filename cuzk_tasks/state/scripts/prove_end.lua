@@ -5,7 +5,8 @@
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- ARGS (named, _lib.lua): job, idx, attempt, worker, token, prove_ms, message -- the
 -- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
--- partition advanced, in the same step ('' = none).
+-- partition advanced, in the same step ('' = none); from a relay store it goes to the relay
+-- unless no other partition is routed to this worker (publish_here_when_idle, _lib.lua).
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
 local ARGS = named_args()
 local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
@@ -17,6 +18,7 @@ if p[1] == 'proving' and tonumber(p[2]) == tonumber(attempt) and p[4] == token a
   unindex(job, idx, p[3])
   advanced = 1
   outbox_add(ARGS.message)
+  publish_here_when_idle(worker)
 end
 emit('prove_end', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'worker_cleared', cleared, 'partition_advanced', advanced)
