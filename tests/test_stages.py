@@ -162,6 +162,37 @@ def test_a_stale_prove_does_not_touch_the_device(stack):
     assert _pop(cpu, settings.host_cpu_queue()) == []
 
 
+def test_a_rejected_prove_drops_what_its_compute_gave_or_raised(stack, monkeypatch):
+    """prove_begin's reply is read after the compute (StateStore.send_prove_begin): a run it
+    rejects -- here a stale attempt -- leaves no trace of its compute, even one that failed."""
+    from cuzk_tasks.errors import CuzkError
+
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    _synthesize(cpu, args, kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    computed = []
+
+    def broken(circuit, witness_path):
+        computed.append(witness_path)
+        raise CuzkError("bad witness")
+
+    monkeypatch.setattr(device.prover, "prove_start", broken)
+    stale = list(args)
+    stale[2] = 7  # an attempt the partition never had
+    assert _prove(device, stale, kwargs) is None
+    assert computed  # it did run, beside prove_begin ...
+    part = cpu.store.get_partition(job, 0)  # ... and counted for nothing
+    assert part["state"] == "synth_done" and not part.get("error")
+    assert cpu.store.get_job(job)["state"] == "running"
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+    assert _pop(cpu, settings.host_cpu_queue()) == []
+    monkeypatch.undo()
+    assert _prove(device, args, kwargs) is None  # the real message still proves
+    assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
+
+
 def _finalize_message(stack):
     """A job proved on the device up to its queued finalize: (job id, finalize's args)."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]

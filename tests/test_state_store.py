@@ -412,6 +412,36 @@ def test_synth_end_and_route_send_prove_to_the_chosen_queue(store_factory):
     assert store.get_partition("j1", 1)["worker"] == w and store.unrouted_partitions() == []
 
 
+def test_a_sent_prove_begin_is_read_after_the_work_and_is_idempotent_on_its_nonce(store_factory):
+    """send_prove_begin: the step goes out at once and its reply is read later; a reply that
+    cannot be read (connection lost, script not loaded) runs the step again, which keeps the
+    token and counts one delivery."""
+    store = store_factory()
+    new_job(store, n=3)
+    w = device(store, "w1")
+    for idx in range(3):
+        to_routed(store, "j1", idx, w)
+    sent = store.send_prove_begin(w, PartitionRun("j1", 0, 0), 3)
+    started = sent.reply()
+    assert started.ok and started.reason == "ok" and started.deliveries == 1
+    assert store.get_worker(w)["token"] == started.token and pstate(store, "j1", 0) == "proving"
+
+    lost = store.send_prove_begin(w, PartitionRun("j1", 1, 0), 3)
+    assert lost._conn is not None
+    time.sleep(0.05)  # the step has run ...
+    lost._conn.disconnect()  # ... and its reply is lost with the connection
+    again = lost.reply()
+    part = store.get_partition("j1", 1)
+    assert again.ok and part["token"] == again.token == store.get_worker(w)["token"]
+    assert int(part["deliveries"]) == 1
+
+    store.redis.script_flush()  # Redis restarted empty: the EVALSHA finds no script
+    flushed = store.send_prove_begin(w, PartitionRun("j1", 2, 0), 3).reply()
+    assert flushed.ok and int(store.get_partition("j1", 2)["deliveries"]) == 1
+    stale = store.send_prove_begin(w, PartitionRun("j1", 2, 5), 3).reply()
+    assert not stale.ok and stale.reason == "stale" and stale.token is None
+
+
 def test_prove_end_sends_finalize_only_when_the_partition_advances(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)

@@ -1,6 +1,8 @@
 """prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token)
 in a finally, which queues finalize (cpu queue) when the partition advanced.  A GpuError is
-the device's fault: prove_fault moves the partition to another device."""
+the device's fault: prove_fault moves the partition to another device.  prove_begin is sent
+before the compute and its reply read after it (StateStore.send_prove_begin): the device
+waits no round trip, and a rejected run's result is dropped unseen."""
 
 from __future__ import annotations
 
@@ -32,16 +34,23 @@ def prove(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
 def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
     store, wid = ctx.store, ctx.worker_id
     job_id, idx, attempt = run.job_id, run.idx, run.attempt
-    started = store.prove_begin(wid, run, ctx.settings.max_deliveries)
+    begin = store.send_prove_begin(wid, run, ctx.settings.max_deliveries)
+    t0 = time.perf_counter()
+    partial = raised = None
+    try:  # the compute writes nothing: what it gives or raises counts once prove_begin agrees
+        partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
+    except Exception as exc:  # noqa: BLE001 - handled below, as the compute's outcome
+        raised = exc
+    started = begin.reply()
     if not started.ok:
         log.info("prove %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)
         return
     token = started.token
-    t0 = time.perf_counter()
     result = message = device_fault = None
     try:
-        partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
+        if raised is not None:
+            raise raised
         result = DeviceResult(run, witness_ref=witness_ref, worker=wid, token=token,
                               backend=ctx.prover.backend_name, partial=partial,
                               prove_ms=ms_since(t0),

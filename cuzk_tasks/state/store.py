@@ -284,6 +284,64 @@ class Claim:
         return self.ok
 
 
+def _prove_begin_reply(reply) -> ProveBegin:
+    ok, token, reason, deliveries, deadline_at = reply
+    return ProveBegin(bool(ok), token or None, reason, int(deliveries),
+                      float(deadline_at) if deadline_at else None)
+
+
+class SentStep:
+    """A Lua step sent on a connection of its own, its reply read later (:meth:`reply`)."""
+
+    def __init__(self, store, name, keys, argv):
+        self._store, self._name, self._keys, self._argv = store, name, keys, argv
+        self._finish = None
+        self._pool = store.redis.connection_pool
+        self._conn = None
+        try:
+            conn = self._pool.get_connection()
+        except Exception:  # noqa: BLE001 - no connection now: reply() runs the step
+            return
+        try:
+            conn.send_command("EVALSHA", store.script(name).sha, len(keys), *keys, *argv)
+        except Exception:  # noqa: BLE001 - as above; this connection is broken
+            conn.disconnect()
+            self._pool.release(conn)
+            return
+        self._conn = conn
+
+    def then(self, finish) -> "SentStep":
+        """``finish(reply)`` makes what :meth:`reply` returns."""
+        self._finish = finish
+        return self
+
+    def reply(self):
+        """The step's reply (through ``then``'s function); its outbox entries, if any, are
+        published first, as :meth:`StateStore._run` does.  Read once."""
+        import redis  # lazy: as in OutageRetry
+
+        conn, self._conn = self._conn, None
+        got = False
+        if conn is not None:
+            try:
+                raw, got = conn.read_response(), True
+            except redis.exceptions.NoScriptError:
+                pass  # Redis restarted empty: run below, which loads the script
+            except redis.exceptions.ResponseError as exc:
+                if not redis_url.is_outage(exc):  # an error of the step itself: as from _run
+                    raise
+            except Exception as exc:  # noqa: BLE001 - lost, timed out, closed: run it again
+                conn.disconnect()  # in an unknown state
+                log.info("%s: reply not read (%s: %s), running the step again", self._name,
+                         type(exc).__name__, exc)
+            finally:
+                self._pool.release(conn)
+        if not got:
+            raw = self._store._call(self._name, self._keys, self._argv)
+        reply = self._store._unwrap(raw)
+        return self._finish(reply) if self._finish else reply
+
+
 def script_text(name: str) -> str:
     """The Lua source the store runs for script ``name``: ``_lib.lua`` then ``<name>.lua``,
     the latter as a function whose reply goes through ``outbox_reply`` (the outbox entries
@@ -498,21 +556,32 @@ class StateStore:
         with ``keys=`` and ``args=``, the latter after :attr:`common_args`)."""
         return self._scripts[name]
 
+    def _argv(self, args) -> list[str]:
+        """A script's ARGV: the common arguments, then its own -- ``args`` a list (positional)
+        or a dict (its named arguments: :func:`_named`, ``_lib.lua`` ``ARGS``), each value as
+        :func:`_arg` writes a positional one, so what a script stores is the same either way."""
+        own = _named(args) if isinstance(args, dict) else [_arg(a) for a in args]
+        return self._common + own
+
     def _run(self, name, keys, args):
         """Run script ``name``; the outbox entries it added are published (and then deleted)
-        before its reply is returned.  ``args``: its own arguments, a list (ARGV after the
-        common ones), or a dict -- for a script with a long list: its named arguments
-        (:func:`_named`, ``_lib.lua`` ``ARGS``), each value as :func:`_arg` writes a
-        positional one, so what a script stores is the same either way."""
-        if isinstance(args, dict):
-            own = _named(args)
-        else:
-            own = [_arg(a) for a in args]
-        script, keys, argv = self._scripts[name], list(keys), self._common + own
+        before its reply is returned.  ``args``: its own arguments (:meth:`_argv`)."""
+        return self._unwrap(self._call(name, list(keys), self._argv(args)))
+
+    def _call(self, name, keys, argv):
+        script = self._scripts[name]
         if self._outage is None:
-            reply = script(keys=keys, args=argv)
-        else:
-            reply = self._outage.call(script, keys=keys, args=argv)
+            return script(keys=keys, args=argv)
+        return self._outage.call(script, keys=keys, args=argv)
+
+    def _send(self, name, keys, args) -> "SentStep":
+        """Send script ``name`` now; its reply is read by :meth:`SentStep.reply`, so the
+        caller works meanwhile instead of waiting a round trip."""
+        return SentStep(self, name, list(keys), self._argv(args))
+
+    def _unwrap(self, reply):
+        """A script's reply without the outbox entries riding on it, which are published
+        (and then deleted) first."""
         if isinstance(reply, list) and reply and reply[0] == OUTBOX_MARK:
             n = int(reply[1])
             entries = [(reply[2 + 2 * i], reply[3 + 2 * i]) for i in range(n)]
@@ -842,13 +911,27 @@ class StateStore:
         same attempt) is ACCEPTED and counted as a delivery -- its earlier run died -- and
         gets a new token; the old token is stale."""
         _check_worker_id(worker_id)
+        return _prove_begin_reply(self._run("prove_begin",
+                                            *self._prove_begin_call(worker_id, run, max_deliveries)))
+
+    def send_prove_begin(self, worker_id, run: PartitionRun,
+                         max_deliveries: int = defaults.MAX_DELIVERIES) -> "SentStep":
+        """:meth:`prove_begin`, sent now; ``.reply()`` is its :class:`ProveBegin`, read when
+        the caller gets to it.  A device starts the run's compute at once and reads the reply
+        after it: the compute writes nothing, so a rejected run's result is just dropped, and
+        the delivery is counted even if the process dies during the compute (the step is on
+        the wire before it starts).  A reply that cannot be read (the connection lost, the
+        script not loaded) runs the step again, which is idempotent on its nonce: the run keeps
+        its token and counts one delivery."""
+        _check_worker_id(worker_id)
+        keys, args = self._prove_begin_call(worker_id, run, max_deliveries)
+        return self._send("prove_begin", keys, args).then(_prove_begin_reply)
+
+    def _prove_begin_call(self, worker_id, run, max_deliveries):
         job_id, idx, attempt = _check_run(run)
-        ok, token, reason, deliveries, deadline_at = self._run(
-            "prove_begin", [self.keys.job(job_id), self.keys.part(job_id, idx),
-                            self.keys.worker(worker_id), self.keys.workers()],
-            [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
-        return ProveBegin(bool(ok), token or None, reason, int(deliveries),
-                          float(deadline_at) if deadline_at else None)
+        return ([self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.worker(worker_id),
+                 self.keys.workers()],
+                [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
 
     def prove_end(self, worker_id, token, run: PartitionRun, prove_ms, message=None) -> ProveEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.

@@ -4,7 +4,8 @@
 -- Accepted: partition routed to this worker with this attempt, in synth_done (first
 -- delivery) or proving (a redelivery: the previous run of this message died).  Both count a
 -- delivery (deliveries are summed over all attempts); past max deliveries the partition
--- and its job fail (poison pill).  Rejections change nothing.
+-- and its job fail (poison pill).  Rejections change nothing.  The same call again (same
+-- nonce: its reply was lost) is accepted again with its token, counting nothing.
 -- Returns {ok 0|1, token|'', reason, deliveries, the job's deadline_at|''}.
 local job, idx, attempt, worker = A(1), A(2), A(3), A(4)
 local js = redis.call('HGET', KEYS[1], 'state')
@@ -17,6 +18,12 @@ if tonumber(p[2]) ~= tonumber(attempt) or p[3] ~= worker
     or (p[1] ~= 'synth_done' and p[1] ~= 'proving') then
   return {0, '', 'stale', tonumber(p[4]) or 0, ''}
 end
+local token = job .. ':' .. idx .. ':' .. attempt .. ':' .. A(6)
+if p[1] == 'proving' and p[5] == token then
+  -- this very call again (same nonce: StateStore.send_prove_begin lost its reply): done
+  -- already, so nothing is counted twice
+  return {1, token, 'ok', tonumber(p[4]) or 0, redis.call('HGET', KEYS[1], 'deadline_at') or ''}
+end
 local deliveries = redis.call('HINCRBY', KEYS[2], 'deliveries', 1)
 if deliveries > tonumber(A(5)) then
   -- this worker is executing prove_begin, so the partition's previous run (recorded token)
@@ -26,7 +33,6 @@ if deliveries > tonumber(A(5)) then
   return {0, '', 'poison', deliveries, ''}
 end
 local redelivery = p[1] == 'proving'
-local token = job .. ':' .. idx .. ':' .. attempt .. ':' .. A(6)
 local jf = redis.call('HMGET', KEYS[1], 'kind', 'deadline_at')
 local kind = jf[1] or ''
 redis.call('HSET', KEYS[2], 'state', 'proving', 'token', token, 't_prove_start', NOW_S)
