@@ -442,6 +442,33 @@ def test_a_sent_prove_begin_is_read_after_the_work_and_is_idempotent_on_its_nonc
     assert not stale.ok and stale.reason == "stale" and stale.token is None
 
 
+def test_a_prove_begin_that_cannot_be_sent_runs_before_the_work(store_factory, monkeypatch):
+    """No connection to send it on (or an old redis-py's pool refusing the call): the step
+    runs at once, before the caller's compute, so the delivery is still counted first (a
+    poison message that kills the process is caught)."""
+    store = store_factory()
+    new_job(store, n=1)
+    w = device(store, "w1")
+    to_routed(store, "j1", 0, w)
+
+    pool = store.redis.connection_pool
+    real, refused = pool.get_connection, []
+
+    def no_connection(*args, **kwargs):  # the sent step's request only; the plain run's gets one
+        if not refused:
+            refused.append(1)
+            raise ConnectionError("no connection for a sent step")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "get_connection", no_connection)
+    sent = store.send_prove_begin(w, PartitionRun("j1", 0, 0), 3)
+    monkeypatch.undo()
+    part = store.get_partition("j1", 0)  # before any reply is read
+    assert part["state"] == "proving" and int(part["deliveries"]) == 1
+    started = sent.reply()
+    assert started.ok and started.token == store.get_partition("j1", 0)["token"]
+
+
 def test_prove_end_sends_finalize_only_when_the_partition_advances(store_factory):
     rec = Recorder()
     store = store_factory(publisher=rec)

@@ -298,17 +298,24 @@ class SentStep:
         self._finish = None
         self._pool = store.redis.connection_pool
         self._conn = None
+        self._raw = self._got = None
         try:
-            conn = self._pool.get_connection()
-        except Exception:  # noqa: BLE001 - no connection now: reply() runs the step
-            return
-        try:
-            conn.send_command("EVALSHA", store.script(name).sha, len(keys), *keys, *argv)
-        except Exception:  # noqa: BLE001 - as above; this connection is broken
-            conn.disconnect()
-            self._pool.release(conn)
-            return
-        self._conn = conn
+            try:
+                conn = self._pool.get_connection()
+            except TypeError:  # redis-py before 5.3 takes the command's name
+                conn = self._pool.get_connection("EVALSHA")
+        except Exception:  # noqa: BLE001 - no connection now: run it here, below
+            conn = None
+        if conn is not None:
+            try:
+                conn.send_command("EVALSHA", store.script(name).sha, len(keys), *keys, *argv)
+                self._conn = conn
+                return
+            except Exception:  # noqa: BLE001 - this connection is broken: run it here
+                conn.disconnect()
+                self._pool.release(conn)
+        # not sent: the step runs now, before the caller's work, as a plain call would
+        self._raw, self._got = store._call(name, keys, argv), True
 
     def then(self, finish) -> "SentStep":
         """``finish(reply)`` makes what :meth:`reply` returns."""
@@ -321,7 +328,7 @@ class SentStep:
         import redis  # lazy: as in OutageRetry
 
         conn, self._conn = self._conn, None
-        got = False
+        got, raw = bool(self._got), self._raw
         if conn is not None:
             try:
                 raw, got = conn.read_response(), True
