@@ -421,7 +421,12 @@ def test_a_sent_prove_begin_is_read_after_the_work_and_is_idempotent_on_its_nonc
     w = device(store, "w1")
     for idx in range(3):
         to_routed(store, "j1", idx, w)
+    store.redis.script_flush()  # as a fresh Redis: prove_begin not loaded yet
     sent = store.send_prove_begin(w, PartitionRun("j1", 0, 0), 3)
+    deadline = time.monotonic() + 5
+    while pstate(store, "j1", 0) != "proving":  # it runs before the reply is read, even
+        assert time.monotonic() < deadline  # as the first prove_begin this Redis has seen
+        time.sleep(0.01)
     started = sent.reply()
     assert started.ok and started.reason == "ok" and started.deliveries == 1
     assert store.get_worker(w)["token"] == started.token and pstate(store, "j1", 0) == "proving"

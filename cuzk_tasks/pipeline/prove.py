@@ -41,6 +41,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
         partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
     except Exception as exc:  # noqa: BLE001 - handled below, as the compute's outcome
         raised = exc
+    compute_ms = ms_since(t0)  # the compute alone, not prove_begin's reply after it
     started = begin.reply()
     if not started.ok:
         log.info("prove %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
@@ -53,7 +54,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
             raise raised
         result = DeviceResult(run, witness_ref=witness_ref, worker=wid, token=token,
                               backend=ctx.prover.backend_name, partial=partial,
-                              prove_ms=ms_since(t0),
+                              prove_ms=compute_ms,
                               # for finalize's look before its CPU tail (finalize.py,
                               # may_be_stale)
                               deadline_at=started.deadline_at, sent_at=time.time())

@@ -300,6 +300,11 @@ class SentStep:
         self._conn = None
         self._raw = self._got = None
         try:
+            if name not in store._sendable:
+                # EVALSHA of a script Redis lacks would answer NOSCRIPT only after the work:
+                # load it first, once per store (after a restart empty, reply() runs it again)
+                store.redis.script_load(store.script(name).script)
+                store._sendable.add(name)
             try:
                 conn = self._pool.get_connection()
             except TypeError:  # redis-py before 5.3 takes the command's name
@@ -509,6 +514,8 @@ class StateStore:
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
         self._outage = OutageRetry(outage_s) if outage_s and outage_s > 0 else None
+        #: scripts loaded by :meth:`_send` (SCRIPT LOAD), which it may send by their SHA
+        self._sendable: set[str] = set()
         #: publishes outbox entries: ``publisher([(id, entry JSON), ...], done)`` sends them
         #: and calls ``done(ids)`` with the ids it is done with -- published, or refused for
         #: good -- which deletes them (:meth:`outbox_done`); None: a store that publishes
