@@ -21,7 +21,6 @@ from cuzk_tasks.groth16.witness import WitnessCalculator, load_input_json
 from support.snarkjs_tool import fixture_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETTINGS = WitnessCalculator.ENGINE_SETTINGS
 
 # One calculation in a fresh process: waits for the file `go` (after printing "ready"),
 # then prints the SHA-256 of the .wtns; wasm_cache's log lines go to stderr.
@@ -58,7 +57,8 @@ def _expected(name):
 
 
 def _entry(cache, name):
-    return cache / entry_name((fixture_dir(name) / "circuit.wasm").read_bytes(), SETTINGS)
+    return cache / entry_name(*WitnessCalculator.prepared(
+        (fixture_dir(name) / "circuit.wasm").read_bytes()))
 
 
 def _cwasm(cache):

@@ -1,0 +1,410 @@
+"""Faster field arithmetic for circom witness generators: the circom runtime's Montgomery
+multiplication (``Fr_F1m_mul``) and conversion out of Montgomery form
+(``Fr_F1m_fromMontgomery``) rewritten with four 64-bit limbs, through wasm's wide arithmetic
+(``i64.mul_wide_u``, ``i64.add128``, ``i64.sub128``), in place of circom's eight 32-bit limbs.
+
+Why: on circuits that compute (SHA-256 above all) these two functions are most of the
+witness time under wasmtime (Cranelift makes slow code of the 32-bit limbs' carry chains):
+``perf`` on sha256_512 put 37 % of the time in ``Fr_F1m_mul`` and 8 % in the reduction.
+
+Same results, bit for bit, for every input, not only reduced ones.  For ``x, y < 2^256``
+circom's ``Fr_F1m_mul`` returns ``t = (x*y + m*q) / R`` (``R = 2^256``, ``m = -x*y/q mod R``,
+unique whatever the limb size), less ``q`` when that overflows 256 bits or is ``>= q``; its
+``fromMontgomery(x)`` is the same with ``y = 1`` (``t <= q``, less ``q`` when ``>= q``).  The
+rewritten bodies compute exactly that (``tests/test_wasm_montgomery.py`` checks them against
+Python integers, and the witnesses against snarkjs's, byte for byte).
+
+Only what is recognised is touched: the name section must name both functions, their types
+must be circom's, and ``Fr_F1m_mul``'s body must read a 256-bit odd ``q`` from the module's
+data whose ``-q^-1 mod 2^32`` is the constant the body multiplies by.  Anything else (another
+circom runtime, a stripped name section, a field wider than 256 bits, a wasmtime without
+wide arithmetic) gives None: the module runs as it is.  Scratch memory that circom's
+``fromMontgomery`` wrote (its copy of ``x``, the reduction's carries) is left alone: nothing
+else in the runtime reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+#: names the rewrite in the compiled module cache's entry names (bump when the bodies change)
+TAG = "m64v1"
+
+_MUL, _FROM = "Fr_F1m_mul", "Fr_F1m_fromMontgomery"
+_I32, _I64 = 0x7F, 0x7E
+_M64 = (1 << 64) - 1
+_SECTION_TYPE, _SECTION_IMPORT, _SECTION_FUNCTION = 1, 2, 3
+_SECTION_CODE, _SECTION_DATA = 10, 11
+
+
+def supported() -> bool:
+    """Whether this wasmtime can run the rewritten code (wide arithmetic, wasmtime >= 26)."""
+    try:
+        import wasmtime
+    except ImportError:  # pragma: no cover - the witness needs wasmtime anyway
+        return False
+    # a setter-only property: look on the class (reading it on an instance raises)
+    return hasattr(wasmtime.Config, "wasm_wide_arithmetic")
+
+
+def rewrite(wasm: bytes) -> Optional[bytes]:
+    """``wasm`` with the two functions rewritten; None when it is not recognised (above).
+    An engine that runs the result needs ``Config.wasm_wide_arithmetic = True``."""
+    try:
+        module = _Module(wasm)
+        found = module.recognise()
+        if found is None:
+            return None
+        mul_index, from_index, q = found
+        bodies = _bodies(q)
+        return module.with_bodies({mul_index: bodies[_MUL], from_index: bodies[_FROM]})
+    except _NotRecognised:
+        return None
+
+
+class _NotRecognised(Exception):
+    pass
+
+
+# -- reading a module ----------------------------------------------------------------------
+
+def _leb(data: bytes, pos: int, signed: bool) -> Tuple[int, int]:
+    """A LEB128 at ``pos``: (value, position after it)."""
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise _NotRecognised("truncated LEB128")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            if signed and byte & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def _u32(data: bytes, pos: int) -> Tuple[int, int]:
+    """An unsigned LEB128 at ``pos``: (value, position after it)."""
+    return _leb(data, pos, signed=False)
+
+
+def _s32(data: bytes, pos: int) -> Tuple[int, int]:
+    """A signed LEB128 at ``pos``: (value, position after it)."""
+    return _leb(data, pos, signed=True)
+
+
+def _leb_u(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _leb_s(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40):
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def _name(data: bytes, pos: int) -> Tuple[bytes, int]:
+    n, pos = _u32(data, pos)
+    return data[pos:pos + n], pos + n
+
+
+class _Module:
+    """The sections of a wasm module, as far as the rewrite needs them."""
+
+    def __init__(self, wasm: bytes):
+        if wasm[:8] != b"\0asm\x01\0\0\0":
+            raise _NotRecognised("not a wasm module")
+        self.wasm = wasm
+        self.sections: List[Tuple[int, int, int]] = []  # (id, payload start, payload end)
+        pos = 8
+        while pos < len(wasm):
+            sid = wasm[pos]
+            size, start = _u32(wasm, pos + 1)
+            end = start + size
+            if end > len(wasm):
+                raise _NotRecognised("truncated section")
+            self.sections.append((sid, start, end))
+            pos = end
+
+    def _section(self, sid: int) -> Optional[Tuple[int, int]]:
+        for s, start, end in self.sections:
+            if s == sid:
+                return start, end
+        return None
+
+    def function_names(self) -> Dict[str, int]:
+        for sid, start, end in self.sections:
+            if sid != 0:
+                continue
+            label, pos = _name(self.wasm, start)
+            if label != b"name":
+                continue
+            while pos < end:
+                sub, pos = self.wasm[pos], pos + 1
+                size, pos = _u32(self.wasm, pos)
+                if sub == 1:
+                    names, p = {}, pos
+                    count, p = _u32(self.wasm, p)
+                    for _ in range(count):
+                        index, p = _u32(self.wasm, p)
+                        name, p = _name(self.wasm, p)
+                        names[name.decode("utf-8", "replace")] = index
+                    return names
+                pos += size
+        return {}
+
+    def _types(self) -> List[Tuple[bytes, bytes]]:
+        sec = self._section(_SECTION_TYPE)
+        if sec is None:
+            raise _NotRecognised("no type section")
+        count, pos = _u32(self.wasm, sec[0])
+        types = []
+        for _ in range(count):
+            if self.wasm[pos] != 0x60:
+                raise _NotRecognised("a type other than a plain function type")
+            params, pos = _name(self.wasm, pos + 1)
+            results, pos = _name(self.wasm, pos)
+            types.append((params, results))
+        return types
+
+    def _imported_functions(self) -> int:
+        sec = self._section(_SECTION_IMPORT)
+        if sec is None:
+            return 0
+        count, pos = _u32(self.wasm, sec[0])
+        functions = 0
+        for _ in range(count):
+            _, pos = _name(self.wasm, pos)
+            _, pos = _name(self.wasm, pos)
+            kind, pos = self.wasm[pos], pos + 1
+            if kind == 0x00:  # function: type index
+                functions += 1
+                _, pos = _u32(self.wasm, pos)
+            elif kind in (0x01, 0x02):  # table (reftype, limits) or memory (limits)
+                if kind == 0x01:
+                    pos += 1
+                flags, pos = self.wasm[pos], pos + 1
+                _, pos = _u32(self.wasm, pos)
+                if flags & 1:
+                    _, pos = _u32(self.wasm, pos)
+            elif kind == 0x03:  # global: valtype, mutability
+                pos += 2
+            else:
+                raise _NotRecognised(f"import kind {kind}")
+        return functions
+
+    def _function_types(self) -> List[int]:
+        sec = self._section(_SECTION_FUNCTION)
+        if sec is None:
+            raise _NotRecognised("no function section")
+        count, pos = _u32(self.wasm, sec[0])
+        out = []
+        for _ in range(count):
+            t, pos = _u32(self.wasm, pos)
+            out.append(t)
+        return out
+
+    def _code_entries(self) -> List[Tuple[int, int]]:
+        """Each defined function's body: (start, end) of its bytes after the size."""
+        sec = self._section(_SECTION_CODE)
+        if sec is None:
+            raise _NotRecognised("no code section")
+        count, pos = _u32(self.wasm, sec[0])
+        out = []
+        for _ in range(count):
+            size, pos = _u32(self.wasm, pos)
+            out.append((pos, pos + size))
+            pos += size
+        return out
+
+    def _data_at(self, address: int, n: int) -> Optional[bytes]:
+        """``n`` bytes at ``address`` of memory 0 as its active data segments set them."""
+        sec = self._section(_SECTION_DATA)
+        if sec is None:
+            return None
+        count, pos = _u32(self.wasm, sec[0])
+        for _ in range(count):
+            flags, pos = _u32(self.wasm, pos)
+            if flags == 1:  # passive
+                data, pos = _name(self.wasm, pos)
+                continue
+            if flags == 2:
+                memory, pos = _u32(self.wasm, pos)
+            elif flags == 0:
+                memory = 0
+            else:
+                raise _NotRecognised(f"data segment flags {flags}")
+            if self.wasm[pos] != 0x41:  # i32.const <offset> end: circom's only form
+                raise _NotRecognised("a data segment offset that is not a constant")
+            offset, pos = _s32(self.wasm, pos + 1)
+            if self.wasm[pos] != 0x0B:
+                raise _NotRecognised("a data segment offset that is not a constant")
+            data, pos = _name(self.wasm, pos + 1)
+            if memory == 0 and offset <= address and address + n <= offset + len(data):
+                return data[address - offset:address - offset + n]
+        return None
+
+    def recognise(self) -> Optional[Tuple[int, int, int]]:
+        """(index of Fr_F1m_mul, of Fr_F1m_fromMontgomery, the prime q), or None."""
+        names = self.function_names()
+        if _MUL not in names or _FROM not in names:
+            return None
+        imported = self._imported_functions()
+        ftypes, types, code = self._function_types(), self._types(), self._code_entries()
+        mul, frm = names[_MUL] - imported, names[_FROM] - imported
+        if not (0 <= mul < len(code) and 0 <= frm < len(code)) or len(ftypes) != len(code):
+            return None
+        if types[ftypes[mul]] != (bytes([_I32] * 3), b"") or \
+                types[ftypes[frm]] != (bytes([_I32] * 2), b""):
+            return None
+        body = self.wasm[code[mul][0]:code[mul][1]]
+        # circom's body reads q's limbs with `i32.const 0; i64.load32_u align offset=<q+4k>`
+        at = body.find(b"\x41\x00\x35")
+        if at < 0:
+            return None
+        _, p = _u32(body, at + 3)  # alignment
+        address, _ = _u32(body, p)
+        raw = self._data_at(address, 32)
+        if raw is None:
+            return None
+        q = int.from_bytes(raw, "little")
+        if q.bit_length() < 250 or not q & 1:
+            return None
+        np32 = (-pow(q, -1, 1 << 32)) % (1 << 32)
+        if b"\x42" + _leb_s(np32) not in body:  # i64.const -q^-1 mod 2^32
+            return None
+        return names[_MUL], names[_FROM], q
+
+    def with_bodies(self, bodies: Dict[int, bytes]) -> bytes:
+        """The module with the given functions' bodies (function index -> body bytes)."""
+        imported = self._imported_functions()
+        start, end = self._section(_SECTION_CODE)
+        entries = self._code_entries()
+        payload = bytearray(_leb_u(len(entries)))
+        for i, (a, b) in enumerate(entries):
+            body = bodies.get(i + imported, self.wasm[a:b])
+            payload += _leb_u(len(body)) + body
+        header_start = next(p for p in _section_header_starts(self.wasm) if p[1] == start)[0]
+        return (self.wasm[:header_start] + bytes([_SECTION_CODE]) + _leb_u(len(payload))
+                + bytes(payload) + self.wasm[end:])
+
+
+def _section_header_starts(wasm: bytes):
+    """(header start, payload start) of every section."""
+    pos = 8
+    while pos < len(wasm):
+        size, start = _u32(wasm, pos + 1)
+        yield pos, start
+        pos = start + size
+
+
+# -- the new bodies --------------------------------------------------------------------------
+
+def _const(v: int) -> str:
+    return f"(i64.const {v - (1 << 64) if v >= 1 << 63 else v})"
+
+
+def _reduce_steps(q: List[int], np: int) -> List[str]:
+    """One Montgomery reduction step on t0..t5: t = (t + m*q) / 2^64, m from t0."""
+    out = [f"(local.set $m (i64.mul (local.get $t0) {_const(np)}))",
+           f"(i64.mul_wide_u (local.get $m) {_const(q[0])})",
+           "(local.set $hi) (local.set $lo)",
+           "(i64.add128 (local.get $lo) (local.get $hi) (local.get $t0) (i64.const 0))",
+           "(local.set $c) (drop)"]
+    for j in range(1, 4):
+        out += [f"(i64.mul_wide_u (local.get $m) {_const(q[j])})",
+                "(local.set $hi) (local.set $lo)",
+                f"(i64.add128 (local.get $lo) (local.get $hi) (local.get $t{j}) (i64.const 0))",
+                "(local.set $hi) (local.set $lo)",
+                "(i64.add128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                f"(local.set $c) (local.set $t{j - 1})"]
+    out += ["(i64.add128 (local.get $t4) (i64.const 0) (local.get $c) (i64.const 0))",
+            "(local.set $c) (local.set $t3)",
+            "(local.set $t4 (i64.add (local.get $t5) (local.get $c)))",
+            "(local.set $t5 (i64.const 0))"]
+    return out
+
+
+def _final_subtract(q: List[int], out: str) -> List[str]:
+    """Store t0..t3 (less q when t4 is set or t >= q) at ``out``."""
+    lines = ["(local.set $c (i64.const 0))"]
+    for j in range(4):
+        lines += [f"(i64.sub128 (local.get $t{j}) (i64.const 0) {_const(q[j])} (i64.const 0))",
+                  "(local.set $hi) (local.set $lo)",
+                  "(i64.sub128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                  f"(local.set $hi) (local.set $s{j})",
+                  "(local.set $c (i64.and (local.get $hi) (i64.const 1)))"]
+    lines.append("(if (i32.or (i64.ne (local.get $t4) (i64.const 0)) (i64.eqz (local.get $c)))"
+                 " (then " + " ".join(f"(local.set $t{j} (local.get $s{j}))" for j in range(4))
+                 + "))")
+    lines += [f"(i64.store offset={8 * j} (local.get {out}) (local.get $t{j}))" for j in range(4)]
+    return lines
+
+
+_LOCALS = ("(local $x0 i64) (local $x1 i64) (local $x2 i64) (local $x3 i64) (local $yi i64) "
+           "(local $t0 i64) (local $t1 i64) (local $t2 i64) (local $t3 i64) (local $t4 i64) "
+           "(local $t5 i64) (local $lo i64) (local $hi i64) (local $c i64) (local $m i64) "
+           "(local $s0 i64) (local $s1 i64) (local $s2 i64) (local $s3 i64)")
+
+
+def bodies_wat(q: int) -> str:
+    """A module whose functions 0 and 1 are the new ``Fr_F1m_mul(x, y, r)`` and
+    ``Fr_F1m_fromMontgomery(x, r)`` for the prime ``q`` (exported as ``mul`` and ``from``)."""
+    ql = [(q >> (64 * i)) & _M64 for i in range(4)]
+    np = (-pow(q, -1, 1 << 64)) % (1 << 64)
+    mul = ["(func $mul (param $x i32) (param $y i32) (param $r i32) " + _LOCALS]
+    # every limb of x is read before r is written: circom calls it with r aliasing x or y
+    mul += [f"(local.set $x{j} (i64.load offset={8 * j} (local.get $x)))" for j in range(4)]
+    for i in range(4):  # CIOS: t += x * y_i, then one reduction step
+        mul += [f"(local.set $yi (i64.load offset={8 * i} (local.get $y)))",
+                "(local.set $c (i64.const 0))"]
+        for j in range(4):
+            mul += [f"(i64.mul_wide_u (local.get $x{j}) (local.get $yi))",
+                    "(local.set $hi) (local.set $lo)",
+                    f"(i64.add128 (local.get $lo) (local.get $hi) (local.get $t{j}) (i64.const 0))",
+                    "(local.set $hi) (local.set $lo)",
+                    "(i64.add128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                    f"(local.set $c) (local.set $t{j})"]
+        mul += ["(i64.add128 (local.get $t4) (i64.const 0) (local.get $c) (i64.const 0))",
+                "(local.set $t5) (local.set $t4)"]
+        mul += _reduce_steps(ql, np)
+    mul += _final_subtract(ql, "$r") + [")"]
+    frm = ["(func $from (param $x i32) (param $r i32) " + _LOCALS]
+    frm += [f"(local.set $t{j} (i64.load offset={8 * j} (local.get $x)))" for j in range(4)]
+    for _ in range(4):
+        frm += _reduce_steps(ql, np)
+    frm += _final_subtract(ql, "$r") + [")"]
+    return ("(module (memory (export \"memory\") 1)\n" + "\n".join(mul) + "\n" + "\n".join(frm)
+            + "\n(export \"mul\" (func $mul)) (export \"from\" (func $from)))")
+
+
+_BODIES: Dict[int, Dict[str, bytes]] = {}
+
+
+def _bodies(q: int) -> Dict[str, bytes]:
+    """The two bodies' bytes (locals and code) for ``q``, assembled once per process."""
+    if q not in _BODIES:
+        import wasmtime
+
+        try:
+            wasm = wasmtime.wat2wasm(bodies_wat(q))
+        except Exception as exc:  # noqa: BLE001 - a wat parser without wide arithmetic
+            raise _NotRecognised(f"cannot assemble the new bodies: {exc}") from None
+        tiny = _Module(wasm)
+        (a0, b0), (a1, b1) = tiny._code_entries()
+        _BODIES[q] = {_MUL: wasm[a0:b0], _FROM: wasm[a1:b1]}
+    return _BODIES[q]

@@ -1,0 +1,187 @@
+"""The circom runtime's Montgomery arithmetic on 64-bit limbs (issue 25: the witness's speed):
+cuzk_tasks/groth16/wasm_montgomery.py -- the new bodies against Python integers, the rewritten
+circuits' witnesses against snarkjs's byte for byte, and modules it must leave alone."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+
+wasmtime = pytest.importorskip("wasmtime")
+
+from cuzk_tasks.groth16 import wasm_montgomery  # noqa: E402
+from cuzk_tasks.groth16.witness import WitnessCalculator, load_input_json  # noqa: E402
+
+from support.snarkjs_tool import NODE_MODULES, fixture_dir, have_snarkjs, run_snarkjs  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not wasm_montgomery.supported(),
+                                reason="this wasmtime has no wide arithmetic")
+
+BN254_R = 21888242871839275222246405745257275088548364400416034343698204186575808495617
+BLS12_381_R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+R = 1 << 256
+FIXTURES = ["mulchain", "mulchain_1k", "poseidon", "assert_fail", "bls12381/mulchain",
+            "bls12381/poseidon"]
+
+
+def circom_mul(q, x, y):
+    """What circom's Fr_F1m_mul gives for any x, y < 2^256: (x*y + m*q) / R, less q once if
+    that overflows 256 bits or is >= q."""
+    m = (-x * y * pow(q, -1, R)) % R
+    t = (x * y + m * q) // R
+    return (t - q) % R if t >= R or t >= q else t
+
+
+def _bodies(q):
+    config = wasmtime.Config()
+    config.wasm_wide_arithmetic = True
+    engine = wasmtime.Engine(config)
+    store = wasmtime.Store(engine)
+    inst = wasmtime.Instance(store, wasmtime.Module(engine, wasmtime.wat2wasm(
+        wasm_montgomery.bodies_wat(q))), [])
+    ex = inst.exports(store)
+    mem = ex["memory"]
+
+    def put(addr, v):
+        mem.write(store, v.to_bytes(32, "little"), addr)
+
+    def get(addr):
+        return int.from_bytes(mem.read(store, addr, addr + 32), "little")
+
+    def mul(x, y, alias=None):
+        put(0, x)
+        put(32, y)
+        out = {None: 64, "x": 0, "y": 32}[alias]
+        ex["mul"](store, 0, 32, out)
+        return get(out)
+
+    def from_montgomery(x, alias=False):
+        put(0, x)
+        out = 0 if alias else 64
+        ex["from"](store, 0, out)
+        return get(out)
+
+    return mul, from_montgomery
+
+
+@pytest.mark.parametrize("q", [BN254_R, BLS12_381_R], ids=["bn254", "bls12-381"])
+def test_the_new_bodies_give_circoms_results_for_every_input(q):
+    mul, from_montgomery = _bodies(q)
+    rng = random.Random(25)
+    edges = [0, 1, 2, q - 1, q, q + 1, R - q, R - 1, (R - 1) // 2, 1 << 255]
+    pairs = [(x, y) for x in edges for y in edges]
+    pairs += [(rng.randrange(q), rng.randrange(q)) for _ in range(2000)]
+    pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(2000)]  # unreduced too
+    for x, y in pairs:
+        assert mul(x, y) == circom_mul(q, x, y), (hex(x), hex(y))
+        assert from_montgomery(x) == circom_mul(q, x, 1), hex(x)
+    for x, y in pairs[:200]:  # circom passes r aliasing x or y (Fr_mul: F1m_mul(c, r, r))
+        assert mul(x, y, alias="x") == mul(x, y, alias="y") == circom_mul(q, x, y)
+        assert from_montgomery(x, alias=True) == circom_mul(q, x, 1)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_fixture_circuit_is_rewritten_and_its_witness_is_snarkjss(name):
+    d = fixture_dir(name)
+    wc = WitnessCalculator(d / "circuit.wasm", cache_dir=None)
+    assert wc.fast_montgomery
+    if name == "assert_fail":
+        return  # its committed witness is of no input; its error is tested in test_witness
+    inputs = load_input_json(d / "input.json")
+    assert wc.calculate_wtns(inputs) == (d / "witness.wtns").read_bytes()
+
+
+def _sections(wasm):
+    """[(id, bytes of the whole section)] of a module."""
+    out, pos = [], 8
+    while pos < len(wasm):
+        size = shift = 0
+        p = pos + 1
+        while True:
+            b = wasm[p]
+            p += 1
+            size |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        out.append((wasm[pos], wasm[pos:p + size]))
+        pos = p + size
+    return out
+
+
+def _without_names(wasm):
+    return wasm[:8] + b"".join(s for sid, s in _sections(wasm)
+                               if not (sid == 0 and b"\x04name" in s[:12]))
+
+
+def _renamed(wasm, old, new):
+    assert len(old) == len(new)
+    assert wasm.count(old) == 1
+    return wasm.replace(old, new)
+
+
+@pytest.mark.parametrize("change", [
+    lambda w: _without_names(w),
+    lambda w: _renamed(w, b"Fr_F1m_mul", b"Fr_F1m_mux"),
+    lambda w: w.replace(b"\x42\xff\xff\xff\xff\x0e", b"\x42\xfe\xff\xff\xff\x0e"),  # np32
+    lambda w: w[:len(w) // 2],
+    lambda w: b"not a module",
+], ids=["no-name-section", "renamed", "other-np32", "truncated", "garbage"])
+def test_a_module_it_does_not_recognise_is_left_alone(change, tmp_path):
+    wasm = (fixture_dir("poseidon") / "circuit.wasm").read_bytes()
+    assert wasm_montgomery.rewrite(wasm) is not None
+    changed = change(wasm)
+    assert changed != wasm
+    assert wasm_montgomery.rewrite(changed) is None
+
+
+def test_a_stripped_circuit_runs_as_it_is_and_gives_the_same_witness(tmp_path):
+    d = fixture_dir("poseidon")
+    stripped = tmp_path / "circuit.wasm"
+    stripped.write_bytes(_without_names((d / "circuit.wasm").read_bytes()))
+    wc = WitnessCalculator(stripped, cache_dir=None)
+    assert not wc.fast_montgomery
+    assert wc.calculate_wtns(load_input_json(d / "input.json")) == \
+        (d / "witness.wtns").read_bytes()
+
+
+def test_without_wide_arithmetic_the_module_is_not_rewritten(monkeypatch):
+    monkeypatch.setattr(wasm_montgomery, "supported", lambda: False)
+    d = fixture_dir("poseidon")
+    wasm = (d / "circuit.wasm").read_bytes()
+    assert WitnessCalculator.prepared(wasm) == (wasm, WitnessCalculator.ENGINE_SETTINGS)
+    wc = WitnessCalculator(d / "circuit.wasm", cache_dir=None)
+    assert not wc.fast_montgomery
+    assert wc.calculate_wtns(load_input_json(d / "input.json")) == \
+        (d / "witness.wtns").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not have_snarkjs(), reason="needs node and tools/node (snarkjs, circom2)")
+def test_a_sha256_circuit_gives_snarkjss_witness_byte_for_byte(tmp_path):
+    """circomlib's SHA-256 (bit decompositions, 32-bit sums, Montgomery products of long
+    values): what the rewrite speeds up most, for several random messages."""
+    shutil.copytree(NODE_MODULES / "circomlib" / "circuits", tmp_path / "circomlib")
+    (tmp_path / "sha.circom").write_text(
+        'pragma circom 2.0.0;\ninclude "circomlib/sha256/sha256.circom";\n'
+        "component main = Sha256(64);\n")
+    # circom2 is WASI: it sees paths relative to its cwd only
+    proc = subprocess.run(["node", str(NODE_MODULES / "circom2" / "cli.js"), "sha.circom",
+                           "--wasm", "-l", ".", "-o", "."], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wasm = tmp_path / "sha_js" / "sha.wasm"
+    wc = WitnessCalculator(wasm, cache_dir=None)
+    assert wc.fast_montgomery
+    rng = random.Random(256)
+    for i in range(3):
+        inp = tmp_path / f"input{i}.json"
+        inp.write_text(json.dumps({"in": [rng.randrange(2) for _ in range(64)]}))
+        ours = wc.calculate_wtns(load_input_json(inp))
+        run_snarkjs("wtns", "calculate", str(wasm), str(inp), str(tmp_path / "s.wtns"),
+                    check=True)
+        assert ours == (tmp_path / "s.wtns").read_bytes()
