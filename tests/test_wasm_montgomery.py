@@ -36,6 +36,17 @@ def circom_mul(q, x, y):
     return (t - q) % R if t >= R or t >= q else t
 
 
+def circom_add(q, x, y):
+    """circom's Fr_F1m_add: x + y mod 2^256, less q (mod 2^256) when that carries or is >= q."""
+    t = x + y
+    return (t - q) % R if t >= R or t >= q else t
+
+
+def circom_sub(q, x, y):
+    """circom's Fr_F1m_sub: x - y mod 2^256, plus q (mod 2^256) when that borrows."""
+    return (x - y + q) % R if x < y else x - y
+
+
 def _bodies(q):
     config = wasmtime.Config()
     config.wasm_wide_arithmetic = True
@@ -65,12 +76,21 @@ def _bodies(q):
         ex["from"](store, 0, out)
         return get(out)
 
-    return mul, from_montgomery
+    def binary(name):
+        def run(x, y, alias=None):
+            put(0, x)
+            put(32, y)
+            out = {None: 64, "x": 0, "y": 32}[alias]
+            ex[name](store, 0, 32, out)
+            return get(out)
+        return run
+
+    return mul, from_montgomery, binary("add"), binary("sub")
 
 
 @pytest.mark.parametrize("q", [BN254_R, BLS12_381_R], ids=["bn254", "bls12-381"])
 def test_the_new_bodies_give_circoms_results_for_every_input(q):
-    mul, from_montgomery = _bodies(q)
+    mul, from_montgomery, add, sub = _bodies(q)
     rng = random.Random(25)
     edges = [0, 1, 2, q - 1, q, q + 1, R - q, R - 1, (R - 1) // 2, 1 << 255]
     pairs = [(x, y) for x in edges for y in edges]
@@ -79,9 +99,41 @@ def test_the_new_bodies_give_circoms_results_for_every_input(q):
     for x, y in pairs:
         assert mul(x, y) == circom_mul(q, x, y), (hex(x), hex(y))
         assert from_montgomery(x) == circom_mul(q, x, 1), hex(x)
+        assert add(x, y) == circom_add(q, x, y), (hex(x), hex(y))
+        assert sub(x, y) == circom_sub(q, x, y), (hex(x), hex(y))
     for x, y in pairs[:200]:  # circom passes r aliasing x or y (Fr_mul: F1m_mul(c, r, r))
         assert mul(x, y, alias="x") == mul(x, y, alias="y") == circom_mul(q, x, y)
         assert from_montgomery(x, alias=True) == circom_mul(q, x, 1)
+        assert add(x, y, alias="x") == add(x, y, alias="y") == circom_add(q, x, y)
+        assert sub(x, y, alias="x") == sub(x, y, alias="y") == circom_sub(q, x, y)
+
+
+@pytest.mark.parametrize("q,name", [(BN254_R, "poseidon"), (BLS12_381_R, "bls12381/poseidon")],
+                         ids=["bn254", "bls12-381"])
+def test_the_python_models_are_circoms_own_add_and_sub(q, name):
+    """circom_add and circom_sub (above) model circom's runtime: check them against the
+    runtime's own Fr_F1m_add / Fr_F1m_sub bodies, run through a copy of the module that
+    exports them (the rewrite recognises exactly those bodies)."""
+    wasm = (fixture_dir(name) / "circuit.wasm").read_bytes()
+    names = _function_names(wasm)
+    exported = _with_exports(wasm, {"rt_add": names["Fr_F1m_add"], "rt_sub": names["Fr_F1m_sub"]})
+    engine = wasmtime.Engine()
+    store = wasmtime.Store(engine)
+    mod = wasmtime.Module(engine, exported)
+    imports = [wasmtime.Func(store, imp.type, lambda *a: None) for imp in mod.imports]
+    ex = wasmtime.Instance(store, mod, imports).exports(store)
+    mem, scratch = ex["memory"], 1 << 16  # far above circom's runtime constants
+    rng = random.Random(26)
+    edges = [0, 1, q - 1, q, q + 1, R - q, R - 1, 1 << 255]
+    pairs = [(x, y) for x in edges for y in edges]
+    pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(300)]
+    for x, y in pairs:
+        mem.write(store, x.to_bytes(32, "little"), scratch)
+        mem.write(store, y.to_bytes(32, "little"), scratch + 32)
+        for fn, model in (("rt_add", circom_add), ("rt_sub", circom_sub)):
+            ex[fn](store, scratch, scratch + 32, scratch + 64)
+            got = int.from_bytes(mem.read(store, scratch + 64, scratch + 96), "little")
+            assert got == model(q, x, y), (fn, hex(x), hex(y))
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -99,18 +151,72 @@ def _sections(wasm):
     """[(id, bytes of the whole section)] of a module."""
     out, pos = [], 8
     while pos < len(wasm):
-        size = shift = 0
-        p = pos + 1
-        while True:
-            b = wasm[p]
-            p += 1
-            size |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        size, p = _leb(wasm, pos + 1)
         out.append((wasm[pos], wasm[pos:p + size]))
         pos = p + size
     return out
+
+
+def _leb(data, pos):
+    value = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, pos
+
+
+def _leb_bytes(value):
+    out = bytearray()
+    while True:
+        b, value = value & 0x7F, value >> 7
+        out.append(b | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _payload(section):
+    _, pos = _leb(section, 1)
+    return section[pos:]
+
+
+def _function_names(wasm):
+    """{name: function index} from the module's name section."""
+    for sid, sec in _sections(wasm):
+        body = _payload(sec)
+        if sid != 0 or not body.startswith(b"\x04name"):
+            continue
+        pos = 5
+        while pos < len(body):
+            sub, (size, pos) = body[pos], _leb(body, pos + 1)
+            if sub == 1:
+                count, p = _leb(body, pos)
+                names = {}
+                for _ in range(count):
+                    index, p = _leb(body, p)
+                    n, p = _leb(body, p)
+                    names[body[p:p + n].decode()] = index
+                    p += n
+                return names
+            pos += size
+    raise AssertionError("no function names")
+
+
+def _with_exports(wasm, extra):
+    """The module with functions exported under new names ({name: function index})."""
+    out = [wasm[:8]]
+    for sid, sec in _sections(wasm):
+        if sid == 7:
+            body = _payload(sec)
+            count, pos = _leb(body, 0)
+            entries = body[pos:] + b"".join(_leb_bytes(len(n)) + n.encode() + b"\x00"
+                                            + _leb_bytes(i) for n, i in extra.items())
+            body = _leb_bytes(count + len(extra)) + entries
+            sec = b"\x07" + _leb_bytes(len(body)) + body
+        out.append(sec)
+    return b"".join(out)
 
 
 def _without_names(wasm):

@@ -69,6 +69,80 @@ def test_calculator_is_reused_and_survives_failure():
     assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
 
 
+def _count_instances(monkeypatch) -> list:
+    """A list that grows by one for every wasm instance made from now on."""
+    import wasmtime
+
+    made, real = [], wasmtime.Instance
+    monkeypatch.setattr(wasmtime, "Instance", lambda *args: made.append(1) or real(*args))
+    return made
+
+
+def test_a_calculation_runs_in_the_instance_the_last_one_left(monkeypatch):
+    """circom's init resets an instance (snarkjs reuses its own): a kept instance computes
+    every witness a fresh one does, and the page faults of a fresh memory are saved."""
+    wasm = fixture_dir("mulchain") / "circuit.wasm"
+    kept, fresh = WitnessCalculator(wasm), WitnessCalculator(wasm, keep_instance_mib=0)
+    made = _count_instances(monkeypatch)
+    inputs = [{"a": str(977 * i + 3), "b": hex(31337 * i + 5)} for i in range(6)]
+    by_kept = [kept.calculate_wtns(inp) for inp in inputs]
+    kept_made = len(made)
+    by_fresh = [fresh.calculate_wtns(inp) for inp in inputs]
+    assert by_kept == by_fresh and len(set(by_kept)) == len(inputs)
+    assert kept_made <= 1  # the bulk helper, once
+    assert len(made) - kept_made >= len(inputs)
+
+
+@pytest.mark.parametrize("keep_mib", [0, 1e-6])
+def test_no_instance_is_kept_past_its_bound(monkeypatch, keep_mib):
+    wc = WitnessCalculator(fixture_dir("poseidon") / "circuit.wasm", keep_instance_mib=keep_mib)
+    made = _count_instances(monkeypatch)
+    good = load_input_json(fixture_dir("poseidon") / "input.json")
+    for _ in range(3):
+        assert wc.calculate_wtns(good) == (fixture_dir("poseidon") / "witness.wtns").read_bytes()
+    assert len(made) >= 3
+
+
+def test_the_instance_of_a_failed_calculation_is_dropped(monkeypatch):
+    d = fixture_dir("assert_fail")
+    wc = WitnessCalculator(d / "circuit.wasm")
+    good = load_input_json(d / "input.json")
+    assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
+    made = _count_instances(monkeypatch)
+    assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
+    assert not made  # the last success's instance
+    with pytest.raises(WitnessError):
+        wc.calculate_file(d / "input_bad.json")
+    before = len(made)
+    assert wc.calculate_wtns(good) == (d / "witness.wtns").read_bytes()
+    assert len(made) > before  # a fresh one: the failed one's state is gone
+
+
+def _child_witness(wc, inputs, made, queue):
+    before = len(made)
+    queue.put((wc.calculate_wtns(inputs), len(made) - before))
+
+
+def test_a_forked_child_does_not_use_its_parents_kept_instance(monkeypatch):
+    import multiprocessing
+
+    wasm = fixture_dir("mulchain") / "circuit.wasm"
+    wc = WitnessCalculator(wasm)
+    inputs = {"a": "5", "b": "7"}
+    expected = wc.calculate_wtns(inputs)  # the parent keeps its instance
+    made = _count_instances(monkeypatch)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_witness, args=(wc, inputs, made, queue))
+    child.start()
+    try:
+        witness, child_made = queue.get(timeout=30)
+    finally:
+        child.join(10)
+    assert witness == expected and child_made >= 1
+    assert wc.calculate_wtns(inputs) == expected and not made  # the parent's is still kept
+
+
 @pytest.mark.parametrize("a,b,ea,eb", [
     (3, 11, 3, 11),
     ("3", "11", 3, 11),

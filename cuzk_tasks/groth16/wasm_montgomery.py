@@ -14,6 +14,9 @@ unique whatever the limb size), less ``q`` when that overflows 256 bits or is ``
 rewritten bodies compute exactly that (``tests/test_wasm_montgomery.py`` checks them against
 Python integers, and the witnesses against snarkjs's, byte for byte).
 
+Where their bodies are byte for byte circom's, ``Fr_F1m_add`` and ``Fr_F1m_sub`` get 64-bit
+bodies too (2-3 % of a SHA-256 witness: they called three 32-bit-limb helpers each).
+
 Only what is recognised is touched: the name section must name both functions, their types
 must be circom's, and ``Fr_F1m_mul``'s body must read a 256-bit odd ``q`` from the module's
 data whose ``-q^-1 mod 2^32`` is the constant the body multiplies by.  Anything else (another
@@ -28,9 +31,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 #: names the rewrite in the compiled module cache's entry names (bump when the bodies change)
-TAG = "m64v1"
+TAG = "m64v2"
 
 _MUL, _FROM = "Fr_F1m_mul", "Fr_F1m_fromMontgomery"
+_ADD, _SUB = "Fr_F1m_add", "Fr_F1m_sub"  # rewritten too when their bodies are circom's own
+_INT_ADD, _INT_SUB, _INT_GTE = "Fr_int_add", "Fr_int_sub", "Fr_int_gte"
 _I32, _I64 = 0x7F, 0x7E
 _M64 = (1 << 64) - 1
 _SECTION_TYPE, _SECTION_IMPORT, _SECTION_FUNCTION = 1, 2, 3
@@ -55,9 +60,9 @@ def rewrite(wasm: bytes) -> Optional[bytes]:
         found = module.recognise()
         if found is None:
             return None
-        mul_index, from_index, q = found
+        indices, q = found
         bodies = _bodies(q)
-        return module.with_bodies({mul_index: bodies[_MUL], from_index: bodies[_FROM]})
+        return module.with_bodies({index: bodies[name] for name, index in indices.items()})
     except _NotRecognised:
         return None
 
@@ -258,8 +263,10 @@ class _Module:
                 return data[address - offset:address - offset + n]
         return None
 
-    def recognise(self) -> Optional[Tuple[int, int, int]]:
-        """(index of Fr_F1m_mul, of Fr_F1m_fromMontgomery, the prime q), or None."""
+    def recognise(self) -> Optional[Tuple[Dict[str, int], int]]:
+        """({function name: index} of the functions to rewrite, the prime q), or None: always
+        Fr_F1m_mul and Fr_F1m_fromMontgomery, and Fr_F1m_add and Fr_F1m_sub where their
+        bodies are exactly circom's (:func:`_circom_add_sub`) for that q."""
         names = self.function_names()
         if _MUL not in names or _FROM not in names:
             return None
@@ -287,7 +294,14 @@ class _Module:
         np32 = (-pow(q, -1, 1 << 32)) % (1 << 32)
         if b"\x42" + _leb_s(np32) not in body:  # i64.const -q^-1 mod 2^32
             return None
-        return names[_MUL], names[_FROM], q
+        found = {_MUL: names[_MUL], _FROM: names[_FROM]}
+        expected = _circom_add_sub(names, address)
+        for name, want in expected.items():
+            index = names[name] - imported
+            if 0 <= index < len(code) and types[ftypes[index]] == (bytes([_I32] * 3), b"") \
+                    and self.wasm[code[index][0]:code[index][1]] == want:
+                found[name] = names[name]
+        return found, q
 
     def with_bodies(self, bodies: Dict[int, bytes]) -> bytes:
         """The module with the given functions' bodies (function index -> body bytes)."""
@@ -301,6 +315,26 @@ class _Module:
         header_start = next(p for p in _section_header_starts(self.wasm) if p[1] == start)[0]
         return (self.wasm[:header_start] + bytes([_SECTION_CODE]) + _leb_u(len(payload))
                 + bytes(payload) + self.wasm[end:])
+
+
+def _circom_add_sub(names: Dict[str, int], q_address: int) -> Dict[str, bytes]:
+    """The bodies circom gives Fr_F1m_add and Fr_F1m_sub (q at ``q_address``), byte for byte:
+    ``r = x + y``, less q when that carries or is ``>= q``; ``r = x - y``, plus q when that
+    borrows (both mod 2^256).  {} when the module lacks the functions they call."""
+    if not all(n in names for n in (_ADD, _SUB, _INT_ADD, _INT_SUB, _INT_GTE)):
+        return {}
+
+    def call(name):
+        return b"\x10" + _leb_u(names[name])
+
+    xyr = b"\x20\x00\x20\x01\x20\x02"  # local.get x, y, r
+    r_q = b"\x20\x02\x41" + _leb_s(q_address)  # local.get r; i32.const q
+    r_minus_q = r_q + b"\x20\x02" + call(_INT_SUB) + b"\x1a"  # r = r - q; drop the borrow
+    add = (b"\x00" + xyr + call(_INT_ADD) + b"\x04\x40" + r_minus_q + b"\x05"
+           + r_q + call(_INT_GTE) + b"\x04\x40" + r_minus_q + b"\x0b\x0b\x0b")
+    sub = (b"\x00" + xyr + call(_INT_SUB) + b"\x04\x40"
+           + r_q + b"\x20\x02" + call(_INT_ADD) + b"\x1a\x0b\x0b")
+    return {_ADD: add, _SUB: sub}
 
 
 def _section_header_starts(wasm: bytes):
@@ -361,9 +395,43 @@ _LOCALS = ("(local $x0 i64) (local $x1 i64) (local $x2 i64) (local $x3 i64) (loc
            "(local $s0 i64) (local $s1 i64) (local $s2 i64) (local $s3 i64)")
 
 
+def _add_sub(ql: List[int]) -> List[str]:
+    """``Fr_F1m_add(x, y, r)`` and ``Fr_F1m_sub(x, y, r)`` as :func:`_circom_add_sub` says;
+    every limb is read before r is written (r may alias x or y)."""
+    add = ["(func $add (param $x i32) (param $y i32) (param $r i32) " + _LOCALS,
+           "(local.set $c (i64.const 0))"]
+    for j in range(4):  # t = x + y, carry c
+        add += [f"(i64.add128 (i64.load offset={8 * j} (local.get $x)) (i64.const 0) "
+                f"(i64.load offset={8 * j} (local.get $y)) (i64.const 0))",
+                "(local.set $hi) (local.set $lo)",
+                "(i64.add128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                f"(local.set $c) (local.set $t{j})"]
+    add += ["(local.set $t4 (local.get $c))"]
+    add += _final_subtract(ql, "$r") + [")"]
+    sub = ["(func $sub (param $x i32) (param $y i32) (param $r i32) " + _LOCALS,
+           "(local.set $c (i64.const 0))"]
+    for j in range(4):  # t = x - y, borrow c
+        sub += [f"(i64.sub128 (i64.load offset={8 * j} (local.get $x)) (i64.const 0) "
+                f"(i64.load offset={8 * j} (local.get $y)) (i64.const 0))",
+                "(local.set $hi) (local.set $lo)",
+                "(i64.sub128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                f"(local.set $hi) (local.set $t{j})",
+                "(local.set $c (i64.and (local.get $hi) (i64.const 1)))"]
+    sub += ["(if (i64.ne (local.get $c) (i64.const 0)) (then (local.set $c (i64.const 0))"]
+    for j in range(4):  # t += q, carry dropped
+        sub += [f"(i64.add128 (local.get $t{j}) (i64.const 0) {_const(ql[j])} (i64.const 0))",
+                "(local.set $hi) (local.set $lo)",
+                "(i64.add128 (local.get $lo) (local.get $hi) (local.get $c) (i64.const 0))",
+                f"(local.set $c) (local.set $t{j})"]
+    sub += ["))"]
+    sub += [f"(i64.store offset={8 * j} (local.get $r) (local.get $t{j}))" for j in range(4)]
+    return add + sub + [")"]
+
+
 def bodies_wat(q: int) -> str:
-    """A module whose functions 0 and 1 are the new ``Fr_F1m_mul(x, y, r)`` and
-    ``Fr_F1m_fromMontgomery(x, r)`` for the prime ``q`` (exported as ``mul`` and ``from``)."""
+    """A module whose functions 0 to 3 are the new ``Fr_F1m_mul(x, y, r)``,
+    ``Fr_F1m_fromMontgomery(x, r)``, ``Fr_F1m_add(x, y, r)`` and ``Fr_F1m_sub(x, y, r)`` for
+    the prime ``q`` (exported as ``mul``, ``from``, ``add`` and ``sub``)."""
     ql = [(q >> (64 * i)) & _M64 for i in range(4)]
     np = (-pow(q, -1, 1 << 64)) % (1 << 64)
     mul = ["(func $mul (param $x i32) (param $y i32) (param $r i32) " + _LOCALS]
@@ -389,7 +457,9 @@ def bodies_wat(q: int) -> str:
         frm += _reduce_steps(ql, np)
     frm += _final_subtract(ql, "$r") + [")"]
     return ("(module (memory (export \"memory\") 1)\n" + "\n".join(mul) + "\n" + "\n".join(frm)
-            + "\n(export \"mul\" (func $mul)) (export \"from\" (func $from)))")
+            + "\n" + "\n".join(_add_sub(ql)) + "\n"
+            + "".join(f'(export "{e}" (func ${e}))' for e in ("mul", "from", "add", "sub"))
+            + ")")
 
 
 _BODIES: Dict[int, Dict[str, bytes]] = {}
@@ -404,7 +474,6 @@ def _bodies(q: int) -> Dict[str, bytes]:
             wasm = wasmtime.wat2wasm(bodies_wat(q))
         except Exception as exc:  # noqa: BLE001 - a wat parser without wide arithmetic
             raise _NotRecognised(f"cannot assemble the new bodies: {exc}") from None
-        tiny = _Module(wasm)
-        (a0, b0), (a1, b1) = tiny._code_entries()
-        _BODIES[q] = {_MUL: wasm[a0:b0], _FROM: wasm[a1:b1]}
+        entries = _Module(wasm)._code_entries()
+        _BODIES[q] = {name: wasm[a:b] for name, (a, b) in zip((_MUL, _FROM, _ADD, _SUB), entries)}
     return _BODIES[q]

@@ -288,8 +288,11 @@ class WitnessCalculator:
 
     The module is compiled once (and cached across processes: ``cache_dir``, default
     ``defaults.wasm_cache_dir()``; None: none; see :mod:`.wasm_cache`, whose entries must be
-    trusted); every calculation runs in a fresh wasm instance, so a failed calculation
-    (assert) never poisons the next one.
+    trusted).  A calculation runs in the instance the last successful one left (circom's
+    ``init`` resets it, as snarkjs relies on; ``keep_instance_mib``, default
+    ``defaults.WITNESS_KEEP_INSTANCE_MIB``, bounds what is kept) or in a fresh one; the
+    instance of a failed calculation (assert, trap, time limit) is dropped, so it never
+    poisons the next one.
     Every wasm call runs under a time limit (``time_limit_s``, default
     ``defaults.witness_time_limit_s()``); :meth:`interrupt` stops the running ones.
     Thread-safe.
@@ -298,12 +301,16 @@ class WitnessCalculator:
     #: the engine settings that change compiled code (part of a cache entry's name)
     ENGINE_SETTINGS = "epoch"
 
-    def __init__(self, wasm_path, sym_path=None, cache_dir=defaults.wasm_cache_dir):
+    def __init__(self, wasm_path, sym_path=None, cache_dir=defaults.wasm_cache_dir,
+                 keep_instance_mib: float = defaults.WITNESS_KEEP_INSTANCE_MIB):
         if wasmtime is None:  # pragma: no cover
             raise WitnessError("the 'wasmtime' package is required for witness "
                                "generation (pip install wasmtime)")
         self.wasm_path = os.fspath(wasm_path)
         self.sym_path = os.fspath(sym_path) if sym_path else _find_sym(self.wasm_path)
+        self._keep_bytes = int(keep_instance_mib * 2**20)
+        self._idle: List[Tuple[int, "_Instance"]] = []  # (pid, instance): at most one
+        self._idle_lock = threading.Lock()
         if callable(cache_dir):
             cache_dir = cache_dir()
         config = wasmtime.Config()
@@ -383,7 +390,25 @@ class WitnessCalculator:
 
     # -- internals ---------------------------------------------------------
     def _instantiate(self, time_limit_s: float) -> "_Instance":
+        """The kept instance (:meth:`_keep`), armed with ``time_limit_s``, or a fresh one."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for pid, inst in idle:
+            if pid == os.getpid():
+                return inst.arm(time_limit_s)
+            inst.close()  # a forked child's copy of its parent's: not used, in case
         return _Instance(self, time_limit_s)
+
+    def _keep(self, inst: "_Instance") -> bool:
+        """Keep ``inst`` (its calculation succeeded) for the next calculation when nothing is
+        kept yet and its memories fit ``keep_instance_mib``."""
+        if inst.memory_bytes() > self._keep_bytes:
+            return False
+        with self._idle_lock:
+            if self._idle:
+                return False
+            self._idle.append((os.getpid(), inst))
+            return True
 
     def _fail(self, input_path, msg: str) -> WitnessError:
         return WitnessError(f"{input_path}: {msg}")
@@ -583,6 +608,11 @@ class _Instance:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:  # a success: the calculator may keep it
+            self._ticker.end(self._cid)
+            self._cid = None
+            if self._calculator._keep(self):
+                return False
         interrupted = self.close()
         if exc_type is not None and wasmtime is not None and \
                 issubclass(exc_type, (wasmtime.Trap, wasmtime.WasmtimeError)):
@@ -606,16 +636,15 @@ class _Instance:
         return self._ticker.end(cid) if cid is not None else False
 
     def __init__(self, wc: WitnessCalculator, time_limit_s: float):
+        self._calculator = wc
         self._ticker = wc._ticker
         self._bulk_module = wc._bulk_module
         self._bulk_ex = None
-        self.time_limit_s = time_limit_s
         self._cid = None
         self.store = wasmtime.Store(wc._engine)
         # before anything runs: a store of an epoch-interruption engine without a deadline
         # traps at once
-        self._cid, ticks = self._ticker.begin(time_limit_s)
-        self.store.set_epoch_deadline(ticks)
+        self.arm(time_limit_s)
         try:
             self._setup(wc)
         except BaseException as exc:  # a start function may trap or loop too
@@ -624,10 +653,28 @@ class _Instance:
                 raise self._stopped(exc, interrupted) from None
             raise
 
-    def _setup(self, wc: WitnessCalculator):
+    def arm(self, time_limit_s: float) -> "_Instance":
+        """Start a calculation's time limit (and clear the messages of the last one)."""
+        self.time_limit_s = time_limit_s
+        self._cid, ticks = self._ticker.begin(time_limit_s)
+        self.store.set_epoch_deadline(ticks)
         self.err_str = ""
         self.msg_str = ""
         self.logs: List[str] = []
+        return self
+
+    def memory_bytes(self) -> int:
+        """The size of its linear memories (the circuit's and the helper's), bytes; a
+        circuit without an exported memory counts as too big to keep."""
+        memory = self.ex.get("memory") if self.ex is not None else None
+        if not isinstance(memory, wasmtime.Memory):
+            return 1 << 62
+        size = memory.data_len(self.store)
+        if self._bulk_ex is not None:
+            size += self._bulk_ex["memory"].data_len(self.store)
+        return size
+
+    def _setup(self, wc: WitnessCalculator):
         store = self.store
         i32 = wasmtime.ValType.i32()
 

@@ -159,6 +159,13 @@ checked every 0.1 s) and the partition fails "witness generation exceeded N s" w
 alive.  A worker uses at most 90 % of ``soft_time_limit_s`` (``Settings.witness_limit_s``),
 so the soft limit never fires inside a wasm call."""
 
+WITNESS_KEEP_INSTANCE_MIB = 512
+"""A witness calculator keeps the wasm instance of its last successful calculation for the
+next one (snarkjs reuses its instance too; circom's ``init`` resets it) when the instance's
+linear memories total at most this many MiB: a fresh instance's memory costs page faults,
+about 10 % of a SHA-256 witness.  One instance per circuit and process; a failed calculation's
+instance is never reused.  0: a fresh instance every time."""
+
 VISIBILITY_TIMEOUT_S = 3600
 """Redis broker and result-backend visibility timeout, seconds (env ``CUZK_VISIBILITY_TIMEOUT_S``):
 an unacknowledged message is redelivered after this long."""
