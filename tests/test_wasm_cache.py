@@ -57,8 +57,8 @@ def _expected(name):
 
 
 def _entry(cache, name):
-    return cache / entry_name(*WitnessCalculator.prepared(
-        (fixture_dir(name) / "circuit.wasm").read_bytes()))
+    return cache / entry_name((fixture_dir(name) / "circuit.wasm").read_bytes(),
+                              WitnessCalculator.compile_settings())
 
 
 def _cwasm(cache):

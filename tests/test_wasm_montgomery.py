@@ -13,7 +13,7 @@ import pytest
 
 wasmtime = pytest.importorskip("wasmtime")
 
-from cuzk_tasks.groth16 import wasm_montgomery  # noqa: E402
+from cuzk_tasks.groth16 import wasm_inline, wasm_montgomery  # noqa: E402
 from cuzk_tasks.groth16.witness import WitnessCalculator, load_input_json  # noqa: E402
 
 from support.snarkjs_tool import NODE_MODULES, fixture_dir, have_snarkjs, run_snarkjs  # noqa: E402
@@ -259,7 +259,8 @@ def test_without_wide_arithmetic_the_module_is_not_rewritten(monkeypatch):
     monkeypatch.setattr(wasm_montgomery, "supported", lambda: False)
     d = fixture_dir("poseidon")
     wasm = (d / "circuit.wasm").read_bytes()
-    assert WitnessCalculator.prepared(wasm) == (wasm, WitnessCalculator.ENGINE_SETTINGS)
+    assert "wide" not in WitnessCalculator.compile_settings()
+    assert WitnessCalculator.prepared(wasm) == wasm_inline.inline(wasm)
     wc = WitnessCalculator(d / "circuit.wasm", cache_dir=None)
     assert not wc.fast_montgomery
     assert wc.calculate_wtns(load_input_json(d / "input.json")) == \

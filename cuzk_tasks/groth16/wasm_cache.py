@@ -31,7 +31,7 @@ import re
 import stat
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import wasmtime
 
@@ -115,20 +115,25 @@ def _usable_dir(cache_dir: str) -> bool:
 
 
 def compiled_module(engine, wasm: bytes, settings: str, cache_dir: Optional[str],
-                    what: str = "wasm"):
-    """``wasmtime.Module(engine, wasm)``, loaded from ``cache_dir`` when an entry is there,
-    else compiled and stored there.  ``settings`` names the engine settings that change the
-    compiled code (e.g. ``"epoch"`` for epoch interruption): part of the entry's name.
-    ``cache_dir`` None: no cache.  ``what`` names the module in log lines.  Compile errors
+                    what: str = "wasm", prepare: Optional[Callable[[bytes], bytes]] = None):
+    """``wasmtime.Module(engine, prepare(wasm))``, loaded from ``cache_dir`` when an entry is
+    there, else compiled and stored there.  ``settings`` names the engine settings that change
+    the compiled code (e.g. ``"epoch"`` for epoch interruption) and the version of
+    ``prepare`` (a rewrite of the module, default none): with the hash of ``wasm`` they name
+    the entry, so ``prepare`` runs only when the entry is missing.  ``cache_dir`` None: no
+    cache.  ``what`` names the module in log lines.  Compile errors
     (``wasmtime.WasmtimeError``) are the caller's; no cache problem is an error."""
+    def compile_it():
+        return wasmtime.Module(engine, prepare(wasm) if prepare is not None else wasm)
+
     if not cache_dir or not _usable_dir(cache_dir):
-        return wasmtime.Module(engine, wasm)
+        return compile_it()
     path = os.path.join(cache_dir, entry_name(wasm, settings))
     module = _load(engine, path, what)
     if module is not None:
         return module
     t0 = time.perf_counter()
-    module = wasmtime.Module(engine, wasm)
+    module = compile_it()
     log.debug("wasm cache: compiled %s in %.3f s", what, time.perf_counter() - t0)
     _store(cache_dir, path, module)
     return module

@@ -30,16 +30,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from .wasm_binary import I32, Module, NotRecognised, leb_s, leb_u, read_u
+
 #: names the rewrite in the compiled module cache's entry names (bump when the bodies change)
 TAG = "m64v2"
 
 _MUL, _FROM = "Fr_F1m_mul", "Fr_F1m_fromMontgomery"
 _ADD, _SUB = "Fr_F1m_add", "Fr_F1m_sub"  # rewritten too when their bodies are circom's own
 _INT_ADD, _INT_SUB, _INT_GTE = "Fr_int_add", "Fr_int_sub", "Fr_int_gte"
-_I32, _I64 = 0x7F, 0x7E
 _M64 = (1 << 64) - 1
-_SECTION_TYPE, _SECTION_IMPORT, _SECTION_FUNCTION = 1, 2, 3
-_SECTION_CODE, _SECTION_DATA = 10, 11
 
 
 def supported() -> bool:
@@ -56,265 +55,56 @@ def rewrite(wasm: bytes) -> Optional[bytes]:
     """``wasm`` with the two functions rewritten; None when it is not recognised (above).
     An engine that runs the result needs ``Config.wasm_wide_arithmetic = True``."""
     try:
-        module = _Module(wasm)
-        found = module.recognise()
+        module = Module(wasm)
+        found = _recognise(module)
         if found is None:
             return None
         indices, q = found
         bodies = _bodies(q)
         return module.with_bodies({index: bodies[name] for name, index in indices.items()})
-    except _NotRecognised:
+    except NotRecognised:
         return None
 
 
-class _NotRecognised(Exception):
-    pass
-
-
-# -- reading a module ----------------------------------------------------------------------
-
-def _leb(data: bytes, pos: int, signed: bool) -> Tuple[int, int]:
-    """A LEB128 at ``pos``: (value, position after it)."""
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise _NotRecognised("truncated LEB128")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            if signed and byte & 0x40:
-                result -= 1 << shift
-            return result, pos
-
-
-def _u32(data: bytes, pos: int) -> Tuple[int, int]:
-    """An unsigned LEB128 at ``pos``: (value, position after it)."""
-    return _leb(data, pos, signed=False)
-
-
-def _s32(data: bytes, pos: int) -> Tuple[int, int]:
-    """A signed LEB128 at ``pos``: (value, position after it)."""
-    return _leb(data, pos, signed=True)
-
-
-def _leb_u(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _leb_s(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40):
-            out.append(byte)
-            return bytes(out)
-        out.append(byte | 0x80)
-
-
-def _name(data: bytes, pos: int) -> Tuple[bytes, int]:
-    n, pos = _u32(data, pos)
-    return data[pos:pos + n], pos + n
-
-
-class _Module:
-    """The sections of a wasm module, as far as the rewrite needs them."""
-
-    def __init__(self, wasm: bytes):
-        if wasm[:8] != b"\0asm\x01\0\0\0":
-            raise _NotRecognised("not a wasm module")
-        self.wasm = wasm
-        self.sections: List[Tuple[int, int, int]] = []  # (id, payload start, payload end)
-        pos = 8
-        while pos < len(wasm):
-            sid = wasm[pos]
-            size, start = _u32(wasm, pos + 1)
-            end = start + size
-            if end > len(wasm):
-                raise _NotRecognised("truncated section")
-            self.sections.append((sid, start, end))
-            pos = end
-
-    def _section(self, sid: int) -> Optional[Tuple[int, int]]:
-        for s, start, end in self.sections:
-            if s == sid:
-                return start, end
+def _recognise(module: Module) -> Optional[Tuple[Dict[str, int], int]]:
+    """({function name: index} of the functions to rewrite, the prime q), or None: always
+    Fr_F1m_mul and Fr_F1m_fromMontgomery, and Fr_F1m_add and Fr_F1m_sub where their
+    bodies are exactly circom's (:func:`_circom_add_sub`) for that q."""
+    names = module.function_names()
+    if _MUL not in names or _FROM not in names:
         return None
-
-    def function_names(self) -> Dict[str, int]:
-        for sid, start, end in self.sections:
-            if sid != 0:
-                continue
-            label, pos = _name(self.wasm, start)
-            if label != b"name":
-                continue
-            while pos < end:
-                sub, pos = self.wasm[pos], pos + 1
-                size, pos = _u32(self.wasm, pos)
-                if sub == 1:
-                    names, p = {}, pos
-                    count, p = _u32(self.wasm, p)
-                    for _ in range(count):
-                        index, p = _u32(self.wasm, p)
-                        name, p = _name(self.wasm, p)
-                        names[name.decode("utf-8", "replace")] = index
-                    return names
-                pos += size
-        return {}
-
-    def _types(self) -> List[Tuple[bytes, bytes]]:
-        sec = self._section(_SECTION_TYPE)
-        if sec is None:
-            raise _NotRecognised("no type section")
-        count, pos = _u32(self.wasm, sec[0])
-        types = []
-        for _ in range(count):
-            if self.wasm[pos] != 0x60:
-                raise _NotRecognised("a type other than a plain function type")
-            params, pos = _name(self.wasm, pos + 1)
-            results, pos = _name(self.wasm, pos)
-            types.append((params, results))
-        return types
-
-    def _imported_functions(self) -> int:
-        sec = self._section(_SECTION_IMPORT)
-        if sec is None:
-            return 0
-        count, pos = _u32(self.wasm, sec[0])
-        functions = 0
-        for _ in range(count):
-            _, pos = _name(self.wasm, pos)
-            _, pos = _name(self.wasm, pos)
-            kind, pos = self.wasm[pos], pos + 1
-            if kind == 0x00:  # function: type index
-                functions += 1
-                _, pos = _u32(self.wasm, pos)
-            elif kind in (0x01, 0x02):  # table (reftype, limits) or memory (limits)
-                if kind == 0x01:
-                    pos += 1
-                flags, pos = self.wasm[pos], pos + 1
-                _, pos = _u32(self.wasm, pos)
-                if flags & 1:
-                    _, pos = _u32(self.wasm, pos)
-            elif kind == 0x03:  # global: valtype, mutability
-                pos += 2
-            else:
-                raise _NotRecognised(f"import kind {kind}")
-        return functions
-
-    def _function_types(self) -> List[int]:
-        sec = self._section(_SECTION_FUNCTION)
-        if sec is None:
-            raise _NotRecognised("no function section")
-        count, pos = _u32(self.wasm, sec[0])
-        out = []
-        for _ in range(count):
-            t, pos = _u32(self.wasm, pos)
-            out.append(t)
-        return out
-
-    def _code_entries(self) -> List[Tuple[int, int]]:
-        """Each defined function's body: (start, end) of its bytes after the size."""
-        sec = self._section(_SECTION_CODE)
-        if sec is None:
-            raise _NotRecognised("no code section")
-        count, pos = _u32(self.wasm, sec[0])
-        out = []
-        for _ in range(count):
-            size, pos = _u32(self.wasm, pos)
-            out.append((pos, pos + size))
-            pos += size
-        return out
-
-    def _data_at(self, address: int, n: int) -> Optional[bytes]:
-        """``n`` bytes at ``address`` of memory 0 as its active data segments set them."""
-        sec = self._section(_SECTION_DATA)
-        if sec is None:
-            return None
-        count, pos = _u32(self.wasm, sec[0])
-        for _ in range(count):
-            flags, pos = _u32(self.wasm, pos)
-            if flags == 1:  # passive
-                data, pos = _name(self.wasm, pos)
-                continue
-            if flags == 2:
-                memory, pos = _u32(self.wasm, pos)
-            elif flags == 0:
-                memory = 0
-            else:
-                raise _NotRecognised(f"data segment flags {flags}")
-            if self.wasm[pos] != 0x41:  # i32.const <offset> end: circom's only form
-                raise _NotRecognised("a data segment offset that is not a constant")
-            offset, pos = _s32(self.wasm, pos + 1)
-            if self.wasm[pos] != 0x0B:
-                raise _NotRecognised("a data segment offset that is not a constant")
-            data, pos = _name(self.wasm, pos + 1)
-            if memory == 0 and offset <= address and address + n <= offset + len(data):
-                return data[address - offset:address - offset + n]
+    imported = module.imported_functions()
+    ftypes, types, code = module.function_types(), module.types(), module.code_entries()
+    mul, frm = names[_MUL] - imported, names[_FROM] - imported
+    if not (0 <= mul < len(code) and 0 <= frm < len(code)) or len(ftypes) != len(code):
         return None
-
-    def recognise(self) -> Optional[Tuple[Dict[str, int], int]]:
-        """({function name: index} of the functions to rewrite, the prime q), or None: always
-        Fr_F1m_mul and Fr_F1m_fromMontgomery, and Fr_F1m_add and Fr_F1m_sub where their
-        bodies are exactly circom's (:func:`_circom_add_sub`) for that q."""
-        names = self.function_names()
-        if _MUL not in names or _FROM not in names:
-            return None
-        imported = self._imported_functions()
-        ftypes, types, code = self._function_types(), self._types(), self._code_entries()
-        mul, frm = names[_MUL] - imported, names[_FROM] - imported
-        if not (0 <= mul < len(code) and 0 <= frm < len(code)) or len(ftypes) != len(code):
-            return None
-        if types[ftypes[mul]] != (bytes([_I32] * 3), b"") or \
-                types[ftypes[frm]] != (bytes([_I32] * 2), b""):
-            return None
-        body = self.wasm[code[mul][0]:code[mul][1]]
-        # circom's body reads q's limbs with `i32.const 0; i64.load32_u align offset=<q+4k>`
-        at = body.find(b"\x41\x00\x35")
-        if at < 0:
-            return None
-        _, p = _u32(body, at + 3)  # alignment
-        address, _ = _u32(body, p)
-        raw = self._data_at(address, 32)
-        if raw is None:
-            return None
-        q = int.from_bytes(raw, "little")
-        if q.bit_length() < 250 or not q & 1:
-            return None
-        np32 = (-pow(q, -1, 1 << 32)) % (1 << 32)
-        if b"\x42" + _leb_s(np32) not in body:  # i64.const -q^-1 mod 2^32
-            return None
-        found = {_MUL: names[_MUL], _FROM: names[_FROM]}
-        expected = _circom_add_sub(names, address)
-        for name, want in expected.items():
-            index = names[name] - imported
-            if 0 <= index < len(code) and types[ftypes[index]] == (bytes([_I32] * 3), b"") \
-                    and self.wasm[code[index][0]:code[index][1]] == want:
-                found[name] = names[name]
-        return found, q
-
-    def with_bodies(self, bodies: Dict[int, bytes]) -> bytes:
-        """The module with the given functions' bodies (function index -> body bytes)."""
-        imported = self._imported_functions()
-        start, end = self._section(_SECTION_CODE)
-        entries = self._code_entries()
-        payload = bytearray(_leb_u(len(entries)))
-        for i, (a, b) in enumerate(entries):
-            body = bodies.get(i + imported, self.wasm[a:b])
-            payload += _leb_u(len(body)) + body
-        header_start = next(p for p in _section_header_starts(self.wasm) if p[1] == start)[0]
-        return (self.wasm[:header_start] + bytes([_SECTION_CODE]) + _leb_u(len(payload))
-                + bytes(payload) + self.wasm[end:])
+    if types[ftypes[mul]] != (bytes([I32] * 3), b"") or \
+            types[ftypes[frm]] != (bytes([I32] * 2), b""):
+        return None
+    body = module.wasm[code[mul][0]:code[mul][1]]
+    # circom's body reads q's limbs with `i32.const 0; i64.load32_u align offset=<q+4k>`
+    at = body.find(b"\x41\x00\x35")
+    if at < 0:
+        return None
+    _, p = read_u(body, at + 3)  # alignment
+    address, _ = read_u(body, p)
+    raw = module.data_at(address, 32)
+    if raw is None:
+        return None
+    q = int.from_bytes(raw, "little")
+    if q.bit_length() < 250 or not q & 1:
+        return None
+    np32 = (-pow(q, -1, 1 << 32)) % (1 << 32)
+    if b"\x42" + leb_s(np32) not in body:  # i64.const -q^-1 mod 2^32
+        return None
+    found = {_MUL: names[_MUL], _FROM: names[_FROM]}
+    expected = _circom_add_sub(names, address)
+    for name, want in expected.items():
+        index = names[name] - imported
+        if 0 <= index < len(code) and types[ftypes[index]] == (bytes([I32] * 3), b"") \
+                and module.wasm[code[index][0]:code[index][1]] == want:
+            found[name] = names[name]
+    return found, q
 
 
 def _circom_add_sub(names: Dict[str, int], q_address: int) -> Dict[str, bytes]:
@@ -325,25 +115,16 @@ def _circom_add_sub(names: Dict[str, int], q_address: int) -> Dict[str, bytes]:
         return {}
 
     def call(name):
-        return b"\x10" + _leb_u(names[name])
+        return b"\x10" + leb_u(names[name])
 
     xyr = b"\x20\x00\x20\x01\x20\x02"  # local.get x, y, r
-    r_q = b"\x20\x02\x41" + _leb_s(q_address)  # local.get r; i32.const q
+    r_q = b"\x20\x02\x41" + leb_s(q_address)  # local.get r; i32.const q
     r_minus_q = r_q + b"\x20\x02" + call(_INT_SUB) + b"\x1a"  # r = r - q; drop the borrow
     add = (b"\x00" + xyr + call(_INT_ADD) + b"\x04\x40" + r_minus_q + b"\x05"
            + r_q + call(_INT_GTE) + b"\x04\x40" + r_minus_q + b"\x0b\x0b\x0b")
     sub = (b"\x00" + xyr + call(_INT_SUB) + b"\x04\x40"
            + r_q + b"\x20\x02" + call(_INT_ADD) + b"\x1a\x0b\x0b")
     return {_ADD: add, _SUB: sub}
-
-
-def _section_header_starts(wasm: bytes):
-    """(header start, payload start) of every section."""
-    pos = 8
-    while pos < len(wasm):
-        size, start = _u32(wasm, pos + 1)
-        yield pos, start
-        pos = start + size
 
 
 # -- the new bodies --------------------------------------------------------------------------
@@ -473,7 +254,7 @@ def _bodies(q: int) -> Dict[str, bytes]:
         try:
             wasm = wasmtime.wat2wasm(bodies_wat(q))
         except Exception as exc:  # noqa: BLE001 - a wat parser without wide arithmetic
-            raise _NotRecognised(f"cannot assemble the new bodies: {exc}") from None
-        entries = _Module(wasm)._code_entries()
+            raise NotRecognised(f"cannot assemble the new bodies: {exc}") from None
+        entries = Module(wasm).code_entries()
         _BODIES[q] = {name: wasm[a:b] for name, (a, b) in zip((_MUL, _FROM, _ADD, _SUB), entries)}
     return _BODIES[q]

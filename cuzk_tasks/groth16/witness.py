@@ -21,10 +21,11 @@ helper module (:data:`BULK_WAT`), instantiated in the circuit's store and linked
 circuit instance's exports (``getWitness``, ``readSharedRWMemory``, ``writeSharedRWMemory``,
 ``setInputSignal``: the circom ABI alone, so any circom 2 wasm works), loops over the wires and
 the input values inside wasm, through its own linear memory, which Python reads and writes
-once per batch.  Compiled modules are cached across processes (:mod:`.wasm_cache`).  The
-circom runtime's Montgomery multiplication runs on 64-bit limbs where wasmtime has wide
-arithmetic (:mod:`.wasm_montgomery`: same results, bit for bit; about half the witness time
-of SHA-256 circuits).
+once per batch.  Compiled modules are cached across processes (:mod:`.wasm_cache`).  Before
+a circuit is compiled, the circom runtime's Montgomery arithmetic is rewritten on 64-bit limbs
+where wasmtime has wide arithmetic (:mod:`.wasm_montgomery`: same results, bit for bit; about
+half the witness time of SHA-256 circuits) and its small helpers are inlined at their calls
+(:mod:`.wasm_inline`: about 15 % more).
 This module imports no numpy until :meth:`WitnessCalculator.calculate` returns an array:
 ``cuzk-tasks witness`` writes the packed values as they come (:mod:`.wtnsfile`).
 
@@ -54,9 +55,9 @@ from .stamped_cache import StampedCache
 try:  # imported lazily so the readers work without wasmtime installed
     import wasmtime
 
-    from . import wasm_cache, wasm_montgomery
+    from . import wasm_cache, wasm_inline, wasm_montgomery
 except ImportError:  # pragma: no cover
-    wasmtime = wasm_cache = wasm_montgomery = None
+    wasmtime = wasm_cache = wasm_inline = wasm_montgomery = None
 
 log = logging.getLogger(__name__)
 
@@ -321,11 +322,10 @@ class WitnessCalculator:
         self._ticker = _EpochTicker(self._engine)
         try:
             with open(self.wasm_path, "rb") as f:
-                wasm, settings = self.prepared(f.read())
-            #: whether the circuit runs with 64-bit-limb field arithmetic
-            self.fast_montgomery = settings.endswith(wasm_montgomery.TAG)
-            self._module = wasm_cache.compiled_module(self._engine, wasm, settings,
-                                                      cache_dir, self.wasm_path)
+                wasm = f.read()
+            self._module = wasm_cache.compiled_module(
+                self._engine, wasm, self.compile_settings(), cache_dir, self.wasm_path,
+                prepare=self._prepare)
         except FileNotFoundError:
             raise FormatError(self.wasm_path, "file", "no such file") from None
         except Exception as exc:  # wasmtime.WasmtimeError
@@ -348,7 +348,7 @@ class WitnessCalculator:
                                   f"{name} is not a function ({', '.join(params)}) -> "
                                   f"({', '.join(results)}) as in circom 2")
         self._bulk_module = wasm_cache.compiled_module(
-            self._engine, *self.prepared(_bulk_wasm()), cache_dir, "the bulk helper")
+            self._engine, _bulk_wasm(), self._engine_settings(), cache_dir, "the bulk helper")
         # read the constants once
         try:
             with self._instantiate(defaults.witness_time_limit_s()) as inst:
@@ -368,19 +368,49 @@ class WitnessCalculator:
         except _WasmStopped as stop:
             raise stop.error(self.wasm_path, "reading its constants") from None
 
+    @staticmethod
+    def _engine_settings() -> str:
+        """The engine settings that change compiled code: :data:`ENGINE_SETTINGS`, plus
+        ``wide`` where wasmtime has wide arithmetic (then always on)."""
+        wide = wasm_montgomery.supported()
+        return WitnessCalculator.ENGINE_SETTINGS + ("+wide" if wide else "")
+
     @classmethod
-    def prepared(cls, wasm: bytes) -> Tuple[bytes, str]:
-        """The module this calculator compiles for a circuit's ``wasm``, and the engine
-        settings it is compiled with (:data:`ENGINE_SETTINGS`, plus the rewrite's tag when
-        :mod:`.wasm_montgomery` rewrote it): together they name its compiled-module cache
-        entry (:func:`.wasm_cache.entry_name`)."""
-        if not wasm_montgomery.supported():
-            return wasm, cls.ENGINE_SETTINGS
-        settings = f"{cls.ENGINE_SETTINGS}+wide"  # the engine has wide arithmetic on
-        fast = wasm_montgomery.rewrite(wasm)
-        if fast is None:
-            return wasm, settings
-        return fast, f"{settings}+{wasm_montgomery.TAG}"
+    def compile_settings(cls) -> str:
+        """What, besides the circuit's wasm, its compiled module depends on: the engine
+        settings and the versions of :meth:`prepared`'s rewrites.  With the wasm's hash it
+        names the compiled-module cache entry (:func:`.wasm_cache.entry_name`)."""
+        tags = [wasm_montgomery.TAG] if wasm_montgomery.supported() else []
+        return "+".join([cls._engine_settings(), *tags, wasm_inline.TAG])
+
+    @staticmethod
+    def prepared(wasm: bytes) -> bytes:
+        """The module compiled for a circuit's ``wasm``: its Montgomery arithmetic on 64-bit
+        limbs (where wasmtime has wide arithmetic) and its small functions inlined, each
+        where it recognises the module (else the module as it was)."""
+        if wasm_montgomery.supported():
+            wasm = wasm_montgomery.rewrite(wasm) or wasm
+        return wasm_inline.inline(wasm) or wasm
+
+    def _prepare(self, wasm: bytes) -> bytes:
+        """:meth:`prepared`, or ``wasm`` itself should the rewritten module not validate (a
+        rewrite's bug must not make a circuit unusable; the tests say it does not happen)."""
+        fast = self.prepared(wasm)
+        if fast is not wasm:
+            try:
+                wasmtime.Module.validate(self._engine, fast)
+            except wasmtime.WasmtimeError as exc:
+                log.warning("%s: the sped-up module does not validate (%s); compiling it as "
+                            "it is", self.wasm_path, str(exc).splitlines()[0] if str(exc) else
+                            type(exc).__name__)
+                return wasm
+        return fast
+
+    @property
+    def fast_montgomery(self) -> bool:
+        """Whether the circuit runs with 64-bit-limb field arithmetic (reads the wasm)."""
+        with open(self.wasm_path, "rb") as f:
+            return wasm_montgomery.supported() and wasm_montgomery.rewrite(f.read()) is not None
 
     def interrupt(self) -> int:
         """Stop every calculation running on this calculator (any thread): it raises
