@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -292,3 +293,76 @@ def test_a_sha256_circuit_gives_snarkjss_witness_byte_for_byte(tmp_path):
         run_snarkjs("wtns", "calculate", str(wasm), str(inp), str(tmp_path / "s.wtns"),
                     check=True)
         assert ours == (tmp_path / "s.wtns").read_bytes()
+
+
+def _runtime_instance(wasm, exports, wide):
+    config = wasmtime.Config()
+    config.wasm_wide_arithmetic = wide
+    engine = wasmtime.Engine(config)
+    store = wasmtime.Store(engine)
+    module = wasmtime.Module(engine, _with_exports(wasm, exports))
+    imports = [wasmtime.Func(store, imp.type, lambda *a: None) for imp in module.imports]
+    return store, wasmtime.Instance(store, module, imports).exports(store)
+
+
+def _element(value, kind, q):
+    """circom's 40-byte element: a short int32, or a long value (normal or Montgomery)."""
+    if kind == "short":
+        return struct.pack("<iI", value, 0) + bytes(32)
+    if kind == "long":
+        return struct.pack("<iI", 0, 0x80000000) + value.to_bytes(32, "little")
+    return struct.pack("<iI", 0, 0xC0000000) + (value * (1 << 256) % q).to_bytes(32, "little")
+
+
+@pytest.mark.parametrize("name", ["poseidon", "bls12381/poseidon"])
+def test_fr_mods_fast_path_writes_what_circoms_body_writes(name):
+    """Fr_mod with the fast path against circom's own, on the same memory: every operand
+    shape (short positive, zero and negative; long small, at 2^64 and beyond; Montgomery),
+    every aliasing of r, a and b; the whole low memory and the operands compared after
+    (all but Fr_int_div's product scratch at 288..320, which only it reads)."""
+    from cuzk_tasks.groth16.wasm_binary import Module
+
+    wasm = (fixture_dir(name) / "circuit.wasm").read_bytes()
+    names = _function_names(wasm)
+    fast = wasm_montgomery.rewrite(wasm)
+    assert fast is not None
+    # the same rewritten module with circom's own Fr_mod: only the fast path differs
+    index = names["Fr_mod"] - Module(wasm).imported_functions()
+    a, b = Module(wasm).code_entries()[index]
+    fa, fb = Module(fast).code_entries()[index]
+    assert fast[fa:fb] != wasm[a:b]
+    circoms = Module(fast).with_bodies({names["Fr_mod"]: wasm[a:b]})
+    q = BN254_R if name == "poseidon" else BLS12_381_R
+    runs = [_runtime_instance(w, {"rt_mod": names["Fr_mod"]}, True) for w in (circoms, fast)]
+    base = 1 << 20
+    operands = [(v, "short") for v in (1, 5, 31, 32, 2**31 - 1, 0, -1, -7)]
+    operands += [(v, "long") for v in (0, 1, 7, 32, 2**40 + 3, 2**64 - 1, 2**64, 2**200 + 9,
+                                       q - 1)]
+    operands += [(v, "montgomery") for v in (3, 2**70 + 1)]
+    layouts = [(0, 40, 80), (0, 0, 40), (40, 0, 40), (0, 40, 40), (0, 0, 0), (80, 40, 0)]
+    checked = 0
+    for a in operands:
+        for b in operands:
+            for r_at, a_at, b_at in layouts:
+                if a_at == b_at and a != b:
+                    continue
+                after = []
+                for store, ex in runs:
+                    mem = ex["memory"]
+                    # Fr_int_div's scratch (quotient, copy of b, ...): filled, so that a
+                    # write it misses shows
+                    mem.write(store, b"\xa5" * 32, 16)
+                    mem.write(store, b"\xa5" * 160, 160)
+                    mem.write(store, bytes(160), base)
+                    mem.write(store, _element(*a, q), base + a_at)
+                    mem.write(store, _element(*b, q), base + b_at)
+                    try:
+                        ex["rt_mod"](store, base + r_at, base + a_at, base + b_at)
+                    except wasmtime.Trap as trap:  # by zero: circom's Fr_int_div traps
+                        after.append("integer divide by zero" in str(trap))
+                        continue
+                    low = mem.read(store, 0, 8192)
+                    after.append((low[:288] + low[320:], mem.read(store, base, base + 160)))
+                    checked += 1
+                assert after[0] == after[1], (a, b, (r_at, a_at, b_at))
+    assert checked > 1000

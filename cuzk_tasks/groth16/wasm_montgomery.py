@@ -15,7 +15,9 @@ rewritten bodies compute exactly that (``tests/test_wasm_montgomery.py`` checks 
 Python integers, and the witnesses against snarkjs's, byte for byte).
 
 Where their bodies are byte for byte circom's, ``Fr_F1m_add`` and ``Fr_F1m_sub`` get 64-bit
-bodies too (2-3 % of a SHA-256 witness: they called three 32-bit-limb helpers each).
+bodies too (2-3 % of a SHA-256 witness: they called three 32-bit-limb helpers each), and
+``Fr_mod`` a fast path for operands below 2^64 in front of its own code (:data:`MOD_FAST_WAT`;
+6-9 %: SHA-256's rotations compute an index with ``%`` for every bit).
 
 Only what is recognised is touched: the name section must name both functions, their types
 must be circom's, and ``Fr_F1m_mul``'s body must read a 256-bit odd ``q`` from the module's
@@ -33,11 +35,13 @@ from typing import Dict, List, Optional, Tuple
 from .wasm_binary import I32, Module, NotRecognised, leb_s, leb_u, read_u
 
 #: names the rewrite in the compiled module cache's entry names (bump when the bodies change)
-TAG = "m64v2"
+TAG = "m64v3"
 
 _MUL, _FROM = "Fr_F1m_mul", "Fr_F1m_fromMontgomery"
 _ADD, _SUB = "Fr_F1m_add", "Fr_F1m_sub"  # rewritten too when their bodies are circom's own
 _INT_ADD, _INT_SUB, _INT_GTE = "Fr_int_add", "Fr_int_sub", "Fr_int_gte"
+_MOD = "Fr_mod"  # given a fast path where its body is circom's own
+_COPY_S2L, _TO_NORMAL, _INT_DIV = "Fr_rawCopyS2L", "Fr_toNormal", "Fr_int_div"
 _M64 = (1 << 64) - 1
 
 
@@ -60,7 +64,10 @@ def rewrite(wasm: bytes) -> Optional[bytes]:
         if found is None:
             return None
         indices, q = found
-        bodies = _bodies(q)
+        bodies = dict(_bodies(q))
+        if _MOD in indices:
+            a, b = module.code_entries()[indices[_MOD] - module.imported_functions()]
+            bodies[_MOD] = _mod_body(module.wasm[a:b])
         return module.with_bodies({index: bodies[name] for name, index in indices.items()})
     except NotRecognised:
         return None
@@ -104,6 +111,11 @@ def _recognise(module: Module) -> Optional[Tuple[Dict[str, int], int]]:
         if 0 <= index < len(code) and types[ftypes[index]] == (bytes([I32] * 3), b"") \
                 and module.wasm[code[index][0]:code[index][1]] == want:
             found[name] = names[name]
+    mod = _circom_mod(names)
+    if mod is not None:
+        index = names[_MOD] - imported
+        if 0 <= index < len(code) and module.wasm[code[index][0]:code[index][1]] == mod:
+            found[_MOD] = names[_MOD]
     return found, q
 
 
@@ -125,6 +137,112 @@ def _circom_add_sub(names: Dict[str, int], q_address: int) -> Dict[str, bytes]:
     sub = (b"\x00" + xyr + call(_INT_SUB) + b"\x04\x40"
            + r_q + b"\x20\x02" + call(_INT_ADD) + b"\x1a\x0b\x0b")
     return {_ADD: add, _SUB: sub}
+
+
+def _circom_mod(names: Dict[str, int]) -> Optional[bytes]:
+    """The body circom gives ``Fr_mod(r, a, b)``, byte for byte: each operand converted in
+    place to a long value in normal form (a short one through ``Fr_rawCopyS2L``), ``r`` made
+    long, then ``Fr_int_div(a + 8, b + 8, 16, r + 8)``: the quotient to scratch at 16, the
+    remainder to ``r``.  None when the module lacks the functions it calls."""
+    if not all(n in names for n in (_MOD, _COPY_S2L, _TO_NORMAL, _INT_DIV)):
+        return None
+
+    def call(name):
+        return b"\x10" + leb_u(names[name])
+
+    long_type = b"\x41" + leb_s(-(1 << 31)) + b"\x36\x02\x04"  # i32.store offset=4 0x80000000
+
+    def to_long(p: bytes) -> bytes:  # p: local.get of the operand
+        return (p + b"\x2d\x00\x07\x41\x80\x01\x71\x04\x40\x05"  # if not long:
+                + p + b"\x41\x08\x6a" + p + b"\x34\x02\x00" + call(_COPY_S2L)
+                + p + long_type + b"\x0b" + p + call(_TO_NORMAL))
+
+    r, a, b = b"\x20\x00", b"\x20\x01", b"\x20\x02"
+    return (b"\x00" + to_long(a) + to_long(b) + r + long_type
+            + a + b"\x41\x08\x6a" + b + b"\x41\x08\x6a\x41\x10" + r + b"\x41\x08\x6a"
+            + call(_INT_DIV) + b"\x0b")
+
+
+#: Fr_mod's fast path: both operands positive and below 2^64 (a short value > 0, or a long
+#: one in normal form with its three high limbs zero), b not zero (b is a when r is b: circom's
+#: Fr_int_div copies a over r before it reads b).  It makes every write the
+#: body would (the operands made long in place, r's type, Fr_int_div's copy of b at 160, its
+#: zeroed scratch at 256, the quotient at 16, the remainder at r + 8), with 64-bit division
+#: instead of Fr_int_div's byte-wise long division; only Fr_int_div's own product scratch
+#: (288) is not written, which nothing but Fr_int_div reads, after writing it.  SHA-256's
+#: rotations compute ``(i + r) % n`` this way for every bit.
+MOD_FAST_WAT = """
+(func (param $r i32) (param $a i32) (param $b i32)
+  (local $x i64) (local $y i64) (local $a_short i32) (local $b_short i32)
+  (block $slow
+    {operand_a}
+    {operand_b}
+    ;; Fr_int_div copies a to r before it reads b: with r = b it divides a by itself
+    (if (i32.eq (local.get $r) (local.get $b)) (then (local.set $y (local.get $x))))
+    (br_if $slow (i64.eqz (local.get $y)))
+    {make_long_a}
+    {make_long_b}
+    (i32.store offset=4 (local.get $r) (i32.const 0x80000000))
+    (i64.store offset=160 (i32.const 0) (local.get $y))
+    (i64.store offset=168 (i32.const 0) (i64.const 0))
+    (i64.store offset=176 (i32.const 0) (i64.const 0))
+    (i64.store offset=184 (i32.const 0) (i64.const 0))
+    (i64.store offset=16 (i32.const 0) (i64.div_u (local.get $x) (local.get $y)))
+    (i64.store offset=24 (i32.const 0) (i64.const 0))
+    (i64.store offset=32 (i32.const 0) (i64.const 0))
+    (i64.store offset=40 (i32.const 0) (i64.const 0))
+    (i64.store offset=256 (i32.const 0) (i64.const 0))
+    (i64.store offset=264 (i32.const 0) (i64.const 0))
+    (i64.store offset=272 (i32.const 0) (i64.const 0))
+    (i64.store offset=280 (i32.const 0) (i64.const 0))
+    (i64.store offset=8 (local.get $r) (i64.rem_u (local.get $x) (local.get $y)))
+    (i64.store offset=16 (local.get $r) (i64.const 0))
+    (i64.store offset=24 (local.get $r) (i64.const 0))
+    (i64.store offset=32 (local.get $r) (i64.const 0))
+    (return)))
+"""
+
+
+def _mod_fast_wat() -> str:
+    def operand(p, v, short):
+        return f"""(if (i32.and (i32.load8_u offset=7 (local.get {p})) (i32.const 128))
+      (then
+        (br_if $slow (i32.and (i32.load8_u offset=7 (local.get {p})) (i32.const 64)))
+        (br_if $slow (i64.ne (i64.or (i64.or (i64.load offset=16 (local.get {p}))
+                                             (i64.load offset=24 (local.get {p})))
+                                     (i64.load offset=32 (local.get {p}))) (i64.const 0)))
+        (local.set {v} (i64.load offset=8 (local.get {p}))))
+      (else
+        (br_if $slow (i32.le_s (i32.load (local.get {p})) (i32.const 0)))
+        (local.set {v} (i64.extend_i32_u (i32.load (local.get {p}))))
+        (local.set {short} (i32.const 1))))"""
+
+    def make_long(p, v, short):
+        return f"""(if (local.get {short}) (then
+      (i64.store offset=8 (local.get {p}) (local.get {v}))
+      (i64.store offset=16 (local.get {p}) (i64.const 0))
+      (i64.store offset=24 (local.get {p}) (i64.const 0))
+      (i64.store offset=32 (local.get {p}) (i64.const 0))
+      (i32.store offset=4 (local.get {p}) (i32.const 0x80000000))))"""
+
+    return MOD_FAST_WAT.format(operand_a=operand("$a", "$x", "$a_short"),
+                               operand_b=operand("$b", "$y", "$b_short"),
+                               make_long_a=make_long("$a", "$x", "$a_short"),
+                               make_long_b=make_long("$b", "$y", "$b_short"))
+
+
+_MOD_FAST: List[bytes] = []
+
+
+def _mod_body(circoms: bytes) -> bytes:
+    """Fr_mod's new body: the fast path, then circom's own code (which has no locals)."""
+    if not _MOD_FAST:
+        import wasmtime
+
+        wasm = wasmtime.wat2wasm(f"(module (memory 1) {_mod_fast_wat()})")
+        (a, b), = Module(wasm).code_entries()
+        _MOD_FAST.append(wasm[a:b - 1])  # its locals and code, less the final `end`
+    return _MOD_FAST[0] + circoms[1:]  # circom's code after its (empty) locals
 
 
 # -- the new bodies --------------------------------------------------------------------------
