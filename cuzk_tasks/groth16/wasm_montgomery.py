@@ -48,7 +48,7 @@ _M64 = (1 << 64) - 1
 def supported() -> bool:
     """Whether this wasmtime can run the rewritten code (wide arithmetic, wasmtime >= 26)."""
     try:
-        import wasmtime
+        import wasmtime  # lazy: reading and rewriting bytes needs no wasmtime, only this does
     except ImportError:  # pragma: no cover - the witness needs wasmtime anyway
         return False
     # a setter-only property: look on the class (reading it on an instance raises)
@@ -237,7 +237,7 @@ _MOD_FAST: List[bytes] = []
 def _mod_body(circoms: bytes) -> bytes:
     """Fr_mod's new body: the fast path, then circom's own code (which has no locals)."""
     if not _MOD_FAST:
-        import wasmtime
+        import wasmtime  # lazy: reading and rewriting bytes needs no wasmtime, only this does
 
         wasm = wasmtime.wat2wasm(f"(module (memory 1) {_mod_fast_wat()})")
         (a, b), = Module(wasm).code_entries()
@@ -367,7 +367,7 @@ _BODIES: Dict[int, Dict[str, bytes]] = {}
 def _bodies(q: int) -> Dict[str, bytes]:
     """The two bodies' bytes (locals and code) for ``q``, assembled once per process."""
     if q not in _BODIES:
-        import wasmtime
+        import wasmtime  # lazy: reading and rewriting bytes needs no wasmtime, only this does
 
         try:
             wasm = wasmtime.wat2wasm(bodies_wat(q))
