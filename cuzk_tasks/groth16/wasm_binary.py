@@ -118,11 +118,15 @@ class Module:
                 pos += size
         return {}
 
-    def types(self) -> List[Tuple[bytes, bytes]]:
-        sec = self.section(SECTION_TYPE)
+    def _vector(self, sid: int, what: str) -> Tuple[int, int]:
+        """A required section's entry count and where its first entry starts."""
+        sec = self.section(sid)
         if sec is None:
-            raise NotRecognised("no type section")
-        count, pos = read_u(self.wasm, sec[0])
+            raise NotRecognised(f"no {what} section")
+        return read_u(self.wasm, sec[0])
+
+    def types(self) -> List[Tuple[bytes, bytes]]:
+        count, pos = self._vector(SECTION_TYPE, "type")
         types = []
         for _ in range(count):
             if self.wasm[pos] != 0x60:
@@ -159,10 +163,7 @@ class Module:
         return functions
 
     def function_types(self) -> List[int]:
-        sec = self.section(SECTION_FUNCTION)
-        if sec is None:
-            raise NotRecognised("no function section")
-        count, pos = read_u(self.wasm, sec[0])
+        count, pos = self._vector(SECTION_FUNCTION, "function")
         out = []
         for _ in range(count):
             t, pos = read_u(self.wasm, pos)
@@ -171,10 +172,7 @@ class Module:
 
     def code_entries(self) -> List[Tuple[int, int]]:
         """Each defined function's body: (start, end) of its bytes after the size."""
-        sec = self.section(SECTION_CODE)
-        if sec is None:
-            raise NotRecognised("no code section")
-        count, pos = read_u(self.wasm, sec[0])
+        count, pos = self._vector(SECTION_CODE, "code")
         out = []
         for _ in range(count):
             size, pos = read_u(self.wasm, pos)
