@@ -193,6 +193,86 @@ def test_a_rejected_prove_drops_what_its_compute_gave_or_raised(stack, monkeypat
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
 
 
+def _queued(ctx, queue):
+    """How many messages wait on ``queue`` (all its priority lists); none removed."""
+    return sum(ctx.store.redis.llen(key) for key in queues.queue_keys(queue))
+
+
+def _watch_prove_end(ctx, monkeypatch, before=None):
+    """Record each prove_end call of ``ctx``'s store as (message, finalizes queued on the
+    host's CPU queue, outbox entries) at the moment it is called; ``before()`` runs first."""
+    calls, real = [], ctx.store.prove_end
+    cpu_queue = ctx.settings.host_cpu_queue()
+
+    def prove_end(worker_id, token, run, prove_ms, message=None):
+        if before is not None:
+            before()
+        calls.append((message, _queued(ctx, cpu_queue), ctx.store.outbox_entries()))
+        return real(worker_id, token, run, prove_ms, message=message)
+
+    monkeypatch.setattr(ctx.store, "prove_end", prove_end)
+    return calls
+
+
+def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypatch):
+    """Nothing else routed to the device at prove_begin: prove publishes finalize itself
+    before prove_end, with no outbox entry (a lone partition waits one round trip less);
+    prove_end then only advances the partition.  With a partition routed behind it, the
+    finalize goes through prove_end's outbox (the device's next prove waits for no publish)."""
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 2)
+    for _, args, kwargs in _pop(cpu, settings.host_cpu_queue()):
+        _synthesize(cpu, args, kwargs)
+    proves = _pop(cpu, settings.device_queue(0))
+    assert len(proves) == 2  # both routed to the one device
+    calls = _watch_prove_end(device, monkeypatch)
+    for _, args, kwargs in proves:
+        _prove(device, args, kwargs)
+    (first_message, first_queued, first_outbox), (lone_message, lone_queued, lone_outbox) = calls
+    assert first_message is not None and first_queued == 0  # prove_end's, for the relay
+    assert lone_message is None and lone_queued == 1 and len(lone_outbox) == 1  # out before it
+    (relayed_id, relayed), = cpu.store.take_relayed(timeout_s=0, limit=10)
+    assert list(cpu.store.outbox_entries()) == [relayed_id]  # only the relayed one is kept
+    (task, args, _), = _pop(cpu, settings.host_cpu_queue())
+    assert task == "cuzk.finalize"
+    for started in (json.loads(relayed)["args"][0], args[0]):
+        pipeline.finalize(cpu, started)
+    assert cpu.store.get_job(job)["state"] == "done"
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+
+
+def test_a_finalize_that_overtakes_its_prove_end_completes_the_partition_once(stack,
+                                                                               monkeypatch):
+    """The early finalize can run before prove_end lands (a device descheduled between the
+    two): finalize_end takes the partition from proving with the run's token and frees the
+    device; the late prove_end then advances nothing, keeps the device time, and queues no
+    second finalize.  One proof, a valid one."""
+    from cuzk_tasks.groth16 import verify
+
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    _synthesize(cpu, args, kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    overtaken = []
+
+    def finalize_first():
+        (task, fargs, _), = _pop(cpu, settings.host_cpu_queue())
+        assert cpu.store.get_partition(job, 0)["state"] == "proving"
+        overtaken.append(pipeline.finalize(cpu, fargs[0]))
+
+    _watch_prove_end(device, monkeypatch, before=finalize_first)
+    _prove(device, args, kwargs)
+    assert overtaken and overtaken[0]["job_complete"]
+    part = cpu.store.get_partition(job, 0)
+    assert part["state"] == "done" and float(part["prove_ms"]) > 0 and part["t_prove_end"]
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+    assert _pop(cpu, settings.host_cpu_queue()) == [] and cpu.store.outbox_entries() == {}
+    (proof,) = cpu.store.get_result(job)["proofs"]
+    vk = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
+    assert verify(vk, proof["public"], proof["proof"])
+
+
 def _finalize_message(stack):
     """A job proved on the device up to its queued finalize: (job id, finalize's args)."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]

@@ -523,6 +523,59 @@ def test_a_device_with_nothing_else_routed_publishes_its_finalize_itself(store_f
     assert store.redis.llen(store.keys.outbox_relay()) == 1 and len(store.outbox_entries()) == 1
 
 
+def test_prove_begin_says_how_many_partitions_wait_behind_the_run(store_factory):
+    """prove_begin's ``others_routed``: the partitions routed to the device besides the one
+    it begins (0: the device publishes that run's finalize itself, before prove_end).  A
+    rejected begin says nothing."""
+    store = store_factory()
+    new_job(store, n=3)
+    w = device(store, "w1")
+    for idx in range(3):
+        to_routed(store, "j1", idx, w)
+    assert store.prove_begin(w, PartitionRun("j1", 0, 0), 3).others_routed == 2
+    again = store.prove_begin(w, PartitionRun("j1", 0, 0), 3)  # a redelivery: still 2 behind
+    assert again.ok and again.others_routed == 2
+    store.prove_end(w, again.token, PartitionRun("j1", 0, 0), 1.0)
+    assert store.prove_begin(w, PartitionRun("j1", 1, 0), 3).others_routed == 1
+    stale = store.prove_begin(w, PartitionRun("j1", 2, 5), 3)
+    assert not stale.ok and stale.others_routed is None
+
+
+def test_a_finalize_end_before_prove_end_keeps_the_device_time_and_one_completion(
+        store_factory):
+    """A device that published its finalize before prove_end can be overtaken by it:
+    finalize_end takes the partition from proving with the run's token (and frees the
+    worker); the late prove_end advances nothing, clears nothing, and records the device
+    time on the done partition."""
+    store = store_factory()
+    new_job(store, n=1)
+    w = device(store, "w1")
+    token = to_proving(store, "j1", 0, w)
+    end = store.finalize_end(PartitionRun("j1", 0, 0), 3.0, "{}", "[]", token=token)
+    assert end.ok and end.job_complete
+    assert store.get_worker(w)["state"] == "idle"
+    late = store.prove_end(w, token, PartitionRun("j1", 0, 0), 42.5)
+    assert not late.partition_advanced and not late.worker_cleared
+    part = store.get_partition("j1", 0)
+    assert part["state"] == "done" and float(part["prove_ms"]) == 42.5 and part["t_prove_end"]
+    assert int(store.get_job("j1")["n_done"]) == 1 and store.outbox_entries() == {}
+    # another run's late end (another token) records nothing on it
+    store.prove_end(w, "j1:0:0:other", PartitionRun("j1", 0, 0), 99.0)
+    assert float(store.get_partition("j1", 0)["prove_ms"]) == 42.5
+
+
+def test_publish_now_sends_through_the_publisher_and_says_whether_it_could(store_factory):
+    rec = Recorder()
+    base = store_factory()
+    assert not base.publish_now(json.dumps({"task": "t"}))  # no publisher: not sent
+    store = base.__class__(base.redis, prefix=base.prefix, publisher=rec, relay=True)
+    message = stage_messages().synthesize(PartitionRun("j1", 0, 0, "c", 5))
+    assert store.publish_now(message)
+    assert rec.sent == [json.loads(message)] and store.outbox_entries() == {}
+    down = base.__class__(base.redis, prefix=base.prefix, publisher=Recorder(outage=True))
+    assert not down.publish_now(message)  # the broker cannot take it: the caller keeps it
+
+
 def test_recover_stage_sends_the_synthesize_of_a_pending_partition_only(store_factory):
     """The sweeper re-drives a lost stage: a pending or synthesizing partition gets its
     synthesize for attempt + 1 in the same step; a later stage goes back to unrouted

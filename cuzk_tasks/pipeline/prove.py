@@ -1,5 +1,7 @@
 """prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token)
-in a finally, which queues finalize (cpu queue) when the partition advanced.  A GpuError is
+in a finally, which queues finalize (cpu queue) when the partition advanced -- or, when no
+other partition was routed to the device at prove_begin, the device publishes finalize itself
+just before prove_end (the lone partition's latency: one round trip less).  A GpuError is
 the device's fault: prove_fault moves the partition to another device.  prove_begin is sent
 before the compute and its reply read after it (StateStore.send_prove_begin): the device
 waits no round trip, and a rejected run's result is dropped unseen."""
@@ -49,6 +51,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
         return
     token = started.token
     result = message = device_fault = None
+    published = False
     try:
         if raised is not None:
             raise raised
@@ -59,6 +62,11 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
                               # may_be_stale)
                               deadline_at=started.deadline_at, sent_at=time.time())
         message = ctx.messages.finalize(finalize_queue, result)
+        if started.others_routed == 0 and store.publish_now(message):
+            # nothing waits behind this run: the finalize goes out now, a round trip sooner
+            # than through prove_end's outbox; arriving first is harmless (finalize_end
+            # takes the partition from proving with this token, and a stale one is a no-op)
+            message, published = None, True
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc
@@ -77,7 +85,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
     if device_fault is not None:
         _reroute_after_device_fault(ctx, device_fault, token, run, witness_ref)
         return
-    if result is not None and not end.partition_advanced:
+    if result is not None and not end.partition_advanced and not published:
         log.info("prove %s/%s attempt %s: partition did not advance (re-dispatched or "
                  "cancelled meanwhile); not finalizing", job_id, idx, attempt)
     if result is not None and time.monotonic() >= ctx.device_memory_due:

@@ -193,6 +193,7 @@ class ProveBegin:
     ``deadline`` (the job's deadline passed: it failed now), ``job_<state>`` (job not
     running), ``unknown``.  ``deliveries``: the partition's count.
     ``deadline_at``: the job's deadline (Unix time, Redis clock) when accepted and it has one.
+    ``others_routed``: see the field.
     """
 
     ok: bool
@@ -200,6 +201,9 @@ class ProveBegin:
     reason: str
     deliveries: int = 0
     deadline_at: float | None = None
+    #: when accepted: how many other partitions are routed to this worker (0: none waits
+    #: behind this run, so the device publishes its finalize itself: ``publish_now``)
+    others_routed: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,9 +289,10 @@ class Claim:
 
 
 def _prove_begin_reply(reply) -> ProveBegin:
-    ok, token, reason, deliveries, deadline_at = reply
+    ok, token, reason, deliveries, deadline_at = reply[:5]
     return ProveBegin(bool(ok), token or None, reason, int(deliveries),
-                      float(deadline_at) if deadline_at else None)
+                      float(deadline_at) if deadline_at else None,
+                      int(reply[5]) if len(reply) > 5 else None)
 
 
 class SentStep:
@@ -606,6 +611,20 @@ class StateStore:
     def _publish(self, entries):
         if self.publisher is not None:
             self.publisher(entries, self.outbox_done)
+
+    def publish_now(self, message) -> bool:
+        """Have the publisher send ``message`` (an outbox entry's JSON) now, outside any step
+        and without an outbox entry; False when there is no publisher or the broker cannot
+        take it now (the caller then hands it to a step, which records it in the outbox).
+
+        Only for a message whose early arrival its guards make harmless: a device's finalize,
+        published before the prove_end that advances its partition (finalize_end also takes a
+        partition still in proving with the run's token, and a stale one is a no-op)."""
+        if self.publisher is None:
+            return False
+        done = []
+        self.publisher([("direct", message)], done.extend)
+        return bool(done)
 
     def outbox_done(self, ids) -> None:
         """Delete published outbox entries (the publisher's ``done``).  Not retried through an

@@ -159,6 +159,12 @@ local function publish_here_when_idle(worker)
   if RELAY and redis.call('SCARD', K.routed(worker)) == 0 then RELAY = false end
 end
 
+-- how many partitions other than job:idx are routed to worker (its queue's backlog)
+local function routed_besides(worker, job, idx)
+  local key = K.routed(worker)
+  return redis.call('SCARD', key) - redis.call('SISMEMBER', key, member(job, idx))
+end
+
 -- THE compare-and-delete: a worker goes idle only if it still holds exactly this token.
 -- `reason` (optional) rides on the worker_idle event: why not its run's own end.
 local function clear_worker_if(worker, token, reason)

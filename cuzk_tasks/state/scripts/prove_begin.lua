@@ -6,7 +6,9 @@
 -- delivery (deliveries are summed over all attempts); past max deliveries the partition
 -- and its job fail (poison pill).  Rejections change nothing.  The same call again (same
 -- nonce: its reply was lost) is accepted again with its token, counting nothing.
--- Returns {ok 0|1, token|'', reason, deliveries, the job's deadline_at|''}.
+-- Returns {ok 0|1, token|'', reason, deliveries, the job's deadline_at|'', others routed}:
+-- the last, when accepted, is how many other partitions are routed to this worker now (0: the
+-- device is idle after this one, and publishes this run's finalize itself, before prove_end).
 local job, idx, attempt, worker = A(1), A(2), A(3), A(4)
 local js = redis.call('HGET', KEYS[1], 'state')
 if not js then return {0, '', 'unknown', 0, ''} end
@@ -22,7 +24,8 @@ local token = job .. ':' .. idx .. ':' .. attempt .. ':' .. A(6)
 if p[1] == 'proving' and p[5] == token then
   -- this very call again (same nonce: StateStore.send_prove_begin lost its reply): done
   -- already, so nothing is counted twice
-  return {1, token, 'ok', tonumber(p[4]) or 0, redis.call('HGET', KEYS[1], 'deadline_at') or ''}
+  return {1, token, 'ok', tonumber(p[4]) or 0, redis.call('HGET', KEYS[1], 'deadline_at') or '',
+    routed_besides(worker, job, idx)}
 end
 local deliveries = redis.call('HINCRBY', KEYS[2], 'deliveries', 1)
 if deliveries > tonumber(A(5)) then
@@ -41,4 +44,5 @@ redis.call('HSET', KEYS[3], 'state', 'proving', 'job', job, 'partition', idx, 'k
   'token', token, 'since', NOW_S)
 emit('prove_begin', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
   'deliveries', deliveries, 'redelivery', redelivery and 1 or 0)
-return {1, token, redelivery and 'redelivered' or 'ok', deliveries, jf[2] or ''}
+return {1, token, redelivery and 'redelivered' or 'ok', deliveries, jf[2] or '',
+  routed_besides(worker, job, idx)}
