@@ -79,6 +79,17 @@ def _prove(ctx, args, kwargs):
                           witness_ref, kwargs["finalize_queue"])
 
 
+def _prove_message(stack):
+    """A one-partition job synthesized up to its prove message: (job id, the message's args,
+    its kwargs), taken off the device's queue."""
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    _synthesize(cpu, args, kwargs)
+    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    return job, args, kwargs
+
+
 def _input():
     return json.loads((FIX / "mulchain" / "input.json").read_text())
 
@@ -124,10 +135,7 @@ def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     from cuzk_tasks.groth16 import verify
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
-    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    _synthesize(cpu, args, kwargs)
-    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    job, args, kwargs = _prove_message(stack)
     assert _prove(device, args, kwargs) is None  # finalize was queued instead
     assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
@@ -150,10 +158,7 @@ def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
 
 def test_a_stale_prove_does_not_touch_the_device(stack):
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
-    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    _synthesize(cpu, args, kwargs)
-    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    job, args, kwargs = _prove_message(stack)
     stale = list(args)
     stale[2] = 7  # an attempt the partition never had
     assert _prove(device, stale, kwargs) is None
@@ -168,10 +173,7 @@ def test_a_rejected_prove_drops_what_its_compute_gave_or_raised(stack, monkeypat
     from cuzk_tasks.errors import CuzkError
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
-    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    _synthesize(cpu, args, kwargs)
-    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    job, args, kwargs = _prove_message(stack)
     computed = []
 
     def broken(circuit, witness_path):
@@ -250,10 +252,7 @@ def test_a_finalize_that_overtakes_its_prove_end_completes_the_partition_once(st
     from cuzk_tasks.groth16 import verify
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
-    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    _synthesize(cpu, args, kwargs)
-    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    job, args, kwargs = _prove_message(stack)
     overtaken = []
 
     def finalize_first():
@@ -276,10 +275,7 @@ def test_a_finalize_that_overtakes_its_prove_end_completes_the_partition_once(st
 def _finalize_message(stack):
     """A job proved on the device up to its queued finalize: (job id, finalize's args)."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
-    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
-    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
-    _synthesize(cpu, args, kwargs)
-    (_, args, kwargs), = _pop(cpu, settings.device_queue(0))
+    job, args, kwargs = _prove_message(stack)
     _prove(device, args, kwargs)  # nothing else routed to the device: it publishes finalize
     (task, args, _), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize"
