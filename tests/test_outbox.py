@@ -284,6 +284,38 @@ def test_a_relay_store_hands_its_messages_to_the_relay_which_publishes_them(stor
     assert len(rec.sent) == 3
 
 
+def test_the_relay_publishes_a_taken_item_only_after_its_yield(store_factory):
+    """The relay lets the device that handed an item over start its next partition before
+    Celery's publish takes a core (defaults.RELAY_YIELD_S): the publish comes no sooner than
+    ``yield_s`` after the take."""
+    from cuzk_tasks.service.publisher import OutboxRelay
+
+    base = store_factory()
+    device = base.__class__(base.redis, prefix=base.prefix, relay=True)
+    _job(device, n=1)
+    taken, published = [], []
+    real_take = device.take_relayed
+
+    def take(*args, **kwargs):
+        got = real_take(*args, **kwargs)
+        if got:
+            taken.append(time.monotonic())
+        return got
+
+    class Timed(Recorder):
+        def send(self, entries):
+            published.append(time.monotonic())
+            return super().send(entries)
+
+    device.take_relayed = take
+    relay = OutboxRelay(device, app=None, wait_s=0.1, yield_s=0.3)
+    relay.publisher = rec = Timed()
+    relay.step()
+    assert len(rec.sent) == 1 and device.outbox_entries() == {}
+    assert published[0] - taken[0] >= 0.3
+    assert OutboxRelay(device, app=None).yield_s == defaults.RELAY_YIELD_S > 0
+
+
 def test_the_relay_leaves_to_the_sweeper_what_was_handed_over_before_the_grace(store_factory):
     """An item older than OUTBOX_GRACE_S on the relay list is the sweeper's: the relay drops
     it unpublished, and the sweeper's claim publishes the entry."""

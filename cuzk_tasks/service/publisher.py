@@ -15,6 +15,7 @@ import json
 import logging
 import time
 
+from ..settings import defaults
 from ..settings.redis_url import is_outage
 from . import tracing
 from .periodic import PeriodicThread
@@ -72,18 +73,22 @@ class CeleryPublisher:
 class OutboxRelay(PeriodicThread):
     """A CPU worker's thread that publishes what devices' steps handed on (a relay store's
     step puts its outbox entries on the relay list: ``StateStore.relay``): it waits on the
-    list, has Celery publish each entry as it comes, then deletes it from the outbox.  A
-    device's pool process so spends no time on Celery's publish path between two partitions;
-    an entry whose relay died after taking it is published by a sweeper after
+    list, has Celery publish each entry as it comes (``yield_s`` later), then deletes it from
+    the outbox.  A device's pool process so spends no time on Celery's publish path between
+    two partitions; an entry whose relay died after taking it is published by a sweeper after
     OUTBOX_GRACE_S."""
 
     thread_name = "cuzk-outbox-relay"
 
-    def __init__(self, store, app, wait_s: float = 1.0, batch: int = 100):
+    def __init__(self, store, app, wait_s: float = 1.0, batch: int = 100,
+                 yield_s: float = defaults.RELAY_YIELD_S):
         super().__init__(0.0)  # each step blocks on the list for up to wait_s
         self.store = store
         self.publisher = CeleryPublisher(app)
         self.wait_s = wait_s
+        #: how long a taken item waits before its publish (defaults.RELAY_YIELD_S: the
+        #: device that handed it over starts its next partition meanwhile)
+        self.yield_s = yield_s
         #: the most entries one step publishes after the one it waited for
         self.batch = batch
 
@@ -96,7 +101,9 @@ class OutboxRelay(PeriodicThread):
             raise
         if not entries:
             return
-        # the next one first, as soon as it comes; those that queued behind it after
+        if self.yield_s > 0:
+            time.sleep(self.yield_s)
+        # the next one first; those that queued behind it after
         done = self.publisher.send(entries)
         if done:
             done += self.publisher.send(self.store.take_relayed(timeout_s=0, limit=self.batch))

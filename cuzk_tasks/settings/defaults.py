@@ -229,6 +229,15 @@ this far off; finalize_end is the guard in either case, so at worst one CPU tail
 partition in flight is spent on a job cancelled within this window.  Ages are read on the
 workers' clocks (NTP-synced hosts)."""
 
+RELAY_YIELD_S = 0.003
+"""Seconds the CPU worker's outbox relay waits between taking a device's handed-over message
+(a finalize, while the device has its next partition routed) and publishing it.  Celery's
+publish costs 1-2 ms of CPU; on a host whose devices and CPU workers share cores it would
+compete with the device starting that next partition.  A finalize waiting behind a busy
+device loses nothing by starting 3 ms later; a lone partition's finalize never takes this
+path (the device publishes it itself).  Measured: docs/benchmarks.md, hand-over p50 1.7 ->
+1.1-1.2 ms."""
+
 OUTBOX_GRACE_S = 10.0
 """Seconds an outbox entry may wait to be published by the process whose step added it before
 the sweeper publishes it instead (that process died, or lost the broker, in between).  Not
