@@ -54,7 +54,9 @@ setup unless --setup snarkjs (dev keys; these are witness benchmarks):
 --native also builds circom's C++ witness generator (``circom --c``, then ``make``; needs
 g++, nasm, libgmp-dev, nlohmann-json3-dev) into <dir>/circuit_cpp/circuit, run as
 ``circuit input.json out.wtns`` (it reads circuit.dat beside it); its output is checked
-byte-identical to snarkjs's witness.wtns.  The snarkjs reference proof is skipped above
+byte-identical to snarkjs's witness.wtns; and its kept-running witness server
+(``cuzk-tasks native-server``: <dir>/circuit_cpp/circuit.server), checked the same way.
+The snarkjs reference proof is skipped above
 2^--snarkjs-max-log (default 18: it takes minutes there).
 """
 
@@ -388,6 +390,31 @@ def build_native(spec: dict, d: Path, d_rel: Path, have_cpp: bool) -> Path:
     return exe
 
 
+def build_witness_server(name: str, exe: Path, inp: Path, wtns: Path):
+    """The generator's kept-running server (``cuzk-tasks native-server``), checked
+    byte-identical to snarkjs's witness twice from one server process."""
+    from cuzk_tasks.groth16.formats.circom_input import load_input_json
+    from cuzk_tasks.groth16.native_server import build_server, usable_server
+    from cuzk_tasks.groth16.native_witness import NativeWitnessGenerator
+
+    if usable_server(str(exe), f"{exe}.dat"):
+        log(f"{name}: reuse {exe.relative_to(ROOT)}.server")
+    else:
+        log(f"{name}: cuzk-tasks native-server (the witness server; a minute on 2 cores) ...")
+        t = time.perf_counter()
+        build_server(exe)
+        log(f"{name}: native-server done in {time.perf_counter() - t:.1f}s")
+    gen = NativeWitnessGenerator(exe)
+    try:
+        inputs = load_input_json(inp)
+        for _ in range(2):
+            if gen.calculate_wtns(inputs, str(inp)) != wtns.read_bytes():
+                raise SystemExit(f"{name}: the witness server's .wtns differs from snarkjs's")
+    finally:
+        gen.close()
+    log(f"{name}: the witness server's witnesses are byte-identical to snarkjs's")
+
+
 def build_circuit(spec: dict, prove: bool, native: bool = False,
                   snarkjs_max_log: int = 99) -> dict:
     name = spec["name"]
@@ -486,6 +513,7 @@ def build_circuit(spec: dict, prove: bool, native: bool = False,
         if not same:
             raise SystemExit(f"{name}: the C++ witness generator's .wtns differs from snarkjs's")
         log(f"{name}: C++ witness {dt:.2f}s, byte-identical to snarkjs's")
+        build_witness_server(name, native_exe, inp, wtns)
 
     recorded = marker.read_text().split() if marker.exists() else [made_by]
     info = dict(name=name, description=spec["description"], curve=spec["curve"],

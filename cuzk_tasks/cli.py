@@ -5,6 +5,7 @@ Argument order matches snarkjs and rapidsnark so the commands drop in:
     cuzk-tasks prove   circuit.zkey witness.wtns proof.json public.json
     cuzk-tasks verify  verification_key.json public.json proof.json
     cuzk-tasks witness circuit.wasm input.json witness.wtns   (or native:circuit_cpp/circuit)
+    cuzk-tasks native-server circuit_cpp/circuit   (keeps circom's C++ generator running)
     cuzk-tasks vkey    circuit.zkey verification_key.json
     cuzk-tasks setup   circuit.r1cs circuit.zkey   (single-party: development only)
 
@@ -150,6 +151,20 @@ def _stop_witness(worker, outcome, grace_s=2.0):
             worker.join(0.05)
         except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
             return
+
+
+def _cmd_native_server(args):
+    # lazy: a command imports only what it runs, so cuzk-tasks --help stays fast
+    from .groth16.native_server import build_server
+
+    started = time.monotonic()
+    print(f"building the witness server of {args.binary} (a minute or two on a big circuit)",
+          file=sys.stderr, flush=True)
+    path = build_server(args.binary, cxx=args.cxx)
+    print(f"wrote {path} in {time.monotonic() - started:.1f} s: native:{args.binary} now uses it",
+          file=sys.stderr)
+    print(path)
+    return EXIT_OK
 
 
 def _cmd_vkey(args):
@@ -382,6 +397,15 @@ def build_parser(only=None):
         p.add_argument("witness", help="output .wtns file")
         p.set_defaults(**WITNESS_DEFAULTS)
 
+    if wanted("native-server"):
+        p = sub.add_parser("native-server", help="build the kept-running server of circom's C++ "
+                           "witness generator (native:PATH then computes witness after witness "
+                           "in one process)")
+        p.add_argument("binary", help="the generator make built in circom's <name>_cpp "
+                       "directory (its main.cpp and objects next to it)")
+        p.add_argument("--cxx", default="g++", help="C++ compiler (default: g++)")
+        p.set_defaults(func=_cmd_native_server)
+
     if wanted("vkey"):
         p = sub.add_parser("vkey", help="export the verification key of a zkey")
         p.add_argument("zkey")
@@ -485,7 +509,7 @@ def _log():
 
 #: every command, in the order --help lists them (tests/test_layering.py checks it is what
 #: build_parser builds)
-COMMANDS = ('prove', 'verify', 'witness', 'vkey', 'setup', 'worker', 'submit', 'status', 'demo', 'web', 'cancel')
+COMMANDS = ('prove', 'verify', 'witness', 'native-server', 'vkey', 'setup', 'worker', 'submit', 'status', 'demo', 'web', 'cancel')
 
 
 def command_named(argv):

@@ -8,6 +8,7 @@ and the caller lives; and one service run through real worker processes with
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -27,6 +28,7 @@ from cuzk_tasks.errors import (ConfigError, CuzkError, FormatError, WitnessError
                                WitnessInterrupted, WitnessTimeoutError)
 from cuzk_tasks.groth16.formats.circom_input import load_input_json
 from cuzk_tasks.groth16.curves import BN254
+from cuzk_tasks.groth16.native_server import build_server, server_path
 from cuzk_tasks.groth16.native_witness import (NATIVE_PREFIX, NativeWitnessGenerator,
                                                generate_witness, get_generator)
 from cuzk_tasks.groth16.witness import WitnessCalculator
@@ -275,8 +277,9 @@ def _pgrp(pid):
         return int(f.read().rsplit(")", 1)[1].split()[2])
 
 
-def test_interrupt_kills_a_running_binary_from_another_thread(fakes):
-    gen = get_generator(NATIVE_PREFIX + str(fakes["hang"]))
+def _interrupted_from_another_thread(gen, ready=lambda: True) -> dict:
+    """Run a calculation on ``gen`` in a thread, interrupt it from this one as soon as it
+    runs and ``ready()``; ``{"error": what it raised, "interrupted": interrupt()'s count}``."""
     outcome = {}
 
     def run():
@@ -288,9 +291,16 @@ def test_interrupt_kills_a_running_binary_from_another_thread(fakes):
     t = threading.Thread(target=run)
     t.start()
     deadline = time.monotonic() + 10
-    while not gen.interrupt() and time.monotonic() < deadline:
+    while not outcome.get("interrupted") and time.monotonic() < deadline:
+        if ready():
+            outcome["interrupted"] = gen.interrupt()
         time.sleep(0.02)
     t.join(10)
+    return outcome
+
+
+def test_interrupt_kills_a_running_binary_from_another_thread(fakes):
+    outcome = _interrupted_from_another_thread(get_generator(NATIVE_PREFIX + str(fakes["hang"])))
     assert isinstance(outcome.get("error"), WitnessInterrupted), outcome
 
 
@@ -336,6 +346,236 @@ def test_unusable_generator_files_are_format_errors(native, tmp_path):
         NativeWitnessGenerator(script)
 
 
+# ------------------------------------------------------------------ the kept-running server
+@pytest.fixture(scope="session")
+def served(native, tmp_path_factory):
+    """``{fixture key: binary path}`` as :func:`native`, each a copy with its witness server
+    (``<binary>.server``, built at -O0 from the objects :func:`native` built)."""
+    base = tmp_path_factory.mktemp("served")
+
+    def serve(key):
+        binary = native[key]
+        cpp = base / key.replace("/", "_") / binary.parent.name
+        cpp.mkdir(parents=True)
+        for f in [binary, pathlib.Path(f"{binary}.dat"), binary.parent / "main.cpp",
+                  *binary.parent.glob("*.hpp")]:
+            shutil.copy2(f, cpp / f.name)
+        for sym in binary.parent.parent.glob("*.sym"):
+            shutil.copy2(sym, cpp.parent / sym.name)
+        build_server(cpp / binary.name, objects=native_build.server_objects(binary),
+                     cxxflags=native_build.CXXFLAGS)
+        return key, cpp / binary.name
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        return dict(pool.map(serve, CIRCUITS))
+
+
+def _server_pids(binary) -> list:
+    """Pids of the running servers of ``binary`` (by their command line's first word)."""
+    path = os.fsencode(server_path(binary))
+    out = []
+    for d in pathlib.Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().split(b"\0")[0] == path \
+                    and _alive(int(d.name)):
+                out.append(int(d.name))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def _wait_until(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.mark.parametrize("key", sorted(k for k in CIRCUITS if k != "assert_fail"))
+def test_the_server_gives_the_same_witness_again_and_again(served, key):
+    """Byte-identical to snarkjs's on every fixture circuit, from one server process: the
+    second witness reuses the first's memory, which must not leak one value into the next."""
+    gen = NativeWitnessGenerator(served[key])
+    try:
+        assert gen.server_path == server_path(served[key])
+        expected = (fixture_dir(key) / "witness.wtns").read_bytes()
+        assert gen.calculate_wtns(_input(key)) == expected
+        first = _server_pids(served[key])
+        assert len(first) == 1
+        if key == "mulchain":  # another input between two of the fixture's
+            wasm = WitnessCalculator(fixture_dir(key) / "circuit.wasm")
+            odd = {"a": "5", "b": "7"}
+            assert (gen.calculate(odd) == wasm.calculate(odd)).all()
+        assert gen.calculate_wtns(_input(key)) == expected
+        assert _server_pids(served[key]) == first
+    finally:
+        gen.close()
+    assert _wait_until(lambda: not _server_pids(served[key]))
+
+
+def test_a_circuit_assert_on_the_server_reads_as_the_binarys(served):
+    gen = NativeWitnessGenerator(served["assert_fail"])
+    bad = fixture_dir("assert_fail") / "input_bad.json"
+    try:
+        with pytest.raises(WitnessError) as info:
+            gen.calculate_file(bad)
+        assert str(info.value) == (f"{bad}: witness generation failed in "
+                                   f"{served['assert_fail']}: Failed assert in template/function "
+                                   "AssertFail line 10. (killed by SIGABRT)")
+        # the server died with the assert; the next witness starts another
+        assert gen.calculate_wtns(_input("assert_fail")) == \
+            (fixture_dir("assert_fail") / "witness.wtns").read_bytes()
+    finally:
+        gen.close()
+
+
+def test_servers_are_replaced_when_idle_or_worn(served, monkeypatch):
+    from cuzk_tasks.settings import defaults
+
+    binary = served["mulchain"]
+    gen = NativeWitnessGenerator(binary)
+    expected = (fixture_dir("mulchain") / "witness.wtns").read_bytes()
+    try:
+        monkeypatch.setattr(defaults, "NATIVE_SERVER_MAX_WITNESSES", 2)
+        seen = set()
+        for _ in range(3):
+            assert gen.calculate_wtns(_input("mulchain")) == expected
+            seen.update(_server_pids(binary))
+        assert len(seen) == 2 and len(_server_pids(binary)) == 1  # worn out after 2: replaced
+        monkeypatch.setattr(defaults, "NATIVE_SERVER_IDLE_S", 0.3)
+        gen.close()
+        assert gen.calculate_wtns(_input("mulchain")) == expected
+        assert _wait_until(lambda: not _server_pids(binary))  # it exits on its own when idle
+        assert gen.calculate_wtns(_input("mulchain")) == expected  # and the next one starts
+    finally:
+        gen.close()
+
+
+def test_the_server_dies_with_the_process_that_started_it(served):
+    binary = served["mulchain"]
+    code = ("import sys, time; from cuzk_tasks.groth16.native_witness import get_generator; "
+            "from cuzk_tasks.groth16.formats.circom_input import load_input_json; "
+            "get_generator(sys.argv[1]).calculate(load_input_json(sys.argv[2])); "
+            "print('done', flush=True); time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", code, NATIVE_PREFIX + str(binary),
+                              str(fixture_dir("mulchain") / "input.json")],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == "done\n"
+        pids = _server_pids(binary)
+        assert len(pids) == 1
+    finally:
+        owner.kill()  # SIGKILL: nothing of the owner's runs to end its server
+        owner.wait()
+    assert _wait_until(lambda: not _alive(pids[0]))
+
+
+def test_a_stale_server_is_not_used(served, tmp_path, caplog):
+    cpp = tmp_path / "mulchain_cpp"
+    cpp.mkdir()
+    binary = cpp / "mulchain"
+    for f in (served["mulchain"], f"{served['mulchain']}.dat", server_path(served["mulchain"])):
+        shutil.copy2(f, cpp / pathlib.Path(f).name)
+    old = os.stat(server_path(binary)).st_mtime_ns
+    os.utime(f"{binary}.dat", ns=(old + 10**9, old + 10**9))  # the circuit rebuilt since
+    gen = NativeWitnessGenerator(binary)
+    assert gen.server_path is None
+    assert "older than" in caplog.text and server_path(binary) in caplog.text
+    assert gen.calculate_wtns(_input("mulchain")) == \
+        (fixture_dir("mulchain") / "witness.wtns").read_bytes()  # by the binary itself
+    assert not _server_pids(binary)
+    os.utime(server_path(binary))  # rebuilt: get_generator picks it up
+    gen = get_generator(NATIVE_PREFIX + str(binary))
+    try:
+        assert gen.server_path == server_path(binary)
+    finally:
+        gen.close()
+
+
+# A server posing as one: reads its request, then does what its circuit's name says.
+FAKE_SERVER = {
+    "hang": "#!/bin/sh\nread line\necho $$ >> \"$FAKE_WITNESS_PIDS\"\nsleep 600 & wait\n",
+    "crash": "#!/bin/sh\nread line\nkill -SEGV $$\n",
+    "garble": "#!/bin/sh\nread line\necho 'hello there'\nsleep 600\n",
+}
+
+
+@pytest.fixture
+def fake_server(served, tmp_path):
+    def make(mode):
+        cpp = tmp_path / mode
+        cpp.mkdir()
+        binary = cpp / "mulchain"
+        shutil.copy2(served["mulchain"], binary)
+        shutil.copy2(f"{served['mulchain']}.dat", f"{binary}.dat")
+        pathlib.Path(server_path(binary)).write_text(FAKE_SERVER[mode])
+        os.chmod(server_path(binary), 0o755)
+        return NativeWitnessGenerator(binary)
+    return make
+
+
+def test_a_server_that_hangs_is_killed_at_the_time_limit(fake_server, tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_WITNESS_PIDS", str(pids))
+    gen = fake_server("hang")
+    t0 = time.monotonic()
+    with pytest.raises(WitnessTimeoutError) as info:
+        gen.calculate({"a": "3", "b": "11"}, "in.json", time_limit_s=1)
+    assert 1 <= time.monotonic() - t0 < 10
+    assert str(info.value) == (f"in.json: witness generation exceeded 1 s in {gen.binary_path} "
+                               "(witness_time_limit_s)")
+    assert len(_pids(pids)) == 1 and _wait_until(lambda: not _alive(_pids(pids)[0]))
+
+
+def test_interrupt_stops_a_server_from_another_thread(fake_server, tmp_path, monkeypatch):
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_WITNESS_PIDS", str(pids))
+    outcome = _interrupted_from_another_thread(fake_server("hang"), lambda: _pids(pids))
+    assert isinstance(outcome.get("error"), WitnessInterrupted) and outcome["interrupted"] == 1
+    assert len(_pids(pids)) == 1 and _wait_until(lambda: not _alive(_pids(pids)[0]))
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("crash", "killed by SIGSEGV"),
+    ("garble", "its server ({server}) answered something other than 'ok <values> <bytes "
+               "each> <prime>': rebuild it with cuzk-tasks native-server"),
+])
+def test_a_server_that_fails_is_a_witness_error_naming_the_binary(fake_server, mode, expected):
+    gen = fake_server(mode)
+    with pytest.raises(WitnessError) as info:
+        gen.calculate({"a": "3", "b": "11"}, "in.json", time_limit_s=30)
+    assert str(info.value) == (f"in.json: witness generation failed in {gen.binary_path}: "
+                               + expected.format(server=gen.server_path))
+
+
+def test_building_a_server_names_what_is_missing(native, tmp_path):
+    cpp = tmp_path / "mulchain_cpp"
+    cpp.mkdir()
+    binary = cpp / "mulchain"
+    shutil.copy2(native["mulchain"], binary)
+    with pytest.raises(FormatError) as info:
+        build_server(binary)
+    assert str(info.value).startswith(f"{cpp / 'main.cpp'}: file: no such file")
+    shutil.copy2(native["mulchain"].parent / "main.cpp", cpp / "main.cpp")
+    with pytest.raises(FormatError) as info:
+        build_server(binary)
+    assert str(info.value).startswith(f"{cpp / 'mulchain.o'}: file: no such file: run make")
+    # the command line says the same, without a traceback
+    done = subprocess.run([sys.executable, "-m", "cuzk_tasks", "native-server", str(binary)],
+                          cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode != 0 and f"{cpp / 'mulchain.o'}: file: no such file" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    # a compiler error: its own last lines (no headers next to main.cpp)
+    with pytest.raises(CuzkError) as info:
+        build_server(binary, objects=native_build.server_objects(native["mulchain"]))
+    assert "building the witness server failed" in str(info.value)
+    assert ".hpp: No such file or directory" in str(info.value), str(info.value)
+    assert not os.path.exists(server_path(binary))
+    assert not list(cpp.glob(".cuzk-server-*"))  # its temporary directory is gone
+
+
 # ------------------------------------------------------------------ config
 def test_the_witness_key_of_a_circuit(tmp_path):
     from cuzk_tasks.settings.config import NATIVE_PREFIX as CONFIG_PREFIX, load_settings
@@ -359,10 +599,11 @@ def test_the_witness_key_of_a_circuit(tmp_path):
 
 # ------------------------------------------------------------------ the service
 @pytest.mark.slow
-def test_jobs_through_the_service_with_a_native_generator(native, fakes, tmp_path):
-    """One CPU worker (one pool process), one device worker: a native circuit proves; a
-    generator that hangs and one that crashes fail their jobs clearly, and the worker lives
-    (same pool process) to prove the next job."""
+def test_jobs_through_the_service_with_a_native_generator(native, served, fakes, tmp_path):
+    """One CPU worker (one pool process), one device worker: a native circuit proves, and one
+    with a witness server proves job after job on the same server, started by the pool
+    process; a generator that hangs and one that crashes fail their jobs clearly, and the
+    worker lives (same pool process) to prove the next job."""
     from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.errors import JobError
     from cuzk_tasks.groth16 import verify
@@ -377,7 +618,7 @@ def test_jobs_through_the_service_with_a_native_generator(native, fakes, tmp_pat
     config.write_text("".join(
         f'[circuits.{name}]\nzkey = "{zkey}"\nwitness = "native:{binary}"\n\n'
         for name, binary in (("mulchain", native["mulchain"]), ("hangs", fakes["hang"]),
-                             ("crashes", fakes["crash"]))))
+                             ("crashes", fakes["crash"]), ("served", served["mulchain"]))))
     server = RedisServer()
     env = {**os.environ, "CUZK_CONFIG": str(config), "CUZK_REDIS_URL": server.url,
            "CUZK_PREFIX": "nativewit", "CUZK_HOSTNAME": "nativehost",
@@ -391,8 +632,8 @@ def test_jobs_through_the_service_with_a_native_generator(native, fakes, tmp_pat
         c.start("cpu", "--cpu", "--concurrency", "1")
         c.start("dev0", "--device", "0", "--backend", "cpu")
 
-        def proves():
-            result = c.client.wait(c.client.submit("mulchain", [inp]), timeout=90)
+        def proves(circuit="mulchain"):
+            result = c.client.wait(c.client.submit(circuit, [inp]), timeout=90)
             assert all(verify(vk, p["public"], p["proof"]) for p in result["proofs"]), result
 
         def fails(circuit):
@@ -412,6 +653,11 @@ def test_jobs_through_the_service_with_a_native_generator(native, fakes, tmp_pat
         assert "internal error" not in error and "Traceback" not in error, error
         proves()
         assert c.procs["cpu"].poll() is None and _children(c.procs["cpu"].pid) == pool
+        proves("served")
+        server_pids = _server_pids(served["mulchain"])
+        assert len(server_pids) == 1 and str(_parent(server_pids[0])) in pool
+        proves("served")
+        assert _server_pids(served["mulchain"]) == server_pids
     except BaseException:
         print(c.logs())
         raise
@@ -425,3 +671,8 @@ def _children(pid):
     for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
         out += (task / "children").read_text().split()
     return sorted(out)
+
+
+def _parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])

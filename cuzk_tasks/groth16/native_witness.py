@@ -40,9 +40,14 @@ from ..paths import atomic_output
 from ..settings import defaults
 from .curves import CURVES
 from .formats.circom_input import js_bigint, load_input_json, qualify
+from .formats.wtnsfile import wtns_file_bytes, wtns_header
+from .native_server import WitnessServer, server_path, usable_server
 from .stamped_cache import StampedCache
 
 log = logging.getLogger(__name__)
+
+#: bytes per witness value: circom's generator writes Fr_N64 = 4 limbs on both supported curves
+N8 = 32
 
 #: the prefix of a spec that names circom's C++ witness generator (``native:/srv/p/porep``)
 NATIVE_PREFIX = "native:"
@@ -202,9 +207,16 @@ class NativeWitnessGenerator:
         self.input_size = sum(self.inputs.values())
         self.prime = find_prime(self.binary_path)
         self.sym_path = _find_sym(self.binary_path)
+        #: the kept-running server (:mod:`.native_server`) used instead of the binary, if any
+        self.server_path = usable_server(self.binary_path, self.dat_path)
+        if self.server_path is None and os.path.exists(server_path(self.binary_path)):
+            log.warning("%s is older than %s or its .dat (or not executable): not used; "
+                        "rebuild it with cuzk-tasks native-server", server_path(self.binary_path),
+                        self.binary_path)
         self._lock = threading.Lock()
         self._running: Dict[int, subprocess.Popen] = {}
         self._interrupted: set = set()
+        self._idle: List[WitnessServer] = []  # at most one: each holds the circuit's memory
 
     def __repr__(self):
         return f"NativeWitnessGenerator({self.binary_path!r})"
@@ -288,6 +300,16 @@ class NativeWitnessGenerator:
         generation exceeded N s") raised.  Bad input is a :class:`WitnessError` naming
         ``input_path`` and the signal, before the binary runs; a crash, an assert or a missing
         or short output one naming the binary."""
+        # lazy: importing this module (the command line's wasm path) loads no numpy
+        import numpy as np
+
+        packed = self.calculate_packed(inputs, input_path, time_limit_s)
+        return np.frombuffer(packed, dtype="<u8").reshape(-1, 4)  # a bytearray: writable
+
+    def calculate_packed(self, inputs: dict, input_path: str = "<input>",
+                         time_limit_s: Optional[float] = None) -> bytearray:
+        """The witness as :meth:`calculate`'s, packed: 32 little-endian bytes per value (section
+        2 of a ``.wtns``), without numpy."""
         if not isinstance(inputs, dict):
             raise FormatError(input_path, "json", "expected an object mapping "
                               "signal names to values")
@@ -300,27 +322,101 @@ class NativeWitnessGenerator:
             out_path = os.path.join(work, "witness.wtns")
             with open(in_path, "w", encoding="ascii") as f:
                 json.dump(normalized, f)
+            if self.server_path is not None:
+                return self._calculate_on_server(work, limit, where)
             status = self._run(work, in_path, out_path, limit, where)
             if status != 0:
                 raise self._fail(where, self._what_happened(work, status))
             if not os.path.exists(out_path):
                 raise self._fail(where, "it exited 0 but wrote no witness")
-            try:
-                # lazy: importing this module (the command line's wasm path) loads no numpy
-                import numpy as np
-
-                from .formats.wtns import read_wtns
-
-                w = read_wtns(out_path, expected_prime=self.prime)
-            except FormatError as exc:
-                raise self._fail(where, f"it wrote an unreadable witness ({exc.field}: "
-                                 f"{exc.problem.replace(out_path, 'its output')})") from None
-            try:
-                return np.array(w.values, copy=True)  # the file goes with ``work``
-            finally:
-                w.close()
+            return self._values_of_wtns(out_path, where)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def _values_of_wtns(self, path: str, where: str) -> bytearray:
+        """The values of the .wtns the binary wrote, which must be laid out as circom's
+        ``writeBinWitness`` lays it out: 32-byte values over this circuit's prime."""
+        size = os.path.getsize(path)
+        count = max(0, (size - len(wtns_header(N8, self.prime, 0))) // N8)
+        header = wtns_header(N8, self.prime, count)
+        with open(path, "rb") as f:
+            head = f.read(len(header))
+            if head != header or size != len(header) + count * N8:
+                raise self._fail(where, f"it wrote an unreadable witness (not a .wtns of "
+                                 f"{N8}-byte values over the circuit's prime: {size} bytes)")
+            return _read_exactly(f, count * N8)
+
+    def _calculate_on_server(self, work: str, limit: float, where: str) -> bytearray:
+        """The witness of ``work``/input.json from a kept-running server (an idle one, else a
+        new one); failures read as the binary's own (:meth:`_what_happened`)."""
+        for attempt in (1, 2):
+            server = self._take_server()
+            key = id(server.proc)
+            with self._lock:
+                self._running[key] = server.proc
+            try:
+                answer = server.request(work, limit)
+            except BaseException:  # KeyboardInterrupt in this thread: take the server along
+                server.close()
+                raise
+            finally:
+                with self._lock:
+                    self._running.pop(key, None)
+                    interrupted = key in self._interrupted
+                    self._interrupted.discard(key)
+            if interrupted:
+                server.close()
+                raise WitnessInterrupted(f"{where}: witness generation in {self.binary_path} "
+                                         "interrupted")
+            if answer.ok:
+                break
+            if answer.timed_out:
+                raise WitnessTimeoutError(f"{where}: witness generation exceeded {limit:g} s "
+                                          f"in {self.binary_path} (witness_time_limit_s)")
+            if answer.garbled:
+                raise self._fail(where, f"its server ({self.server_path}) answered something "
+                                 "other than 'ok <values> <bytes each> <prime>': rebuild it "
+                                 "with cuzk-tasks native-server")
+            # exit 0 before a word of this request: it ended idle as the request came
+            if not (answer.status == 0 and attempt == 1
+                    and not os.path.exists(os.path.join(work, "stdout"))):
+                raise self._fail(where, self._what_happened(work, answer.status))
+        out_path = os.path.join(work, "witness.bin")
+        size = os.path.getsize(out_path) if os.path.exists(out_path) else -1
+        if answer.prime != self.prime or answer.n8 != N8 or size != answer.count * N8:
+            server.close()
+            raise self._fail(where, f"its server ({self.server_path}) answered a witness of "
+                             f"{answer.count} values of {answer.n8} bytes in a {size}-byte file "
+                             "over another prime: rebuild it with cuzk-tasks native-server")
+        self._give_back(server)
+        with open(out_path, "rb") as f:
+            return _read_exactly(f, size)
+
+    def _take_server(self) -> WitnessServer:
+        max_witnesses = defaults.NATIVE_SERVER_MAX_WITNESSES
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for server in idle:  # one at most; the rest would only be races
+            if server.fresh_enough(max_witnesses):
+                return server
+            if server.owner == os.getpid():  # a fork's parent's server is not this one's
+                server.close()
+        return WitnessServer(self.server_path, self.dat_path, defaults.NATIVE_SERVER_IDLE_S)
+
+    def _give_back(self, server: WitnessServer):
+        with self._lock:
+            if not self._idle:
+                self._idle.append(server)
+                return
+        server.close()  # another thread's server is idle already: one is kept
+
+    def close(self):
+        """End the idle server, if any (a running calculation keeps its own)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for server in idle:
+            if server.owner == os.getpid():
+                server.close()
 
     def _run(self, work: str, in_path: str, out_path: str, limit: float, where: str) -> int:
         with open(os.path.join(work, "stdout"), "wb") as out, \
@@ -387,15 +483,26 @@ class NativeWitnessGenerator:
 
     def calculate_wtns(self, inputs: dict, input_path: str = "<input>",
                        time_limit_s: Optional[float] = None) -> bytes:
-        """The .wtns file bytes, identical to ``snarkjs wtns calculate``."""
-        from .formats.wtns import wtns_bytes  # lazy: numpy, only once a binary ran
-
-        return wtns_bytes(self.calculate(inputs, input_path, time_limit_s), self.prime)
+        """The .wtns file bytes, identical to ``snarkjs wtns calculate`` (without numpy)."""
+        return wtns_file_bytes(self.calculate_packed(inputs, input_path, time_limit_s), N8,
+                               self.prime)
 
     def calculate_file(self, input_json_path,
                        time_limit_s: Optional[float] = None) -> np.ndarray:
         return self.calculate(load_input_json(input_json_path), os.fspath(input_json_path),
                               time_limit_s)
+
+
+def _read_exactly(f, size: int) -> bytearray:
+    """``size`` bytes of ``f`` into a new bytearray (numpy then views it writable, no copy)."""
+    buf = bytearray(size)
+    view, done = memoryview(buf), 0
+    while done < size:
+        n = f.readinto(view[done:])
+        if not n:
+            raise OSError(f"{f.name}: {size - done} bytes short")
+        done += n
+    return buf
 
 
 def _tail(path: str, limit: int = 64 * 1024) -> str:
@@ -429,13 +536,17 @@ def _stamp(path: str) -> tuple:
 
 
 def get_native(binary_path) -> NativeWitnessGenerator:
-    """A cached NativeWitnessGenerator per binary path (made again when the binary or its .dat
-    change)."""
+    """A cached NativeWitnessGenerator per binary path (made again when the binary, its .dat
+    or its server change)."""
     p = os.path.abspath(os.fspath(binary_path))
     try:
         stamp = (_stamp(p), _stamp(p + ".dat"))
     except FileNotFoundError:
         return NativeWitnessGenerator(p)  # which says which file is missing
+    try:
+        stamp += (_stamp(server_path(p)),)
+    except OSError:
+        stamp += (None,)  # no server (yet): one built later is picked up
     return _GENERATORS.get(p, stamp, lambda: NativeWitnessGenerator(p))
 
 
@@ -469,11 +580,8 @@ def generate_witness(spec, input_json_path, wtns_out_path) -> int:
         from .witness import generate_witness as generate_with_wasm
 
         return generate_with_wasm(spec, input_json_path, wtns_out_path)
-    from .formats.wtns import wtns_bytes  # lazy: numpy, only on the native path
-
     gen = get_generator(spec)
-    values = gen.calculate_file(input_json_path)
-    data = wtns_bytes(values, gen.prime)
+    data = gen.calculate_wtns(load_input_json(input_json_path), os.fspath(input_json_path))
     with atomic_output(wtns_out_path) as f:
         f.write(data)
-    return int(values.shape[0])
+    return (len(data) - len(wtns_header(N8, gen.prime, 0))) // N8

@@ -166,6 +166,15 @@ linear memories total at most this many MiB: a fresh instance's memory costs pag
 about 10 % of a SHA-256 witness.  One instance per circuit and process; a failed calculation's
 instance is never reused.  0: a fresh instance every time."""
 
+NATIVE_SERVER_IDLE_S = 600.0
+"""Seconds a native witness server (``<binary>.server``, docs/native-witness.md) waits for its
+next witness before it exits and gives back its circuit's memory (about the peak RSS of the
+generator's one-shot run); the next witness starts a new one."""
+
+NATIVE_SERVER_MAX_WITNESSES = 1000
+"""Witnesses one native witness server computes before it is replaced by a fresh one: circom's
+runtime leaks a few bytes per input signal and witness (about 16 KiB per SHA-256-2048 witness)."""
+
 VISIBILITY_TIMEOUT_S = 3600
 """Redis broker and result-backend visibility timeout, seconds (env ``CUZK_VISIBILITY_TIMEOUT_S``):
 an unacknowledged message is redelivered after this long."""

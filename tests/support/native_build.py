@@ -111,8 +111,15 @@ def build(circuits: dict, base: pathlib.Path) -> dict:
     out = {}
     for key, cpp in cpps.items():
         n = names[key]
-        d = base / f"common-{_common_key(cpp)}"
-        objs = [str(d / o) for o in ("main.o", "calcwit.o", "fr.o", "fr_asm.o")]
+        objs = [str(base / f"common-{_common_key(cpp)}" / "main.o"), *server_objects(cpp / n)[1:]]
         _run(["g++", "-o", n, f"{n}.o", *objs, "-lgmp", "-Wl,-z,noexecstack"], cpp)
         out[key] = cpp / n
     return out
+
+
+def server_objects(binary: pathlib.Path) -> list:
+    """The objects a witness server of the generator :func:`build` made at ``binary`` links
+    (``build_server``'s ``objects``): its circuit's, then the shared ones but main.o."""
+    cpp = binary.parent
+    common = cpp.parent.parent / f"common-{_common_key(cpp)}"
+    return [cpp / f"{binary.name}.o", *(common / o for o in ("calcwit.o", "fr.o", "fr_asm.o"))]
