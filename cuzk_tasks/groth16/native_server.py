@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -107,6 +108,17 @@ def _compile(argv: List[str]):
                         f"{proc.returncode}:\n{tail}")
 
 
+def kill_group(proc: subprocess.Popen):
+    """SIGKILL the process group of ``proc`` (its own: ``start_new_session``) while ``proc`` is
+    not reaped yet -- after that its pid may name another process."""
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # gone already (a reaped group leader's pid is no longer a group we own)
+
+
 class Answer:
     """A server's answer to one request: ``ok`` with the witness's ``count``, bytes per value
     ``n8`` and ``prime``; else why not: ``timed_out`` (it was killed at the limit),
@@ -182,14 +194,8 @@ class WitnessServer:
         return Answer(False, status=self.proc.wait())
 
     def kill(self):
-        """SIGKILL the server's process group while it is not reaped (its own: after that the
-        pid may name another process)."""
-        if self.proc.returncode is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL the server's process group (:func:`kill_group`)."""
+        kill_group(self.proc)
 
     def close(self):
         """End the server: end of input, then its group is killed; it is reaped."""

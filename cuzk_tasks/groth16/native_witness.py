@@ -21,6 +21,7 @@ naming the binary and what happened -- never a traceback, and the calling proces
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -33,6 +34,7 @@ import struct
 import subprocess
 import tempfile
 import threading
+import types
 from typing import Dict, List, Optional
 
 from ..errors import FormatError, WitnessError, WitnessInterrupted, WitnessTimeoutError
@@ -41,7 +43,7 @@ from ..settings import defaults
 from .curves import CURVES
 from .formats.circom_input import js_bigint, load_input_json, qualify
 from .formats.wtnsfile import wtns_file_bytes, wtns_header
-from .native_server import WitnessServer, server_path, usable_server
+from .native_server import WitnessServer, kill_group, server_path, usable_server
 from .stamped_cache import StampedCache
 
 log = logging.getLogger(__name__)
@@ -285,11 +287,34 @@ class NativeWitnessGenerator:
         running = list(self._running.items())  # no lock: a signal handler may call this
         for key, proc in running:
             self._interrupted.add(key)
-            _kill_group(proc)
+            kill_group(proc)
         return len(running)
+
+    @contextlib.contextmanager
+    def _watched(self, proc: subprocess.Popen):
+        """While the body runs, :meth:`interrupt` may kill ``proc``'s group; the object
+        yielded says afterwards whether it did (``.interrupted``)."""
+        key, watch = id(proc), types.SimpleNamespace(interrupted=False)
+        with self._lock:
+            self._running[key] = proc
+        try:
+            yield watch
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+                watch.interrupted = key in self._interrupted
+                self._interrupted.discard(key)
 
     def _fail(self, where: str, what: str) -> WitnessError:
         return WitnessError(f"{where}: witness generation failed in {self.binary_path}: {what}")
+
+    def _interrupted_error(self, where: str) -> WitnessInterrupted:
+        return WitnessInterrupted(f"{where}: witness generation in {self.binary_path} "
+                                  "interrupted")
+
+    def _timeout_error(self, where: str, limit: float) -> WitnessTimeoutError:
+        return WitnessTimeoutError(f"{where}: witness generation exceeded {limit:g} s in "
+                                   f"{self.binary_path} (witness_time_limit_s)")
 
     def calculate(self, inputs: dict, input_path: str = "<input>",
                   time_limit_s: Optional[float] = None) -> np.ndarray:
@@ -351,28 +376,19 @@ class NativeWitnessGenerator:
         new one); failures read as the binary's own (:meth:`_what_happened`)."""
         for attempt in (1, 2):
             server = self._take_server()
-            key = id(server.proc)
-            with self._lock:
-                self._running[key] = server.proc
-            try:
-                answer = server.request(work, limit)
-            except BaseException:  # KeyboardInterrupt in this thread: take the server along
+            with self._watched(server.proc) as watch:
+                try:
+                    answer = server.request(work, limit)
+                except BaseException:  # KeyboardInterrupt in this thread: take it along
+                    server.close()
+                    raise
+            if watch.interrupted:
                 server.close()
-                raise
-            finally:
-                with self._lock:
-                    self._running.pop(key, None)
-                    interrupted = key in self._interrupted
-                    self._interrupted.discard(key)
-            if interrupted:
-                server.close()
-                raise WitnessInterrupted(f"{where}: witness generation in {self.binary_path} "
-                                         "interrupted")
+                raise self._interrupted_error(where)
             if answer.ok:
                 break
             if answer.timed_out:
-                raise WitnessTimeoutError(f"{where}: witness generation exceeded {limit:g} s "
-                                          f"in {self.binary_path} (witness_time_limit_s)")
+                raise self._timeout_error(where, limit)
             if answer.garbled:
                 raise self._fail(where, f"its server ({self.server_path}) answered something "
                                  "other than 'ok <values> <bytes each> <prime>': rebuild it "
@@ -429,32 +445,22 @@ class NativeWitnessGenerator:
                                         preexec_fn=_set_pdeathsig)
             except OSError as exc:
                 raise self._fail(where, f"cannot start it ({exc.strerror or exc})") from None
-        key = id(proc)
-        with self._lock:
-            self._running[key] = proc
         timed_out = False
-        try:
+        with self._watched(proc) as watch:
             try:
                 status = proc.wait(timeout=limit)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc)
+                kill_group(proc)
                 status = proc.wait()
             except BaseException:  # KeyboardInterrupt in this thread: take the binary along
-                _kill_group(proc)
+                kill_group(proc)
                 proc.wait()
                 raise
-        finally:
-            with self._lock:
-                self._running.pop(key, None)
-                interrupted = key in self._interrupted
-                self._interrupted.discard(key)
-        if interrupted:
-            raise WitnessInterrupted(f"{where}: witness generation in {self.binary_path} "
-                                     "interrupted")
+        if watch.interrupted:
+            raise self._interrupted_error(where)
         if timed_out:
-            raise WitnessTimeoutError(f"{where}: witness generation exceeded {limit:g} s in "
-                                      f"{self.binary_path} (witness_time_limit_s)")
+            raise self._timeout_error(where, limit)
         return status
 
     def _what_happened(self, work: str, status: int) -> str:
@@ -516,17 +522,6 @@ def _tail(path: str, limit: int = 64 * 1024) -> str:
         return ""
 
 
-def _kill_group(proc: subprocess.Popen):
-    """SIGKILL the process group of ``proc`` (its own: ``start_new_session``) while ``proc`` is
-    not reaped yet -- after that its pid may name another process."""
-    if proc.returncode is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # gone already (a reaped group leader's pid is no longer a group we own)
-
-
 _GENERATORS = StampedCache()
 
 
@@ -581,7 +576,7 @@ def generate_witness(spec, input_json_path, wtns_out_path) -> int:
 
         return generate_with_wasm(spec, input_json_path, wtns_out_path)
     gen = get_generator(spec)
-    data = gen.calculate_wtns(load_input_json(input_json_path), os.fspath(input_json_path))
+    packed = gen.calculate_packed(load_input_json(input_json_path), os.fspath(input_json_path))
     with atomic_output(wtns_out_path) as f:
-        f.write(data)
-    return (len(data) - len(wtns_header(N8, gen.prime, 0))) // N8
+        f.write(wtns_file_bytes(packed, N8, gen.prime))
+    return len(packed) // N8
