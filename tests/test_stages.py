@@ -201,18 +201,24 @@ def _queued(ctx, queue):
 
 
 def _watch_prove_end(ctx, monkeypatch, before=None):
-    """Record each prove_end call of ``ctx``'s store as (message, finalizes queued on the
-    host's CPU queue, outbox entries) at the moment it is called; ``before()`` runs first."""
-    calls, real = [], ctx.store.prove_end
+    """Record each prove_end of ``ctx``'s store, waited for (``prove_end``) or handed on
+    unread (``send_prove_end``), as (how, message, finalizes queued on the host's CPU queue,
+    outbox entries) at the moment it is called; ``before()`` runs first."""
+    calls = []
     cpu_queue = ctx.settings.host_cpu_queue()
 
-    def prove_end(worker_id, token, run, prove_ms, message=None):
-        if before is not None:
-            before()
-        calls.append((message, _queued(ctx, cpu_queue), ctx.store.outbox_entries()))
-        return real(worker_id, token, run, prove_ms, message=message)
+    def watch(how):
+        real = getattr(ctx.store, how)
 
-    monkeypatch.setattr(ctx.store, "prove_end", prove_end)
+        def call(worker_id, token, run, prove_ms, message=None):
+            if before is not None:
+                before()
+            calls.append((how, message, _queued(ctx, cpu_queue), ctx.store.outbox_entries()))
+            return real(worker_id, token, run, prove_ms, message=message)
+        monkeypatch.setattr(ctx.store, how, call)
+
+    watch("prove_end")
+    watch("send_prove_end")
     return calls
 
 
@@ -220,7 +226,8 @@ def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypat
     """Nothing else routed to the device at prove_begin: prove publishes finalize itself
     before prove_end, with no outbox entry (a lone partition waits one round trip less);
     prove_end then only advances the partition.  With a partition routed behind it, the
-    finalize goes through prove_end's outbox (the device's next prove waits for no publish)."""
+    finalize goes through prove_end's outbox (the device's next prove waits for no publish).
+    Each prove_end is sent unread, its reply read after the next run's compute."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 2)
     for _, args, kwargs in _pop(cpu, settings.host_cpu_queue()):
@@ -228,9 +235,14 @@ def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypat
     proves = _pop(cpu, settings.device_queue(0))
     assert len(proves) == 2  # both routed to the one device
     calls = _watch_prove_end(device, monkeypatch)
+    handed_on = []
     for _, args, kwargs in proves:
         _prove(device, args, kwargs)
-    (first_message, first_queued, first_outbox), (lone_message, lone_queued, lone_outbox) = calls
+        handed_on.append(device.handed_on_end)
+    (first_how, first_message, first_queued, first_outbox), \
+        (lone_how, lone_message, lone_queued, lone_outbox) = calls
+    assert first_how == lone_how == "send_prove_end"
+    assert None not in handed_on and handed_on[0] is not handed_on[1]  # the first one read
     assert first_message is not None and first_queued == 0  # prove_end's, for the relay
     assert lone_message is None and lone_queued == 1 and len(lone_outbox) == 1  # out before it
     (relayed_id, relayed), = cpu.store.take_relayed(timeout_s=0, limit=10)
@@ -241,6 +253,38 @@ def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypat
         pipeline.finalize(cpu, started)
     assert cpu.store.get_job(job)["state"] == "done"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+
+
+def test_a_prove_end_sent_unread_takes_effect_and_relays_its_finalize(stack):
+    """The prove_end a device sends unread frees the device and advances the partition
+    without anyone reading its reply, and its finalize goes to the relay even when, by then,
+    nothing is routed to the device any more (the partition behind it was cancelled during
+    the run): a reply read late must not carry a message to publish."""
+    cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    behind = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    for _, args, kwargs in _pop(cpu, settings.host_cpu_queue()):
+        _synthesize(cpu, args, kwargs)
+    proves = _pop(cpu, settings.device_queue(0))
+    assert len(proves) == 2
+    real_prove_start = device.prover.prove_start
+
+    def prove_start(*a):
+        assert cpu.store.cancel_job(behind)  # leaves the device's routed set meanwhile
+        return real_prove_start(*a)
+
+    device.prover.prove_start = prove_start
+    try:
+        _prove(device, *proves[0][1:])
+    finally:
+        device.prover.prove_start = real_prove_start
+    assert device.handed_on_end is not None  # sent, its reply not read
+    assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
+    assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
+    assert _pop(cpu, settings.host_cpu_queue()) == []  # not published by the device
+    (_, relayed), = cpu.store.take_relayed(timeout_s=0, limit=10)
+    pipeline.finalize(cpu, json.loads(relayed)["args"][0])
+    assert cpu.store.get_job(job)["state"] == "done"
 
 
 def test_a_finalize_that_overtakes_its_prove_end_completes_the_partition_once(stack,

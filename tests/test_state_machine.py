@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from cuzk_tasks.state import PartitionRun
+from cuzk_tasks.state import PartitionRun, StateStore
 
 # --- the cuzk timeline, scripted ------------------------------------------------------------
 
@@ -114,6 +114,28 @@ def test_cuzk_timeline_reverse_order(store):
         assert not store.finalize_end(PartitionRun("A", 0, 0), 1.0, "{}", "[]").ok
         assert not store.fail_partition(PartitionRun("A", 0, 0), "late", token=a.token)
     assert _shows(store, W) == ("proving", "B", 0, b.token)
+
+
+def test_cuzk_timeline_with_an_end_handed_on_unread(store):
+    """A device with a partition routed behind its run hands prove_end on unread
+    (send_prove_end) and begins the next run at once, reading the reply after that run's
+    compute.  Still a compare-and-delete: A's end clears only A's run, B's begin holds the
+    worker, and A's end run again (its reply lost: SentStep.reply runs the step again) is a
+    stale no-op that leaves B's run alone."""
+    relay = StateStore(store.redis, prefix=store.prefix, relay=True)
+    W = _setup(relay)
+    a = relay.prove_begin(W, PartitionRun("A", 0, 0), 3)
+    sent = relay.send_prove_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
+    b = relay.prove_begin(W, PartitionRun("B", 0, 0), 3)  # before A's reply is read
+    assert b.ok and _shows(relay, W) == ("proving", "B", 0, b.token)
+    end = sent.reply()
+    assert end.worker_cleared and end.partition_advanced
+    again = relay.prove_end(W, a.token, PartitionRun("A", 0, 0), 10.0)
+    assert not again.worker_cleared and not again.partition_advanced
+    assert relay.finalize_end(PartitionRun("A", 0, 0), 5.0, "{}", "[]", token=a.token).ok
+    assert _shows(relay, W) == ("proving", "B", 0, b.token)
+    with pytest.raises(ValueError, match="relay"):
+        store.send_prove_end(W, b.token, PartitionRun("B", 0, 0), 10.0)  # a publishing store
 
 
 def test_cuzk_timeline_failure_after_moving_on(store):

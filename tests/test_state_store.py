@@ -492,12 +492,11 @@ def test_prove_end_sends_finalize_only_when_the_partition_advances(store_factory
     assert not again.partition_advanced and len(rec.sent) == 1
 
 
-def test_a_device_with_nothing_else_routed_publishes_its_finalize_itself(store_factory):
-    """A relay store (a device's pool process) hands prove_end's finalize to the relay
-    while another partition is routed to the device (its next one: the hand-over waits for
-    no publish); with none, the entry comes back and the device publishes it itself (no
-    relay wake-up on a lone partition's path).  Either way it is in the outbox until
-    published."""
+def test_a_devices_prove_end_hands_its_finalize_to_the_relay(store_factory):
+    """A relay store (a device's pool process) hands prove_end's finalize to the relay, with
+    another partition routed to the device (its next one: the hand-over waits for no
+    publish) or none: the device sends prove_end unread (send_prove_end), so its reply
+    must never carry an entry to publish.  Either way it is in the outbox until published."""
     rec = Recorder()
     base = store_factory()
     store = base.__class__(base.redis, prefix=base.prefix, publisher=rec, relay=True)
@@ -516,11 +515,13 @@ def test_a_device_with_nothing_else_routed_publishes_its_finalize_itself(store_f
     assert first.partition_advanced and rec.sent == []
     assert store.redis.llen(store.keys.outbox_relay()) == 1 and len(store.outbox_entries()) == 1
     started = store.prove_begin(w, PartitionRun("j1", 1, 0), 3)
-    last = store.prove_end(w, started.token, PartitionRun("j1", 1, 0), 5.0,
-                           message=finalize_of(1, started.token))
-    assert last.partition_advanced
-    assert [e["args"][0]["idx"] for e in rec.sent] == [1]  # published here, then deleted
-    assert store.redis.llen(store.keys.outbox_relay()) == 1 and len(store.outbox_entries()) == 1
+    sent = store.send_prove_end(w, started.token, PartitionRun("j1", 1, 0), 5.0,
+                                message=finalize_of(1, started.token))
+    last = sent.reply()  # nothing else routed now: still the relay's
+    assert last.partition_advanced and last.worker_cleared and rec.sent == []
+    relayed = store.take_relayed(timeout_s=0, limit=10)
+    assert [json.loads(entry)["args"][0]["idx"] for _, entry in relayed] == [0, 1]
+    assert len(store.outbox_entries()) == 2
 
 
 def test_prove_begin_says_how_many_partitions_wait_behind_the_run(store_factory):

@@ -80,6 +80,9 @@ class Context:
         self._broker_redis = None
         #: monotonic time the next device-memory report of prove is due (prove.py)
         self.device_memory_due = 0.0
+        #: (run, finalizing, SentStep): the prove_end a device sent unread at its last
+        #: hand-over, read after its next run's compute (prove.py)
+        self.handed_on_end = None
         #: a device worker's RunSlot (``app.cuzk_run_slot``, made before the pool forks)
         self.run_slot = getattr(app, "cuzk_run_slot", None)
         self.registry = CircuitRegistry.from_settings(settings)

@@ -1,10 +1,12 @@
 """prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token)
-in a finally, which queues finalize (cpu queue) when the partition advanced -- or, when no
-other partition was routed to the device at prove_begin, the device publishes finalize itself
-just before prove_end (the lone partition's latency: one round trip less).  A GpuError is
-the device's fault: prove_fault moves the partition to another device.  prove_begin is sent
-before the compute and its reply read after it (StateStore.send_prove_begin): the device
-waits no round trip, and a rejected run's result is dropped unseen."""
+in a finally, which queues finalize (through the relay: cpu queue) when the partition
+advanced -- or, when no other partition was routed to the device at prove_begin, the device
+publishes finalize itself just before prove_end (the lone partition's latency: one round trip
+less).  A GpuError is the device's fault: prove_fault moves the partition to another device.
+Neither Lua step is waited for on the device's way from one partition to the next:
+prove_begin is sent before the compute and its reply read after it
+(StateStore.send_prove_begin: a rejected run's result is dropped unseen), and prove_end is
+sent unread, its reply read after the next run's compute (StateStore.send_prove_end)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
     except Exception as exc:  # noqa: BLE001 - handled below, as the compute's outcome
         raised = exc
     compute_ms = ms_since(t0)  # the compute alone, not prove_begin's reply after it
+    _settle_handed_on_end(ctx)
     started = begin.reply()
     if not started.ok:
         log.info("prove %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
@@ -81,18 +84,45 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
         # compare-and-delete on OUR token: never clears a worker that moved on; sends
         # finalize (the outbox) in the same step when the partition advances
         if device_fault is None:
-            end = store.prove_end(wid, token, run, ms_since(t0), message=message)
+            finalizing = result is not None and not published
+            if store.relay:  # a device's store: on to the next partition (most likely in
+                # this process's pipe already), the reply read after its compute
+                ctx.handed_on_end = (run, finalizing, store.send_prove_end(
+                    wid, token, run, ms_since(t0), message=message))
+            else:
+                _log_unadvanced(run, finalizing, store.prove_end(wid, token, run,
+                                                                 ms_since(t0), message=message))
     if device_fault is not None:
         _reroute_after_device_fault(ctx, device_fault, token, run, witness_ref)
         return
-    if result is not None and not end.partition_advanced and not published:
-        log.info("prove %s/%s attempt %s: partition did not advance (re-dispatched or "
-                 "cancelled meanwhile); not finalizing", job_id, idx, attempt)
     if result is not None and time.monotonic() >= ctx.device_memory_due:
         # at most once per heartbeat interval: each report is a Redis round trip between this
         # partition and the device's next one
         ctx.device_memory_due = time.monotonic() + ctx.settings.heartbeat_interval_s
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
+
+
+def _settle_handed_on_end(ctx):
+    """Read the reply of the prove_end the previous run sent unread at its hand-over, if any
+    (it came long ago: no wait).  A reply that cannot be read runs the step again, a no-op
+    when the first one ran (compare-and-delete on that run's token)."""
+    handed_on, ctx.handed_on_end = ctx.handed_on_end, None
+    if handed_on is None:
+        return
+    run, finalizing, sent = handed_on
+    try:
+        end = sent.reply()
+    except Exception:  # noqa: BLE001 - the step was sent; this run is not its business
+        log.warning("prove %s/%s attempt %s: prove_end's reply not read", run.job_id, run.idx,
+                    run.attempt, exc_info=True)
+        return
+    _log_unadvanced(run, finalizing, end)
+
+
+def _log_unadvanced(run: PartitionRun, finalizing, end):
+    if finalizing and not end.partition_advanced:
+        log.info("prove %s/%s attempt %s: partition did not advance (re-dispatched or "
+                 "cancelled meanwhile); not finalizing", run.job_id, run.idx, run.attempt)
 
 
 def _reroute_after_device_fault(ctx, exc, token, run: PartitionRun, witness_ref):

@@ -288,6 +288,11 @@ class Claim:
         return self.ok
 
 
+def _prove_end_reply(reply) -> ProveEnd:
+    cleared, advanced = reply
+    return ProveEnd(bool(cleared), bool(advanced))
+
+
 def _prove_begin_reply(reply) -> ProveBegin:
     ok, token, reason, deliveries, deadline_at = reply[:5]
     return ProveBegin(bool(ok), token or None, reason, int(deliveries),
@@ -510,11 +515,9 @@ class StateStore:
         #: the outbox entries this store's steps add go on the relay list in the same step
         #: (``_lib.lua`` ``outbox_reply``), where a CPU worker's relay thread has Celery
         #: publish them (:meth:`take_relayed`): for a process whose time is not its own to
-        #: spend publishing -- a device's pool process, between two partitions.  prove_end
-        #: returns its finalize to the caller's ``publisher`` instead when no other partition
-        #: is routed to the device (``publish_here_when_idle``: nothing waits for that
-        #: publish, and the message skips the relay's wake-up).  False: this process
-        #: publishes every entry itself.
+        #: spend publishing -- a device's pool process, between two partitions (a lone
+        #: partition's finalize it publishes itself, outside any step:
+        #: :meth:`publish_now`).  False: this process publishes every entry itself.
         self.relay = bool(relay)
         self._scripts = {name: redis_client.register_script(script_text(name)) for name in SCRIPTS}
         # transitions ride out a Redis restart (settings.redis_outage_s); reads do not wait
@@ -973,13 +976,28 @@ class StateStore:
         advances a redelivered partition.  ``message`` (an outbox entry: the partition's
         finalize) is sent, only when the partition advanced.  The ``prove_end`` event is
         written either way."""
+        return _prove_end_reply(self._run(*self._prove_end_call(worker_id, token, run,
+                                                                prove_ms, message)))
+
+    def send_prove_end(self, worker_id, token, run: PartitionRun, prove_ms,
+                       message=None) -> "SentStep":
+        """:meth:`prove_end`, sent now; ``.reply()`` is its :class:`ProveEnd`, read when the
+        caller gets to it: a device goes on to its next partition without waiting for it.
+        Only from a relay store (:attr:`relay`), whose step puts ``message`` on the relay list
+        (never back in the reply, whose reading may come late or not at all).  Not reading
+        the reply loses nothing: the step is on the wire, and a worker whose clear was lost is
+        cleared by its heartbeat (``running`` differs)."""
+        if not self.relay:
+            raise ValueError("send_prove_end: only a relay store hands its messages on unread")
+        return self._send(*self._prove_end_call(worker_id, token, run, prove_ms,
+                                                message)).then(_prove_end_reply)
+
+    def _prove_end_call(self, worker_id, token, run, prove_ms, message):
         _check_worker_id(worker_id)
         job_id, idx, attempt = _check_run(run)
-        cleared, advanced = self._run(
-            "prove_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
-            {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id, "token": token,
-             "prove_ms": prove_ms, "message": message or ""})
-        return ProveEnd(bool(cleared), bool(advanced))
+        return ("prove_end", [self.keys.part(job_id, idx), self.keys.worker(worker_id)],
+                {"job": job_id, "idx": idx, "attempt": attempt, "worker": worker_id,
+                 "token": token, "prove_ms": prove_ms, "message": message or ""})
 
     def prove_fault(self, worker_id, token, run: PartitionRun, error, circuit,
                     max_faults: int = defaults.MAX_DELIVERIES, message=None,

@@ -150,15 +150,6 @@ local function outbox_reply(reply)
   return out
 end
 
--- A relay store's step that finds `worker` (a device) with no other partition routed to it
--- returns its outbox entries to the caller instead, who publishes them at once: the device
--- has no next partition to hand over to, so the publish costs it nothing, and the message
--- skips the relay's extra wake-up (the latency of a lone partition).  With another
--- partition routed there the entries go to the relay as usual (the device's hand-over).
-local function publish_here_when_idle(worker)
-  if RELAY and redis.call('SCARD', K.routed(worker)) == 0 then RELAY = false end
-end
-
 -- how many partitions other than job:idx are routed to worker (its queue's backlog)
 local function routed_besides(worker, job, idx)
   local key = K.routed(worker)

@@ -5,8 +5,8 @@
 -- KEYS[1] partition hash, KEYS[2] worker hash.
 -- ARGS (named, _lib.lua): job, idx, attempt, worker, token, prove_ms, message -- the
 -- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
--- partition advanced, in the same step ('' = none); from a relay store it goes to the relay
--- unless no other partition is routed to this worker (publish_here_when_idle, _lib.lua).
+-- partition advanced, in the same step ('' = none); from a relay store (a device) it goes to
+-- the relay: the device reads this step's reply late, if at all (StateStore.send_prove_end).
 -- A device that published the finalize itself before this step sends no message: the
 -- partition may then be done already (finalize_end from proving), which is not an advance.
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
@@ -20,7 +20,6 @@ if p[1] == 'proving' and tonumber(p[2]) == tonumber(attempt) and p[4] == token a
   unindex(job, idx, p[3])
   advanced = 1
   outbox_add(ARGS.message)
-  publish_here_when_idle(worker)
 elseif p[1] == 'done' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
   -- this run's finalize, which the device published before this step, got there first
   -- (finalize_end from proving): its device time is still recorded
