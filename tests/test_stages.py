@@ -200,10 +200,10 @@ def _queued(ctx, queue):
     return sum(ctx.store.redis.llen(key) for key in queues.queue_keys(queue))
 
 
-def _watch_prove_end(ctx, monkeypatch, before=None):
-    """Record each prove_end of ``ctx``'s store, waited for (``prove_end``) or handed on
-    unread (``send_prove_end``), as (how, message, finalizes queued on the host's CPU queue,
-    outbox entries) at the moment it is called; ``before()`` runs first."""
+def _watch_prove_end(ctx, monkeypatch):
+    """Record each prove_end of ``ctx``'s store, waited for (``prove_end``) or sent unread
+    (``send_prove_end``), as (how, message, finalizes queued on the host's CPU queue,
+    outbox entries) at the moment it is called."""
     calls = []
     cpu_queue = ctx.settings.host_cpu_queue()
 
@@ -211,8 +211,6 @@ def _watch_prove_end(ctx, monkeypatch, before=None):
         real = getattr(ctx.store, how)
 
         def call(worker_id, token, run, prove_ms, message=None):
-            if before is not None:
-                before()
             calls.append((how, message, _queued(ctx, cpu_queue), ctx.store.outbox_entries()))
             return real(worker_id, token, run, prove_ms, message=message)
         monkeypatch.setattr(ctx.store, how, call)
@@ -222,12 +220,13 @@ def _watch_prove_end(ctx, monkeypatch, before=None):
     return calls
 
 
-def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypatch):
-    """Nothing else routed to the device at prove_begin: prove publishes finalize itself
-    before prove_end, with no outbox entry (a lone partition waits one round trip less);
-    prove_end then only advances the partition.  With a partition routed behind it, the
-    finalize goes through prove_end's outbox (the device's next prove waits for no publish).
-    Each prove_end is sent unread, its reply read after the next run's compute."""
+def test_a_lone_partitions_prove_end_goes_first_and_its_finalize_out_at_once(stack,
+                                                                            monkeypatch):
+    """Nothing else routed to the device at prove_begin: prove sends prove_end (without the
+    finalize) and then publishes the finalize itself, with no outbox entry (a lone partition
+    skips the relay).  With a partition routed behind it, the finalize goes through
+    prove_end's outbox (the device's next prove waits for no publish).  Each prove_end is
+    sent unread, its reply read after the next run's compute."""
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 2)
     for _, args, kwargs in _pop(cpu, settings.host_cpu_queue()):
@@ -244,11 +243,12 @@ def test_a_lone_partitions_finalize_is_out_before_its_prove_end(stack, monkeypat
     assert first_how == lone_how == "send_prove_end"
     assert None not in handed_on and handed_on[0] is not handed_on[1]  # the first one read
     assert first_message is not None and first_queued == 0  # prove_end's, for the relay
-    assert lone_message is None and lone_queued == 1 and len(lone_outbox) == 1  # out before it
+    assert lone_message is None and lone_queued == 0 and len(lone_outbox) == 1  # end first
     (relayed_id, relayed), = cpu.store.take_relayed(timeout_s=0, limit=10)
     assert list(cpu.store.outbox_entries()) == [relayed_id]  # only the relayed one is kept
-    (task, args, _), = _pop(cpu, settings.host_cpu_queue())
+    (task, args, _), = _pop(cpu, settings.host_cpu_queue())  # the lone one's, published
     assert task == "cuzk.finalize"
+    assert cpu.store.get_partition(job, args[0]["idx"])["state"] == "finalizing"
     for started in (json.loads(relayed)["args"][0], args[0]):
         pipeline.finalize(cpu, started)
     assert cpu.store.get_job(job)["state"] == "done"
@@ -287,30 +287,23 @@ def test_a_prove_end_sent_unread_takes_effect_and_relays_its_finalize(stack):
     assert cpu.store.get_job(job)["state"] == "done"
 
 
-def test_a_finalize_that_overtakes_its_prove_end_completes_the_partition_once(stack,
-                                                                               monkeypatch):
-    """The early finalize can run before prove_end lands (a device descheduled between the
-    two): finalize_end takes the partition from proving with the run's token and frees the
-    device; the late prove_end then advances nothing, keeps the device time, and queues no
-    second finalize.  One proof, a valid one."""
+def test_a_lone_finalize_the_broker_cannot_take_goes_into_the_outbox(stack, monkeypatch):
+    """The lone run's prove_end went first; when its own publish of the finalize fails (the
+    broker away), the finalize is recorded in the outbox (finalize_due), for the relay, and
+    the job completes from it.  One proof, a valid one."""
     from cuzk_tasks.groth16 import verify
 
     cpu, device, settings = stack["cpu"], stack["device"], stack["settings"]
     job, args, kwargs = _prove_message(stack)
-    overtaken = []
-
-    def finalize_first():
-        (task, fargs, _), = _pop(cpu, settings.host_cpu_queue())
-        assert cpu.store.get_partition(job, 0)["state"] == "proving"
-        overtaken.append(pipeline.finalize(cpu, fargs[0]))
-
-    _watch_prove_end(device, monkeypatch, before=finalize_first)
+    monkeypatch.setattr(device.store, "publish_now", lambda message: False)
     _prove(device, args, kwargs)
-    assert overtaken and overtaken[0]["job_complete"]
-    part = cpu.store.get_partition(job, 0)
-    assert part["state"] == "done" and float(part["prove_ms"]) > 0 and part["t_prove_end"]
+    assert device.handed_on_end is None  # its reply was read: finalize_due ran after it
+    assert cpu.store.get_partition(job, 0)["state"] == "finalizing"
     assert cpu.store.get_worker(stack["device_id"])["state"] == "idle"
-    assert _pop(cpu, settings.host_cpu_queue()) == [] and cpu.store.outbox_entries() == {}
+    assert _pop(cpu, settings.host_cpu_queue()) == []
+    (relayed_id, relayed), = cpu.store.take_relayed(timeout_s=0, limit=10)
+    assert list(cpu.store.outbox_entries()) == [relayed_id]
+    assert pipeline.finalize(cpu, json.loads(relayed)["args"][0])["job_complete"]
     (proof,) = cpu.store.get_result(job)["proofs"]
     vk = json.loads((FIX / "mulchain" / "verification_key.json").read_text())
     assert verify(vk, proof["public"], proof["proof"])

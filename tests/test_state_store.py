@@ -524,6 +524,32 @@ def test_a_devices_prove_end_hands_its_finalize_to_the_relay(store_factory):
     assert len(store.outbox_entries()) == 2
 
 
+def test_finalize_due_records_the_finalize_only_for_the_run_still_finalizing(store_factory):
+    """finalize_due (a lone run's finalize the device could not publish after its prove_end):
+    recorded for the partition finalizing with this attempt and token; not for another token,
+    another attempt, or a partition no longer finalizing (cancelled meanwhile)."""
+    rec = Recorder()
+    base = store_factory()
+    store = base.__class__(base.redis, prefix=base.prefix, publisher=rec)
+    new_job(store, n=1)
+    w = device(store, "w1")
+    token = to_proving(store, "j1", 0, w)
+    run = PartitionRun("j1", 0, 0)
+    message = stage_messages().finalize("cuzk.cpu", DeviceResult(
+        PartitionRun("j1", 0, 0, "c", 0), witness_ref="/w", worker=w, token=token,
+        backend="cpu", partial=None, sent_at=0.0))
+    assert not store.finalize_due(run, token, message)  # still proving: not yet
+    assert store.prove_end(w, token, run, 5.0).partition_advanced
+    assert not store.finalize_due(run, "other-token", message)
+    assert not store.finalize_due(PartitionRun("j1", 0, 1), token, message)
+    assert rec.sent == []
+    assert store.finalize_due(run, token, message)
+    assert [e["args"][0]["token"] for e in rec.sent] == [token]  # published, then deleted
+    assert store.outbox_entries() == {}
+    assert store.cancel_job("j1")
+    assert not store.finalize_due(run, token, message)
+
+
 def test_prove_begin_says_how_many_partitions_wait_behind_the_run(store_factory):
     """prove_begin's ``others_routed``: the partitions routed to the device besides the one
     it begins (0: the device publishes that run's finalize itself, before prove_end).  A

@@ -1,9 +1,10 @@
-"""prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token)
-in a finally, which queues finalize (through the relay: cpu queue) when the partition
-advanced -- or, when no other partition was routed to the device at prove_begin, the device
-publishes finalize itself just before prove_end (the lone partition's latency: one round trip
-less).  A GpuError is the device's fault: prove_fault moves the partition to another device.
-Neither Lua step is waited for on the device's way from one partition to the next:
+"""prove (a device queue): prove_begin -> token; the prover's prove_start; prove_end(token),
+which frees the device and moves the partition to finalizing.  prove_end records the
+run's finalize (through the relay: cpu queue) -- or, when no other partition was routed to
+the device at prove_begin, the device publishes the finalize itself just after sending
+prove_end (a lone partition's latency: no relay, and prove_end's Redis work overlaps the
+publish).  A GpuError is the device's fault: prove_fault moves the partition to another
+device.  Neither Lua step is waited for on the device's way from one partition to the next:
 prove_begin is sent before the compute and its reply read after it
 (StateStore.send_prove_begin: a rejected run's result is dropped unseen), and prove_end is
 sent unread, its reply read after the next run's compute (StateStore.send_prove_end)."""
@@ -54,7 +55,7 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
         return
     token = started.token
     result = message = device_fault = None
-    published = False
+    ended = False
     try:
         if raised is not None:
             raise raised
@@ -65,11 +66,10 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
                               # may_be_stale)
                               deadline_at=started.deadline_at, sent_at=time.time())
         message = ctx.messages.finalize(finalize_queue, result)
-        if started.others_routed == 0 and store.publish_now(message):
-            # nothing waits behind this run: the finalize goes out now, a round trip sooner
-            # than through prove_end's outbox; arriving first is harmless (finalize_end
-            # takes the partition from proving with this token, and a stale one is a no-op)
-            message, published = None, True
+        if started.others_routed == 0 and store.relay:
+            # nothing waits behind this run: its finalize goes out from here, now
+            _end_then_publish(ctx, run, token, ms_since(t0), message)
+            ended = True
     except GpuError as exc:  # the device's fault, not the input's: another device retries
         result = message = None
         device_fault = exc
@@ -83,8 +83,8 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
     finally:
         # compare-and-delete on OUR token: never clears a worker that moved on; sends
         # finalize (the outbox) in the same step when the partition advances
-        if device_fault is None:
-            finalizing = result is not None and not published
+        if device_fault is None and not ended:
+            finalizing = result is not None
             if store.relay:  # a device's store: on to the next partition (most likely in
                 # this process's pipe already), the reply read after its compute
                 ctx.handed_on_end = (run, finalizing, store.send_prove_end(
@@ -100,6 +100,25 @@ def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
         # partition and the device's next one
         ctx.device_memory_due = time.monotonic() + ctx.settings.heartbeat_interval_s
         publish_device_memory(store, wid, ctx.settings.heartbeat_ttl_s, ctx.backend)
+
+
+def _end_then_publish(ctx, run: PartitionRun, token, prove_ms, message):
+    """A lone run's end: prove_end first, unread -- its Redis work overlaps the publish
+    instead of the finalize's way to a CPU worker -- then the finalize, published here.
+    Arriving after prove_end ran, the finalize finds its partition finalizing.  When the
+    broker cannot take it, it goes into the outbox after all (finalize_due, once prove_end's
+    reply says that step ran and advanced the partition)."""
+    store = ctx.store
+    sent = store.send_prove_end(ctx.worker_id, token, run, prove_ms)
+    if store.publish_now(message):
+        ctx.handed_on_end = (run, False, sent)
+        return
+    end = sent.reply()
+    if not end.partition_advanced:
+        _log_unadvanced(run, True, end)
+    elif store.finalize_due(run, token, message):
+        log.warning("prove %s/%s attempt %s: finalize not published (broker unavailable); "
+                    "left in the outbox", run.job_id, run.idx, run.attempt)
 
 
 def _settle_handed_on_end(ctx):

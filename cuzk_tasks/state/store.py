@@ -58,7 +58,7 @@ SCRIPTS = (
     "worker_offline", "workers", "status_delta", "claim_host_slot", "retire_workers",
     "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
-    "synth_retry", "outbox_claim", "outbox_done", "claim_sweep",
+    "synth_retry", "outbox_claim", "outbox_done", "claim_sweep", "finalize_due",
 )
 
 #: First element of a script reply that carries the outbox entries the script added
@@ -991,6 +991,15 @@ class StateStore:
             raise ValueError("send_prove_end: only a relay store hands its messages on unread")
         return self._send(*self._prove_end_call(worker_id, token, run, prove_ms,
                                                 message)).then(_prove_end_reply)
+
+    def finalize_due(self, run: PartitionRun, token, message) -> bool:
+        """Record ``message`` (the run's finalize, an outbox entry) if the partition is
+        finalizing with this attempt and ``token``: for a device that ended a lone run
+        before publishing its finalize itself, when the broker could not take it.  False when
+        the partition moved meanwhile (cancelled, re-dispatched)."""
+        job_id, idx, attempt = _check_run(run)
+        return bool(self._run("finalize_due", [self.keys.part(job_id, idx)],
+                              [attempt, token, message]))
 
     def _prove_end_call(self, worker_id, token, run, prove_ms, message):
         _check_worker_id(worker_id)
