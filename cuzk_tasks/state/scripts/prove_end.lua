@@ -7,8 +7,9 @@
 -- finalize message (an outbox entry, cuzk_tasks/service/messages.py), added only when the
 -- partition advanced, in the same step ('' = none); from a relay store (a device) it goes to
 -- the relay: the device reads this step's reply late, if at all (StateStore.send_prove_end).
--- A device that published the finalize itself before this step sends no message: the
--- partition may then be done already (finalize_end from proving), which is not an advance.
+-- A lone run's device sends this step with no message and publishes the finalize itself
+-- right after (pipeline/prove.py); should that finalize still get here first, the partition
+-- is done already (finalize_end from proving), which is not an advance.
 -- Returns {worker_cleared 0|1, partition_advanced 0|1}.
 local ARGS = named_args()
 local job, idx, attempt, worker, token = ARGS.job, ARGS.idx, ARGS.attempt, ARGS.worker, ARGS.token
@@ -21,8 +22,8 @@ if p[1] == 'proving' and tonumber(p[2]) == tonumber(attempt) and p[4] == token a
   advanced = 1
   outbox_add(ARGS.message)
 elseif p[1] == 'done' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
-  -- this run's finalize, which the device published before this step, got there first
-  -- (finalize_end from proving): its device time is still recorded
+  -- this run's finalize got here first (finalize_end from proving): its device time is
+  -- still recorded
   redis.call('HSET', KEYS[1], 'prove_ms', ARGS.prove_ms, 't_prove_end', NOW_S)
 end
 emit('prove_end', 'job', job, 'idx', idx, 'attempt', attempt, 'worker', worker, 'token', token,
