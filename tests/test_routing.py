@@ -447,6 +447,52 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
         assert held_messages().stages == [PartitionRun("j", 1, 0), PartitionRun("j", 2, 0)]
 
 
+def test_a_request_reserved_on_a_channel_the_consumer_left_is_no_lease(monkeypatch):
+    """kombu's Redis channel, closed while its BRPOP is pending and Redis is gone, raises
+    before it marks itself closed (CI stop 44: a synthesize reserved at the instant of a Redis
+    kill -9 kept its stage's lease for ever).  So a reserved request on any channel but the
+    one the consumer reads now is dropped, closed or not; one on that channel, and one a pool
+    process accepted on the old channel, are still held.  The consumer bootstep records the
+    channel at each consumer start."""
+    from celery.worker import state
+    from celery.worker.request import Request
+    from kombu import Connection
+
+    from cuzk_tasks.celery_app import create_app
+    from cuzk_tasks.settings.config import load_settings
+    from cuzk_tasks.service.worker import (RecordConsumingChannel, consume_recording_channel,
+                                           held_messages)
+
+    app = create_app(load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0"}))
+    consuming = consume_recording_channel(app)
+    assert RecordConsumingChannel in app.steps["consumer"]
+
+    def reserved(conn, idx, task_id):
+        queue = conn.SimpleQueue(f"cuzk.cpu.{task_id}")
+        queue.put((["j", idx], {"circuit": "c", "attempt": 0}, {}), serializer="json",
+                  headers={"task": "cuzk.synthesize", "id": task_id})
+        message = queue.get(timeout=5)
+        return Request(message, app=app, task=app.tasks["cuzk.synthesize"]), message.channel
+
+    class Consumer:  # what the bootstep reads of Celery's consumer
+        def __init__(self, channel):
+            self.app, self.task_consumer = app, type("TaskConsumer", (), {"channel": channel})
+
+    with Connection("memory://") as old, Connection("memory://") as new:
+        before, old_channel = reserved(old, 0, "t0")
+        running, _ = reserved(old, 1, "t1")
+        running.on_accepted(pid=123, time_accepted=time.monotonic())
+        RecordConsumingChannel(parent=None).start(Consumer(old_channel))
+        monkeypatch.setattr(state, "requests", {r.id: r for r in (before, running)})
+        assert held_messages(consuming).stages == [PartitionRun("j", i, 0) for i in range(2)]
+        # the connection is lost; the old channel's close failed: not marked closed
+        after, new_channel = reserved(new, 2, "t2")
+        RecordConsumingChannel(parent=None).start(Consumer(new_channel))
+        assert consuming.channel is new_channel and not old_channel.closed
+        monkeypatch.setattr(state, "requests", {r.id: r for r in (before, running, after)})
+        assert held_messages(consuming).stages == [PartitionRun("j", 1, 0), PartitionRun("j", 2, 0)]
+
+
 def _unacked(redis, tag, task, task_id, delivered_ago_s, queue, eta=None):
     """An entry of kombu's unacked hash and index, as kombu's Redis transport writes one."""
     headers = {"task": task, "id": task_id, "eta": eta}

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from celery import signals
+from celery import bootsteps, signals
 from celery.worker import state as celery_state
 
 from .. import pipeline
@@ -125,9 +125,46 @@ class HeldMessages(NamedTuple):
     requests: list  # Celery task ids of the by-name requests: its request leases
 
 
-def abandoned(request) -> bool:
+class ConsumingChannel:
+    """The broker channel a worker's consumer takes its tasks from now (``channel``; None
+    before the consumer first started), recorded by :class:`RecordConsumingChannel` each time
+    Celery (re)starts the consumer: after a lost connection, on a new channel."""
+
+    def __init__(self):
+        self.channel = None
+
+
+class RecordConsumingChannel(bootsteps.StartStopStep):
+    """A consumer bootstep (``app.steps["consumer"]``): records the task consumer's channel
+    in the app's ``cuzk_consuming`` (:class:`ConsumingChannel`) at every start of the
+    consumer, which Celery restarts after a lost broker connection."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def start(self, c):
+        consuming = getattr(c.app, "cuzk_consuming", None)
+        if consuming is None:
+            return
+        if consuming.channel is not None:
+            log.info("consumer restarted on a new broker channel: requests reserved before "
+                     "no longer hold their stages")
+        consuming.channel = c.task_consumer.channel
+
+
+def consume_recording_channel(app) -> ConsumingChannel:
+    """Have ``app``'s workers record the channel their consumer reads (before the worker is
+    made): what :func:`held_messages` tells reserved requests apart by."""
+    app.cuzk_consuming = ConsumingChannel()
+    app.steps["consumer"].add(RecordConsumingChannel)
+    return app.cuzk_consuming
+
+
+def abandoned(request, consuming_channel=None) -> bool:
     """True for a request Celery still lists but will never run: reserved, not yet accepted
-    by a pool process, on a broker channel that has closed since (a lost connection).
+    by a pool process, on a broker channel that has closed since (a lost connection) -- or,
+    given ``consuming_channel`` (the one the consumer reads now), on any other channel: kombu's
+    Redis channel can fail to close when the connection is lost mid-read, and stays
+    "open" though no one reads or acks on it.
 
     On a reconnect Celery's consumer means to drop such requests from its registry, but its
     ``on_close`` looks the reserved *Request objects* up among the registry's *task ids*, so
@@ -139,17 +176,24 @@ def abandoned(request) -> bool:
     if getattr(request, "time_start", None) is not None:
         return False
     channel = getattr(getattr(request, "message", None), "channel", None)
+    if channel is None:
+        return False
+    if consuming_channel is not None and channel is not consuming_channel:
+        return True
     return bool(getattr(channel, "closed", False))
 
 
-def held_messages() -> HeldMessages | None:
+def held_messages(consuming: ConsumingChannel | None = None) -> HeldMessages | None:
     """Every message this Celery worker process holds -- reserved (prefetched) or running in
     a pool process: the ``(job, idx, attempt)`` of each stage message (its stage leases,
     docs/architecture.md, "Stage leases") and the task id of each by-name request (its
     request leases, :mod:`cuzk_tasks.recovery.request_leases`).  Read in the worker's MAIN process,
     where Celery keeps that registry (``celery.worker.state.requests``, as ``celery inspect
     active`` reads it).  None when the registry kept changing while it was copied: holding
-    unknown (a beat then leaves the last report as it is)."""
+    unknown (a beat then leaves the last report as it is).  ``consuming``: the worker's
+    :class:`ConsumingChannel`, which tells a request reserved before a lost connection from
+    one reserved since (:func:`abandoned`)."""
+    channel = consuming.channel if consuming is not None else None
     for _ in range(5):
         try:
             # a copy: the consumer thread mutates it
@@ -159,7 +203,7 @@ def held_messages() -> HeldMessages | None:
             continue
     else:
         return None
-    requests = tuple(r for r in requests if not abandoned(r))
+    requests = tuple(r for r in requests if not abandoned(r, channel))
     held = set()
     for request in requests:
         try:
@@ -434,10 +478,12 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.DEVICE.value, backend)
     # shared with the pool process (made before it forks): what it proves now
     app.cuzk_run_slot = run_slot = pipeline.RunSlot()
+    consuming = consume_recording_channel(app)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
     heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE),
-                          extra_fn=probe, slot=slot, holding_fn=held_messages,
+                          extra_fn=probe, slot=slot,
+                          holding_fn=lambda: held_messages(consuming),
                           registration=registration, holder=holder, on_lost=_stop_this_worker,
                           run_slot=run_slot)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
@@ -471,9 +517,11 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
         raise
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
+    consuming = consume_recording_channel(app)
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU),
-                          slot=slot, holding_fn=held_messages, registration=registration,
+                          slot=slot, holding_fn=lambda: held_messages(consuming),
+                          registration=registration,
                           holder=holder, on_lost=_stop_this_worker)
     heartbeat.beat()  # online at once; the threads start after the pool fork
     sweep = Sweeper(pipeline.context(app)) if sweeper else None
