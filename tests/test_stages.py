@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import time
 import uuid
 
 import pytest
@@ -69,7 +70,8 @@ def _synthesize(ctx, args, kwargs):
     """synthesize as its Celery task (tasks.py) calls it with a message's arguments."""
     job, idx = args
     return pipeline.synthesize(ctx, PartitionRun(job, idx, kwargs.get("attempt", 0),
-                                                 kwargs["circuit"], kwargs["priority"]))
+                                                 kwargs["circuit"], kwargs["priority"]),
+                               kwargs.get("inline_input"))
 
 
 def _prove(ctx, args, kwargs):
@@ -129,6 +131,111 @@ def test_synthesize_writes_the_witness_and_routes_the_partition_to_the_device(st
     # a second delivery of the same synthesize is a stale no-op
     assert pipeline.synthesize(cpu, PartitionRun(job, 0, 0, "mulchain", 5)) is None
     assert _pop(cpu, settings.device_queue(0)) == []
+
+
+def _envelopes(ctx, queue):
+    """The envelopes (headers and decoded body) waiting on ``queue``, oldest first; removed."""
+    out = []
+    for key in queues.queue_keys(queue):
+        while (raw := ctx.store.redis.rpop(key)) is not None:
+            envelope = json.loads(raw)
+            envelope["decoded"] = json.loads(base64.b64decode(envelope["body"]))
+            out.append(envelope)
+    return out
+
+
+def test_a_small_inline_input_rides_in_its_synthesize_message_but_not_in_its_log_form(stack):
+    """The first job_window synthesize messages carry their partition's input (at most
+    CARRIED_INPUT_BYTES) as kwarg inline_input, which their log form (kwargsrepr: Celery's
+    logs, Flower) leaves out; held messages, big inputs and input_refs carry none."""
+    from cuzk_tasks.settings import defaults
+
+    cpu, settings = stack["cpu"], stack["settings"]
+    window = settings.job_window
+    big = {"a": "1" * defaults.CARRIED_INPUT_BYTES, "b": "11"}
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": big}] + [{"input": _input()}] *
+                              (window + 1))
+    sent = _envelopes(cpu, settings.host_cpu_queue())
+    assert len(sent) == window
+    stored = [cpu.store.get_partition(job, i)["input"] for i in range(window)]
+    carried = [e["decoded"][1].get("inline_input") for e in sent]
+    assert carried[0] is None and len(stored[0]) > defaults.CARRIED_INPUT_BYTES
+    assert carried[1:] == stored[1:] and json.loads(carried[1]) == _input()
+    for e in sent:
+        assert "inline_input" not in e["headers"]["kwargsrepr"]
+        assert "circuit" in e["headers"]["kwargsrepr"]
+    held = cpu.store.redis.lrange(cpu.store.keys.held(job), 0, -1)
+    assert len(held) == 2 and all("inline_input" not in m for m in held), held
+    assert cpu.store.cancel_job(job)
+
+
+def test_synthesize_computes_the_carried_input_while_synth_begin_is_on_the_wire(stack,
+                                                                               monkeypatch):
+    """With the input in the message, synth_begin has already run (the partition is
+    synthesizing, seen from another connection) when the witness is computed; the witness is
+    that of the input, and the partition is routed as always."""
+    from cuzk_tasks.groth16.witness import WitnessCalculator
+
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    assert kwargs["inline_input"]
+    real, seen = WitnessCalculator.calculate, []
+
+    def watched(self, *a, **kw):
+        import redis
+        other = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        deadline = time.monotonic() + 5  # the step runs as soon as Redis reads it
+        while other.hget(cpu.store.keys.part(job, 0), "state") != "synthesizing" and \
+                time.monotonic() < deadline:
+            time.sleep(0.001)
+        seen.append(other.hget(cpu.store.keys.part(job, 0), "state"))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(WitnessCalculator, "calculate", watched)
+    witness_ref = _synthesize(cpu, args, kwargs)
+    assert seen == ["synthesizing"]
+    assert cpu.store.get_partition(job, 0)["state"] == "synth_done"
+    expected = (FIX / "mulchain" / "witness.wtns").read_bytes()
+    assert pathlib.Path(witness_ref).read_bytes() == expected
+    (task, _, _), = _pop(cpu, settings.device_queue(0))
+    assert task == "cuzk.prove"
+
+
+def test_a_carried_input_that_is_not_the_stored_one_is_never_used(stack):
+    """A synthesize message whose inline_input differs from the partition's stored input (not
+    a message of ours) gets the witness of the stored input."""
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    forged = dict(_input())
+    forged[next(iter(forged))] = "5"
+    assert forged != _input()
+    kwargs["inline_input"] = json.dumps(forged)
+    witness_ref = _synthesize(cpu, args, kwargs)
+    assert pathlib.Path(witness_ref).read_bytes() == \
+        (FIX / "mulchain" / "witness.wtns").read_bytes()
+
+
+def test_a_bad_carried_input_fails_its_job_only_once_synth_begin_accepted_it(stack):
+    """The witness of a carried input fails (malformed JSON): the job fails naming it -- but a
+    run that synth_begin rejects (its job cancelled) records nothing and writes nothing."""
+    cpu, settings = stack["cpu"], stack["settings"]
+    job = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}] * 2)
+    (_, args0, kwargs0), (_, args1, kwargs1) = _pop(cpu, settings.host_cpu_queue())
+    cpu.store.redis.hset(cpu.store.keys.part(job, 0), "input", "{not json")
+    kwargs0["inline_input"] = "{not json"
+    assert _synthesize(cpu, args0, kwargs0) is None
+    assert "input.json is malformed: invalid JSON" in cpu.store.get_job(job)["error"]
+
+    other = pipeline.submit_job(cpu, "mulchain", [{"input": _input()}])
+    (_, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
+    assert cpu.store.cancel_job(other)
+    kwargs["inline_input"] = "{not json"
+    assert _synthesize(cpu, args, kwargs) is None
+    assert cpu.store.get_job(other)["state"] == "cancelled"
+    assert "malformed" not in (cpu.store.get_job(other).get("error") or "")
+    assert not (pathlib.Path(settings.spool_dir) / other).exists()
 
 
 def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):

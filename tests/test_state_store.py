@@ -447,6 +447,35 @@ def test_a_sent_prove_begin_is_read_after_the_work_and_is_idempotent_on_its_nonc
     assert not stale.ok and stale.reason == "stale" and stale.token is None
 
 
+def test_a_sent_synth_begin_runs_at_once_and_replies_as_synth_begin(store_factory):
+    """send_synth_begin: the step runs before its reply is read, and the reply is
+    synth_begin's (the inputs; a rejection with its reason); a reply lost with its connection
+    runs the step again, a redelivery of the same attempt that counts one more delivery."""
+    store = store_factory()
+    new_job(store, n=3)
+    sent = store.send_synth_begin(PartitionRun("j1", 0, 0), max_deliveries=3, time_limit_s=60)
+    deadline = time.monotonic() + 5
+    while pstate(store, "j1", 0) != "synthesizing":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    begun = sent.reply()
+    assert begun.ok and begun.reason == "ok"
+    assert begun.inputs == {"input": '{"a": 0}', "input_ref": None, "witness_ref": None}
+
+    lost = store.send_synth_begin(PartitionRun("j1", 2, 0), max_deliveries=3)
+    time.sleep(0.05)  # the step has run ...
+    if lost._conn is not None:
+        lost._conn.disconnect()  # ... and its reply is lost with the connection
+    again = lost.reply()
+    assert again.ok and again.reason == "redelivered"
+    assert int(store.get_partition("j1", 2)["synth_deliveries"]) == 2
+    stale = store.send_synth_begin(PartitionRun("j1", 2, 5)).reply()
+    assert not stale.ok and stale.reason == "stale" and stale.inputs == {}
+    assert store.cancel_job("j1")
+    ended = store.send_synth_begin(PartitionRun("j1", 0, 0)).reply()
+    assert not ended.ok and ended.reason == "job_cancelled"
+
+
 def test_a_prove_begin_that_cannot_be_sent_runs_before_the_work(store_factory, monkeypatch):
     """No connection to send it on (or an old redis-py's pool refusing the call): the step
     runs at once, before the caller's compute, so the delivery is still counted first (a

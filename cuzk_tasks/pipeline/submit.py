@@ -211,9 +211,13 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     unserved = _unserved(ctx, circuit) if spec is not None else None
     messages = []
     if spec is not None and not rejected and not unserved:
+        # the first window's messages, sent at once, carry their small inline inputs; the
+        # held ones do not (a big job's would hold its inputs twice in Redis)
+        window = ctx.settings.job_window or len(parts)
         messages = [ctx.messages.synthesize(
-            PartitionRun(job_id, i, 0, circuit, ctx.settings.priority(priority)))
-            for i in range(len(parts))]
+            PartitionRun(job_id, i, 0, circuit, ctx.settings.priority(priority)),
+            inline_input=p.get("input") if i < window else None)
+            for i, p in enumerate(parts)]
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
     # job_window: the store sends that many synthesize messages now and holds the rest,
     # released one per finished partition, so a big job does not starve the jobs after it

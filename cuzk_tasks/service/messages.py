@@ -3,7 +3,7 @@
 A step that makes the next stage due records that stage's message in the state store's
 outbox in the same Lua step (docs/architecture.md, "The outbox"); Celery publishes it right
 after (:mod:`cuzk_tasks.service.publisher`).  An entry is JSON text: ``{"task", "queue",
-"priority", "args", "kwargs"}`` (plus ``argsrepr`` for a short log form, ``expires_s`` for
+"priority", "args", "kwargs"}`` (plus ``argsrepr``, ``kwargsrepr`` for a short log form, ``expires_s`` for
 a message that expires, ``trace`` for the trace context of the task that recorded it), the
 arguments of ``app.send_task``.  :class:`StageMessages` makes
 them: synthesize (cpu queue; with host-affine stages no queue: the step that places the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from . import tracing
+from ..settings import defaults
 from ..state.run import DeviceResult, PartitionRun
 from .task_names import TASK_FINALIZE, TASK_PROVE, TASK_SYNTHESIZE
 
@@ -41,21 +42,30 @@ class StageMessages:
     def _priority(self, priority) -> int:
         return self.settings.priority(priority)
 
-    def synthesize(self, run: PartitionRun, queue=None) -> str:
+    def synthesize(self, run: PartitionRun, queue=None, inline_input: str | None = None) -> str:
         """``run``'s synthesize (args ``(job, idx)``, kwargs ``circuit``, ``priority`` and,
         past attempt 0, ``attempt``); circuit and priority ride in the message, so
         synthesize needs no job read.  Its queue: ``queue`` when given; else, with
         host-affine stages, none -- the step that places the partition on a device puts that
         device's host's CPU queue in front (_lib.lua ``route_core``) -- and the cpu queue
-        without them."""
+        without them.
+
+        ``inline_input``: the partition's inline input (JSON text, as stored); one of at most
+        ``defaults.CARRIED_INPUT_BYTES`` rides in the message too (kwarg ``inline_input``,
+        left out of the message's log form), so synthesize computes the witness while its
+        synth_begin is on the wire."""
         priority = self._priority(run.priority)
         kwargs = {"circuit": run.circuit, "priority": priority}
         if run.attempt:  # a recovery's; submit's attempt 0 is the task's default
             kwargs["attempt"] = run.attempt
+        extra = {}
+        if inline_input and len(inline_input.encode()) <= defaults.CARRIED_INPUT_BYTES:
+            kwargs["inline_input"] = inline_input
+            extra["kwargsrepr"] = repr({k: v for k, v in kwargs.items() if k != "inline_input"})
         if queue is None and not self.settings.host_affine:
             queue = self.settings.cpu_queue
         return entry(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
-                     priority=priority)
+                     priority=priority, **extra)
 
     def prove(self, run: PartitionRun, witness_ref) -> str:
         """``run``'s prove (args ``(job, idx, attempt, circuit, witness_ref)``), for

@@ -33,8 +33,9 @@ def send_options(entry: dict) -> dict:
                "ignore_result": True}
     if entry.get("expires_s"):
         options["expires"] = float(entry["expires_s"])  # seconds from the send
-    if entry.get("argsrepr"):
-        options["argsrepr"] = entry["argsrepr"]
+    for log_form in ("argsrepr", "kwargsrepr"):
+        if entry.get(log_form):
+            options[log_form] = entry[log_form]
     return options
 
 

@@ -8,7 +8,8 @@ Names are stable (services without this package call them by name):
 * ``cuzk.status``       (cpu queue) kwargs job_id, offset, limit -> the job and a page of its partitions' states (JSON)
 * ``cuzk.result``       (cpu queue) kwargs job_id -> {"job_id", "state", "proofs" | "error" ...}
 * ``cuzk.synthesize``   (cpu queue) job_id, idx, circuit, priority [, attempt: 0, or the attempt
-                        a recovery queued it for]
+                        a recovery queued it for; inline_input: a small inline input, also
+                        in the state store, carried so the witness starts before its read]
 * ``cuzk.prove``        (a device queue, chosen by pipeline/routing.py) job_id, idx, attempt,
                         circuit, witness_ref, finalize_queue, priority: its prove_end queues
                         finalize there
@@ -37,6 +38,12 @@ SAFE = {"Request": "cuzk_tasks.service.safe_request:SafeRequest",
         "Strategy": "cuzk_tasks.service.safe_request:safe_strategy"}
 
 
+def _redelivered(request) -> bool:
+    """Whether the broker put this message back: kombu marks one it restores (its worker
+    died, a reject with requeue, the visibility timeout, a request lease)."""
+    return bool((request.delivery_info or {}).get("redelivered"))
+
+
 @shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, **SAFE)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
            deadline_s=None):
@@ -61,9 +68,14 @@ def result(self, job_id):
 
 
 @shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
-def synthesize(self, job_id, idx, circuit, priority, attempt=0):
+def synthesize(self, job_id, idx, circuit, priority, attempt=0, inline_input=None):
     run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
-    pipeline.synthesize(pipeline.context(self.app), run)
+    if not isinstance(inline_input, str) or _redelivered(self.request):
+        # not a message of ours, or one put back after its process died (perhaps in this
+        # witness): synth_begin is read before the witness, so delivery max_deliveries + 1
+        # is refused before it runs
+        inline_input = None
+    pipeline.synthesize(pipeline.context(self.app), run, inline_input)
 
 
 @shared_task(name=TASK_PROVE, bind=True, **SAFE)

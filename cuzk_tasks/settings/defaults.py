@@ -324,6 +324,14 @@ in one Celery message (base64, 4/3 larger) that a CPU worker parses whole, so th
 per job (about 16 partitions at ``MAX_INLINE_INPUT_BYTES``, or 10,000 of 1.6 KB); pass bigger
 inputs by reference (input_ref)."""
 
+CARRIED_INPUT_BYTES = 4096
+"""An inline input of at most this many bytes (its JSON text) also rides in its partition's
+first synthesize message (no setting), so the CPU worker computes the witness while
+synth_begin is on its way to Redis instead of after its reply: about one Redis round trip
+less per partition.  The input in the state store stays the one used: synthesize compares
+the two before anything is written.  Only the messages queued at once (``JOB_WINDOW``) carry
+it, so a job holds its inputs twice in Redis for at most that many partitions."""
+
 JOB_WINDOW = 32
 """Partitions of one job released to the queues at a time (env ``CUZK_JOB_WINDOW``, toml
 ``job_window``): a job's first ``JOB_WINDOW`` synthesize messages are queued when it is created,

@@ -293,6 +293,13 @@ def _prove_end_reply(reply) -> ProveEnd:
     return ProveEnd(bool(cleared), bool(advanced))
 
 
+def _synth_begin_reply(reply) -> SynthBegin:
+    if not reply[0]:
+        return SynthBegin(False, reply[1])
+    inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
+    return SynthBegin(True, reply[1], inputs)
+
+
 def _prove_begin_reply(reply) -> ProveBegin:
     ok, token, reason, deliveries, deadline_at = reply[:5]
     return ProveBegin(bool(ok), token or None, reason, int(deliveries),
@@ -882,15 +889,25 @@ class StateStore:
         ``max_deliveries``: count this delivery in ``synth_deliveries``; past it the partition
         and its job fail (reason ``poison``; ``time_limit_s``, the hard limit, is named in the
         error)."""
+        return _synth_begin_reply(self._run(
+            "synth_begin", *self._synth_begin_call(run, max_deliveries, time_limit_s)))
+
+    def send_synth_begin(self, run: PartitionRun, max_deliveries: int | None = None,
+                         time_limit_s: float | None = None) -> "SentStep":
+        """:meth:`synth_begin`, sent now; ``.reply()`` is its :class:`SynthBegin`, read when
+        the caller gets to it: a CPU worker whose message carries the partition's input
+        computes the witness meanwhile, and writes nothing before the reply accepts the run
+        (and its stored input is the one the message carried).  A reply that cannot be read
+        (the connection lost) runs the step again: a redelivery of the same attempt,
+        accepted, which counts one more delivery."""
+        return self._send("synth_begin", *self._synth_begin_call(
+            run, max_deliveries, time_limit_s)).then(_synth_begin_reply)
+
+    def _synth_begin_call(self, run, max_deliveries, time_limit_s):
         job_id, idx, attempt = _check_run(run)
-        reply = self._run("synth_begin", [self.keys.job(job_id), self.keys.part(job_id, idx)],
-                          [job_id, idx, attempt,
-                           "" if max_deliveries is None else int(max_deliveries),
-                           "" if time_limit_s is None else f"{float(time_limit_s):g}"])
-        if not reply[0]:
-            return SynthBegin(False, reply[1])
-        inputs = dict(zip(("input", "input_ref", "witness_ref"), (v or None for v in reply[2:5])))
-        return SynthBegin(True, reply[1], inputs)
+        return ([self.keys.job(job_id), self.keys.part(job_id, idx)],
+                [job_id, idx, attempt, "" if max_deliveries is None else int(max_deliveries),
+                 "" if time_limit_s is None else f"{float(time_limit_s):g}"])
 
     def synth_end(self, run: PartitionRun, witness_ref, synth_ms, route_circuit=None,
                   message=None, curve: str | None = None) -> SynthEnd:
