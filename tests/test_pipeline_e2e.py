@@ -437,6 +437,12 @@ def test_poison_pill_is_retried_at_most_n_times(cluster):
     part = c.store.get_partition(poison, 0)
     assert int(part["deliveries"]) == MAX_DELIVERIES + 1  # N runs, the next delivery is refused
     _assert_valid(c.client.wait(good, timeout=30), "mulchain", 2)
+    # and the message is gone: the refused delivery never ran its compute (a redelivered
+    # prove reads prove_begin first), so no process died of it after the N runs
+    time.sleep(3)
+    deaths = sum(path.read_text().count(f"{instruments.POISON_CIRCUIT_ENV}=poison_test")
+                 for path in c.base.glob("dev*.log"))
+    assert deaths == MAX_DELIVERIES, f"{deaths} deaths\n{c.logs()}"
     # the workers go on with other jobs
     after = c.client.submit("poseidon", [{"input": _input("poseidon")}] * 2)
     _assert_valid(c.client.wait(after, timeout=30), "poseidon", 2)

@@ -238,6 +238,34 @@ def test_a_bad_carried_input_fails_its_job_only_once_synth_begin_accepted_it(sta
     assert not (pathlib.Path(settings.spool_dir) / other).exists()
 
 
+def test_a_redelivered_prove_reads_prove_begin_before_its_compute(stack, monkeypatch):
+    """A prove the broker put back (its process died, perhaps in this very compute) reads
+    prove_begin's reply before computing: a refused delivery never runs the compute, so a
+    poison message ends at max_deliveries instead of killing its process for ever.  A first
+    delivery computes while prove_begin is on the wire, its result dropped when refused."""
+    from cuzk_tasks.pipeline.provers import Groth16Prover
+
+    cpu, device = stack["cpu"], stack["device"]
+    job, args, kwargs = _prove_message(stack)
+    computed = []
+    real = Groth16Prover.prove_start
+
+    def counted(self, *a, **kw):
+        computed.append(a)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Groth16Prover, "prove_start", counted)
+    assert cpu.store.cancel_job(job)
+    _, idx, attempt, circuit, witness_ref = args
+    run = PartitionRun(job, idx, attempt, circuit, kwargs["priority"])
+    assert pipeline.prove(device, run, witness_ref, kwargs["finalize_queue"],
+                          redelivered=True) is None
+    assert computed == []
+    assert pipeline.prove(device, run, witness_ref, kwargs["finalize_queue"]) is None
+    assert len(computed) == 1
+    assert cpu.store.get_partition(job, 0)["state"] == "cancelled"
+
+
 def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     from cuzk_tasks.groth16 import verify
 

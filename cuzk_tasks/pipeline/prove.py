@@ -6,7 +6,8 @@ prove_end (a lone partition's latency: no relay, and prove_end's Redis work over
 publish).  A GpuError is the device's fault: prove_fault moves the partition to another
 device.  Neither Lua step is waited for on the device's way from one partition to the next:
 prove_begin is sent before the compute and its reply read after it
-(StateStore.send_prove_begin: a rejected run's result is dropped unseen), and prove_end is
+(StateStore.send_prove_begin: a rejected run's result is dropped unseen; a redelivered
+message reads it first), and prove_end is
 sent unread, its reply read after the next run's compute (StateStore.send_prove_end)."""
 
 from __future__ import annotations
@@ -19,36 +20,49 @@ from .context import Context, fail, internal_error, log, ms_since, public_error,
 
 
 
-def prove(ctx: Context, run: PartitionRun, witness_ref, finalize_queue):
+def prove(ctx: Context, run: PartitionRun, witness_ref, finalize_queue,
+          redelivered: bool = False):
     """The device's share of ``run``, whose witness is ``witness_ref``; prove_end queues
     finalize on ``finalize_queue`` (at the run's priority) when the partition advances.  All
     come in every prove message
     (:meth:`~cuzk_tasks.service.messages.StageMessages.prove`).  Returns None: the
     partial proof travels only in finalize's message (a
-    :class:`~cuzk_tasks.state.DeviceResult`)."""
+    :class:`~cuzk_tasks.state.DeviceResult`).
+
+    ``redelivered``: the broker put this message back (its process died, or it was
+    requeued).  Its prove_begin is then read *before* the compute: a compute that kills its
+    process never gets to read a rejection after it, so a poison message would come back for
+    ever; read first, delivery ``max_deliveries`` + 1 is refused without running."""
     slot = ctx.run_slot
     if slot is not None:  # before prove_begin: while the hash says proving this run, so does it
         slot.set(run.member)
     try:
-        _prove(ctx, run, witness_ref, finalize_queue)
+        _prove(ctx, run, witness_ref, finalize_queue, redelivered)
     finally:
         if slot is not None:  # after prove_end / prove_fault, or a rejected prove_begin
             slot.set("")
 
 
-def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue):
+def _prove(ctx, run: PartitionRun, witness_ref, finalize_queue, redelivered=False):
     store, wid = ctx.store, ctx.worker_id
     job_id, idx, attempt = run.job_id, run.idx, run.attempt
     begin = store.send_prove_begin(wid, run, ctx.settings.max_deliveries)
+    started = None
+    if redelivered:  # read first: the compute may be what killed its process before
+        _settle_handed_on_end(ctx)
+        started = begin.reply()
     t0 = time.perf_counter()
     partial = raised = None
-    try:  # the compute writes nothing: what it gives or raises counts once prove_begin agrees
-        partial = ctx.prover.prove_start(run.circuit, ref_path(ctx, "witness_ref", witness_ref))
-    except Exception as exc:  # noqa: BLE001 - handled below, as the compute's outcome
-        raised = exc
+    if started is None or started.ok:
+        try:  # the compute writes nothing: its outcome counts once prove_begin agrees
+            partial = ctx.prover.prove_start(run.circuit,
+                                             ref_path(ctx, "witness_ref", witness_ref))
+        except Exception as exc:  # noqa: BLE001 - handled below, as the compute's outcome
+            raised = exc
     compute_ms = ms_since(t0)  # the compute alone, not prove_begin's reply after it
-    _settle_handed_on_end(ctx)
-    started = begin.reply()
+    if started is None:
+        _settle_handed_on_end(ctx)
+        started = begin.reply()
     if not started.ok:
         log.info("prove %s/%s attempt %s on %s rejected: %s", job_id, idx, attempt, wid,
                  started.reason)

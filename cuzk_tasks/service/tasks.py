@@ -81,7 +81,8 @@ def synthesize(self, job_id, idx, circuit, priority, attempt=0, inline_input=Non
 @shared_task(name=TASK_PROVE, bind=True, **SAFE)
 def prove(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
     run = PartitionRun(job_id, int(idx), int(attempt), circuit, int(priority))
-    pipeline.prove(pipeline.context(self.app), run, witness_ref, finalize_queue)
+    pipeline.prove(pipeline.context(self.app), run, witness_ref, finalize_queue,
+                   redelivered=_redelivered(self.request))
 
 
 @shared_task(name=TASK_FINALIZE, bind=True, **SAFE)
