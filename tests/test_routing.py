@@ -410,6 +410,18 @@ def test_a_worker_reports_the_stages_and_requests_its_celery_registry_holds(monk
     assert held.requests == ["t-status", "t-submit"]
 
 
+def _reserved(app, conn, idx, task_id):
+    """A synthesize request as Celery's consumer makes one from a message it delivered on
+    kombu connection ``conn``: (the request, the channel it came on)."""
+    from celery.worker.request import Request
+
+    queue = conn.SimpleQueue(f"cuzk.cpu.{task_id}")
+    queue.put((["j", idx], {"circuit": "c", "attempt": 0}, {}), serializer="json",
+              headers={"task": "cuzk.synthesize", "id": task_id})
+    message = queue.get(timeout=5)
+    return Request(message, app=app, task=app.tasks["cuzk.synthesize"]), message.channel
+
+
 def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
     """A reconnect leaves the requests Celery had reserved in its registry (its consumer's
     on_close misses them) though they will never run: the heartbeat must not report them,
@@ -418,7 +430,6 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
     reserved on a channel since closed is dropped; one on an open channel, and one a pool
     process accepted before its channel closed, are still held."""
     from celery.worker import state
-    from celery.worker.request import Request
     from kombu import Connection
 
     from cuzk_tasks.celery_app import create_app
@@ -427,19 +438,11 @@ def test_a_request_reserved_on_a_channel_that_closed_is_no_lease(monkeypatch):
 
     app = create_app(load_settings(env={"CUZK_REDIS_URL": "redis://127.0.0.1:1/0"}))
 
-    def reserved(conn, idx, task_id):
-        """A request as Celery's consumer makes one from a message it delivered."""
-        queue = conn.SimpleQueue(f"cuzk.cpu.{task_id}")
-        queue.put((["j", idx], {"circuit": "c", "attempt": 0}, {}), serializer="json",
-                  headers={"task": "cuzk.synthesize", "id": task_id})
-        message = queue.get(timeout=5)
-        return Request(message, app=app, task=app.tasks["cuzk.synthesize"]), message.channel
-
     with Connection("memory://") as old, Connection("memory://") as live:
-        lost, lost_channel = reserved(old, 0, "t0")
-        running, running_channel = reserved(old, 1, "t1")
+        lost, lost_channel = _reserved(app, old, 0, "t0")
+        running, running_channel = _reserved(app, old, 1, "t1")
         running.on_accepted(pid=123, time_accepted=time.monotonic())
-        kept, _ = reserved(live, 2, "t2")
+        kept, _ = _reserved(app, live, 2, "t2")
         monkeypatch.setattr(state, "requests", {r.id: r for r in (lost, running, kept)})
         assert held_messages().stages == [PartitionRun("j", i, 0) for i in range(3)]
         lost_channel.close()
@@ -455,7 +458,6 @@ def test_a_request_reserved_on_a_channel_the_consumer_left_is_no_lease(monkeypat
     process accepted on the old channel, are still held.  The consumer bootstep records the
     channel at each consumer start."""
     from celery.worker import state
-    from celery.worker.request import Request
     from kombu import Connection
 
     from cuzk_tasks.celery_app import create_app
@@ -467,26 +469,19 @@ def test_a_request_reserved_on_a_channel_the_consumer_left_is_no_lease(monkeypat
     consuming = consume_recording_channel(app)
     assert RecordConsumingChannel in app.steps["consumer"]
 
-    def reserved(conn, idx, task_id):
-        queue = conn.SimpleQueue(f"cuzk.cpu.{task_id}")
-        queue.put((["j", idx], {"circuit": "c", "attempt": 0}, {}), serializer="json",
-                  headers={"task": "cuzk.synthesize", "id": task_id})
-        message = queue.get(timeout=5)
-        return Request(message, app=app, task=app.tasks["cuzk.synthesize"]), message.channel
-
     class Consumer:  # what the bootstep reads of Celery's consumer
         def __init__(self, channel):
             self.app, self.task_consumer = app, type("TaskConsumer", (), {"channel": channel})
 
     with Connection("memory://") as old, Connection("memory://") as new:
-        before, old_channel = reserved(old, 0, "t0")
-        running, _ = reserved(old, 1, "t1")
+        before, old_channel = _reserved(app, old, 0, "t0")
+        running, _ = _reserved(app, old, 1, "t1")
         running.on_accepted(pid=123, time_accepted=time.monotonic())
         RecordConsumingChannel(parent=None).start(Consumer(old_channel))
         monkeypatch.setattr(state, "requests", {r.id: r for r in (before, running)})
         assert held_messages(consuming).stages == [PartitionRun("j", i, 0) for i in range(2)]
         # the connection is lost; the old channel's close failed: not marked closed
-        after, new_channel = reserved(new, 2, "t2")
+        after, new_channel = _reserved(app, new, 2, "t2")
         RecordConsumingChannel(parent=None).start(Consumer(new_channel))
         assert consuming.channel is new_channel and not old_channel.closed
         monkeypatch.setattr(state, "requests", {r.id: r for r in (before, running, after)})
