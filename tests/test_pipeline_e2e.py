@@ -451,6 +451,53 @@ def test_poison_pill_is_retried_at_most_n_times(cluster):
         assert c.store.get_worker(f"{HOST}:{dev}")["state"] in ("idle", "proving")
 
 
+def _nice(pid, tid=None):
+    """The nice value of thread ``tid`` (default: the main thread) of process ``pid``."""
+    stat = pathlib.Path(f"/proc/{pid}/task/{tid or pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+
+
+def _can_raise_priority():
+    status = pathlib.Path("/proc/self/status").read_text()
+    effective = int(next(line.split()[1] for line in status.splitlines()
+                         if line.startswith("CapEff:")), 16)
+    return bool(effective & (1 << 23))  # CAP_SYS_NICE
+
+
+def test_a_device_worker_leaves_the_core_to_its_pool_process(cluster):
+    """The main thread of a device worker runs below its pool process
+    (defaults.DEVICE_PARENT_NICE), and a pool process forked after that -- a crash's
+    replacement -- takes its predecessor's priority back where the OS allows it."""
+    from cuzk_tasks.settings import defaults
+
+    c = cluster
+    main = c.procs["dev1"].pid
+    (pool,) = _children(main)
+    base = _nice(pool)
+    want = max(base, defaults.DEVICE_PARENT_NICE)
+    deadline = time.monotonic() + 10  # worker_ready comes a moment after the registration
+    while _nice(main) != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert want > base and _nice(main) == want, f"main thread at {_nice(main)}, pool at {base}"
+    os.kill(pool, signal.SIGKILL)
+    log = c.base / "dev1.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        fresh = [pid for pid in _children(main) if pid != pool]
+        if fresh and f"ready in pool process {fresh[0]}" in log.read_text(errors="replace"):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"no new pool process\n{c.logs()}")
+    if _can_raise_priority():
+        assert _nice(fresh[0]) == base
+    else:
+        assert _nice(fresh[0]) == want
+        assert f"pool process {fresh[0]} runs at nice {want}" in log.read_text(errors="replace")
+    job = c.client.submit("mulchain", [{"input": _input("mulchain")}] * 2)
+    _assert_valid(c.client.wait(job, timeout=30), "mulchain", 2)
+
+
 def test_cli_submit_status_cancel(cluster):
     from cuzk_tasks.errors import JobError
 

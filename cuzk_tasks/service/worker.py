@@ -11,7 +11,9 @@ The worker's identity (id ``<host>:dev<N>``, role, backend) is set on the Celery
 (``app.cuzk_identity``) before the pool forks, so each pool process's context has it.
 While the pool process proves, the parent already hands it the next prove
 of the queue (``DEVICE_WORKER_TUNING``), so partitions follow each other without
-the parent's broker round trips in between.
+the parent's broker round trips in between; and once the pool has forked, the parent's
+main thread lowers its priority (``defaults.DEVICE_PARENT_NICE``), so its ack and events
+at a hand-over never take the core the pool process needs for the next partition.
 
 A CPU worker consumes the cpu queue (submit, synthesize, finalize) with a
 configurable concurrency and runs the :class:`~cuzk_tasks.recovery.sweeper.Sweeper`.
@@ -298,11 +300,44 @@ def _start_after_pool_fork(app, *loops):
                 loop.start()
 
 
+def _yield_cores_to_pool(app, nice: int = defaults.DEVICE_PARENT_NICE):
+    """A device worker: once its pool process has forked (``worker_ready``), this main thread
+    lowers its own priority to ``nice`` (never raises it), so that the pool process wins a
+    core when both wake at a hand-over (defaults.DEVICE_PARENT_NICE).  Linux nice values are
+    per thread: the pool process keeps the one it forked with, recorded here for a
+    replacement forked later to restore (:func:`_init_child`)."""
+    app.cuzk_pool_nice = os.getpriority(os.PRIO_PROCESS, 0)
+
+    @signals.worker_ready.connect(weak=False)
+    def _lower(**_kwargs):
+        if nice > os.getpriority(os.PRIO_PROCESS, 0):
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+
+def _restore_pool_nice(nice: int | None) -> None:
+    """In a pool process: a replacement forked after its parent lowered its priority
+    (:func:`_yield_cores_to_pool`) inherited that priority; take back ``nice``, the one the
+    first pool process had.  Raising a priority needs CAP_SYS_NICE (or RLIMIT_NICE): without
+    it the process proves on at the lower one, and says so once."""
+    if nice is None:
+        return
+    have = os.getpriority(os.PRIO_PROCESS, 0)
+    if have <= nice:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except PermissionError:
+        log.warning("pool process %d runs at nice %d, inherited from its worker's main thread "
+                    "(defaults.DEVICE_PARENT_NICE); going back to %d needs CAP_SYS_NICE",
+                    os.getpid(), have, nice)
+
+
 def _init_child(app):
     """worker_process_init: build this pool process's context (and its backend)."""
     @signals.worker_process_init.connect(weak=False)
     def _on_child(**_kwargs):
         dump_stacks_on(STACK_DUMP_SIGNAL)
+        _restore_pool_nice(getattr(app, "cuzk_pool_nice", None))
         tracing.instrument()  # with the otel extra: a span per task, a trace per job
         ctx = pipeline.context(app)
         if ctx.identity.role == "device":
@@ -487,6 +522,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                           registration=registration, holder=holder, on_lost=_stop_this_worker,
                           run_slot=run_slot)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
+    _yield_cores_to_pool(app)  # before the heartbeat's start: that thread inherits it
     _start_after_pool_fork(app, heartbeat)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:

@@ -247,6 +247,15 @@ device loses nothing by starting 3 ms later; a lone partition's finalize never t
 path (the device publishes it itself).  Measured: docs/benchmarks.md, hand-over p50 1.7 ->
 1.1-1.2 ms."""
 
+DEVICE_PARENT_NICE = 10
+"""Nice value (0-19; higher yields the core sooner) a device worker's main thread takes once
+its pool process has forked.  At each hand-over the main thread wakes for the finished
+prove's ack, task events and the next reservation -- all of which can wait -- just as the pool
+process starts the next partition; at equal weight the scheduler splits a busy host's cores
+between them.  Threads the main thread starts afterwards (the heartbeat) inherit it; the pool
+process keeps its own (a replacement forked later inherits it and is restored where the OS
+allows, service/worker.py).  Measured: docs/benchmarks.md, hand-over p50 1.1 -> 0.6 ms."""
+
 OUTBOX_GRACE_S = 10.0
 """Seconds an outbox entry may wait to be published by the process whose step added it before
 the sweeper publishes it instead (that process died, or lost the broker, in between).  Not
