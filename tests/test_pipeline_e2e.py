@@ -478,11 +478,13 @@ def test_a_device_worker_leaves_the_core_to_its_pool_process(cluster):
 
     c = cluster
     main = c.procs["dev1"].pid
+    deadline = time.monotonic() + 20  # the pool forks a moment after the registration
+    while not _children(main) and time.monotonic() < deadline:
+        time.sleep(0.1)
     (pool,) = _children(main)
     base = _nice(pool)
     want = max(base, defaults.DEVICE_PARENT_NICE)
-    deadline = time.monotonic() + 10  # worker_ready comes a moment after the registration
-    while _nice(main) != want and time.monotonic() < deadline:
+    while _nice(main) != want and time.monotonic() < deadline:  # then worker_ready
         time.sleep(0.1)
     assert want > base and _nice(main) == want, f"main thread at {_nice(main)}, pool at {base}"
     os.kill(pool, signal.SIGKILL)
