@@ -451,10 +451,9 @@ def test_poison_pill_is_retried_at_most_n_times(cluster):
         assert c.store.get_worker(f"{HOST}:{dev}")["state"] in ("idle", "proving")
 
 
-def _nice(pid, tid=None):
-    """The nice value of thread ``tid`` (default: the main thread) of process ``pid``."""
-    stat = pathlib.Path(f"/proc/{pid}/task/{tid or pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+def _nice(pid):
+    """The nice value of the main thread of process ``pid``."""
+    return int(_stat_fields(pathlib.Path(f"/proc/{pid}/task/{pid}/stat"))[16])  # field 19
 
 
 def _can_raise_priority_to(nice):
@@ -682,12 +681,17 @@ def test_kill_the_whole_cpu_worker_mid_stage_and_every_partition_gets_one_proof(
     assert took < 2 * HB_TTL + 20, f"took {took:.1f} s after the restart\n{c.logs()}"
 
 
+def _stat_fields(stat):
+    """The fields of a proc(5) ``stat`` file after the command name (field 3 on)."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
 def _children(pid):
     """Pids of the processes whose parent is ``pid`` (the Celery worker's pool)."""
     out = []
     for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = _stat_fields(stat)
         except OSError:
             continue
         if int(fields[1]) == pid:
