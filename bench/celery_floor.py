@@ -11,6 +11,12 @@ task publishes the next with Celery's own ``app.send_task`` (the app's settings:
 events on, as the product's); no state store, no prover.  What is left over T + F is
 Celery's floor for a lone partition on this host.
 
+The hand-over floors: ``bench.floor.device`` tasks, sent back to back onto the device queue,
+compute (T ms, logged by ``busywait.DeviceLog``) and then either publish their finalize (F ms
+on the cpu queue, untallied) as a bare Celery pipeline would, or nothing (Celery's step from
+one task to the next, nothing else); the last one reports it is done.  The device's wait
+between two of them is Celery's own hand-over.
+
     python bench/celery_floor.py worker cpu|device     (started by bench/pipeline.py)
 """
 
@@ -27,12 +33,21 @@ sys.path.insert(0, str(REPO))
 from cuzk_tasks.settings.config import load_settings  # noqa: E402
 
 DONE_KEY = "bench:floor:overhead_ms"
+DEVICE_DONE_KEY = "bench:floor:device_done"
 T_SYNTHESIZE, T_PROVE, T_FINALIZE = "bench.floor.synthesize", "bench.floor.prove", "bench.floor.finalize"
+T_DEVICE = "bench.floor.device"
+UNTALLIED = 0.0  # a finalize's t0 when it is no lone partition's (the hand-over floor's)
 
 
 def work_ms():
-    gpu_ms, finalize_ms = (float(x) for x in os.environ["BENCH_FLOOR_WORK_MS"].split(","))
+    """(T ms, F ms) of ``BENCH_FLOOR_WORK_MS="T,F[,sleep]"``."""
+    gpu_ms, finalize_ms = (float(x) for x in os.environ["BENCH_FLOOR_WORK_MS"].split(",")[:2])
     return gpu_ms, finalize_ms
+
+
+def host_sleeps():
+    """Whether the "GPU" time blocks the host thread (``sleep``) instead of spinning."""
+    return "sleep" in os.environ["BENCH_FLOOR_WORK_MS"].split(",")[2:]
 
 
 def send(app, task, t0, queue):
@@ -48,10 +63,17 @@ def make_app(settings):
     import redis
 
     from cuzk_tasks.celery_app import create_app
-    from busywait import busy_wait  # bench/busywait.py (this script's directory)
+    from busywait import DeviceLog, busy_wait  # bench/busywait.py (this script's directory)
 
     app = create_app(settings)
     state = {}
+    device_log = DeviceLog()
+
+    def tally():
+        client = state.get("redis")
+        if client is None:
+            client = state["redis"] = redis.Redis.from_url(settings.broker_url)
+        return client
 
     @app.task(name=T_SYNTHESIZE)
     def synthesize(t0):
@@ -59,18 +81,25 @@ def make_app(settings):
 
     @app.task(name=T_PROVE)
     def prove(t0):
-        busy_wait(work_ms()[0])
+        device_log.compute(work_ms()[0], host_sleeps())
         send(app, T_FINALIZE, t0, settings.cpu_queue)
+
+    @app.task(name=T_DEVICE)
+    def device(last, publish):
+        device_log.compute(work_ms()[0], host_sleeps())
+        if publish:
+            send(app, T_FINALIZE, UNTALLIED, settings.cpu_queue)
+        if last:
+            tally().lpush(DEVICE_DONE_KEY, "1")
 
     @app.task(name=T_FINALIZE)
     def finalize(t0):
         gpu_ms, finalize_ms = work_ms()
         busy_wait(finalize_ms)
+        if t0 == UNTALLIED:
+            return
         overhead_ms = (time.time() - t0) * 1000.0 - gpu_ms - finalize_ms
-        client = state.get("redis")
-        if client is None:
-            client = state["redis"] = redis.Redis.from_url(settings.broker_url)
-        client.lpush(DONE_KEY, str(overhead_ms))  # the benchmark's tally, not a task
+        tally().lpush(DONE_KEY, str(overhead_ms))  # the benchmark's tally, not a task
 
     return app
 

@@ -14,12 +14,21 @@ The baseline rows: ``bench/celery_floor.py`` sends three bare tasks down the sam
 (cpu -> device -> cpu queue, same worker configuration, same T and F busy-waits, one LPUSH
 per hop, no state store): Celery's own floor for a lone partition on this host.  Its
 workers run beside each mode's, and in the sequential phase every lone partition of the
-mode is followed by one of the floor's, so the two are sampled in the same seconds.
+mode is followed by one of the floor's, so the two are sampled in the same seconds.  After
+the modes, the floor's device worker runs as many bare device tasks back to back as a mode's
+saturated phase has partitions, twice: each publishing its finalize (a bare Celery pipeline)
+and publishing nothing (Celery's step between two tasks): the baselines of the device's
+hand-over.
 
 Reported per mode:
 * device duty cycle = (partitions proved on the device x T) / (first prove_begin .. last prove_end);
-* device hand-over p50/p99: prove_end of one partition .. prove_begin of the next on the same
-  device, saturated phase (what a busy device waits between partitions);
+* device hand-over p50/p99, saturated phase: what a busy device waits between partitions,
+  from the end of one partition's compute to the start of the next one's, on the device
+  process's own clock (the bench prover's log, bench/busywait.py).  Beside it, the same gap
+  as the state store stamps it: prove_end of one partition .. prove_begin of the next (Redis
+  TIME when each script ran).  The stamps run late when Redis waits for a core: prove_begin
+  is sent unread and the compute starts without waiting for it, so a late stamp is not a
+  device waiting;
 * orchestration overhead per partition, p50/p99, from a sequential phase (one
   partition in flight at a time, so no queueing): (done - created) - (synth + T + F
   as measured inside the tasks);
@@ -46,6 +55,8 @@ from cuzk_tasks.settings.config import load_settings  # noqa: E402
 from cuzk_tasks.dev.demo import ProcessGroup  # noqa: E402
 from cuzk_tasks.dev.local_redis import LocalRedis  # noqa: E402
 
+import busywait  # noqa: E402  - bench/, this script's directory
+
 FIXTURE = REPO / "tests" / "fixtures" / "mulchain"
 
 
@@ -67,7 +78,9 @@ def start_stack(workdir, redis_url, devices, gpu_ms, finalize_ms, monolithic, gp
         "heartbeat_interval_s = 1.0\nheartbeat_ttl_s = 5.0\n\n"
         f'[circuits.mulchain]\nkind = "bench-busywait"\nzkey = "{FIXTURE / "circuit.zkey"}"\n'
         f'wasm = "{FIXTURE / "circuit.wasm"}"\n')
+    (workdir / "device-log").mkdir()
     env = dict(os.environ, CUZK_CONFIG=str(config), CUZK_PROVER="busywait:BusyWaitProver",
+               CUZK_BENCH_DEVICE_LOG=str(workdir / "device-log"),
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench"),
                                            os.environ.get("PYTHONPATH", "")]),
                CUZK_BENCH_BUSYWAIT=f"{gpu_ms},{finalize_ms}{',monolithic' if monolithic else ''}"
@@ -127,6 +140,16 @@ def stage_overheads(part, args, monolithic):
     return {name: span * 1000.0 - w for name, span, w in zip(STAGES, spans, work)}
 
 
+def device_handovers(log_dir, since):
+    """ms each device process waited between two computes begun at or after ``since`` (Unix
+    seconds), from the bench prover's logs (bench/busywait.py)."""
+    gaps = []
+    for path in sorted(log_dir.glob("device-*.log")):
+        spans = [s for s in busywait.read_device_log(path) if s[0] >= since]
+        gaps += [(b[0] - a[1]) * 1000.0 for a, b in zip(spans, spans[1:])]
+    return gaps
+
+
 def witness_partition():
     return {"witness_ref": str(FIXTURE / "witness.wtns")}
 
@@ -148,11 +171,15 @@ class CeleryFloor:
         config = workdir / "cuzk.toml"
         config.write_text(f'redis_url = "{redis_url}"\nprefix = "benchfloor"\ncpu_queue = "floor.cpu"\n'
                           'device_queue_pattern = "floor.dev.{host}.{device}"\n')
+        (workdir / "device-log").mkdir()
         env = dict(os.environ, CUZK_CONFIG=str(config),
-                   BENCH_FLOOR_WORK_MS=f"{args.gpu_ms},{args.finalize_ms}")
+                   CUZK_BENCH_DEVICE_LOG=str(workdir / "device-log"),
+                   BENCH_FLOOR_WORK_MS=f"{args.gpu_ms},{args.finalize_ms}"
+                                       f"{',sleep' if args.gpu_wait == 'sleep' else ''}")
         for name in ("CUZK_REDIS_URL", "CUZK_BROKER_URL", "CUZK_RESULT_BACKEND", "CUZK_STATE_URL"):
             env.pop(name, None)
         self.settings = load_settings(config, env={})
+        self.gpu_ms = args.gpu_ms
         self.client = redis.Redis.from_url(redis_url)
         self.workdir = workdir
         self.procs = ProcessGroup(workdir)
@@ -176,9 +203,25 @@ class CeleryFloor:
             time.sleep(0.05)
         return float(self.client.lindex(floor.DONE_KEY, 0))  # LPUSHed: newest first
 
+    def handovers(self, n, publish):
+        """Celery's own hand-over: ``n`` bare device tasks sent back to back, each publishing
+        a finalize onto the cpu queue (``publish``) or nothing; the ms the device waited
+        between two of them."""
+        floor = self.floor_mod
+        since = time.time()
+        for i in range(n):
+            self.app.send_task(floor.T_DEVICE, (i == n - 1, publish),
+                               queue=self.settings.device_queue(0), priority=5, ignore_result=True)
+        deadline = time.monotonic() + 60 + n * self.gpu_ms / 1000.0
+        while not self.client.blpop(floor.DEVICE_DONE_KEY, timeout=1):
+            self.procs.check_alive()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"celery floor: device tasks not done; logs in {self.workdir}")
+        return device_handovers(self.workdir / "device-log", since)
+
     def stop(self):
         self.procs.stop()
-        self.client.delete(self.floor_mod.DONE_KEY)
+        self.client.delete(self.floor_mod.DONE_KEY, self.floor_mod.DEVICE_DONE_KEY)
 
 
 def run_mode(workdir, redis_url, args, monolithic, floor):
@@ -202,6 +245,7 @@ def run_mode(workdir, redis_url, args, monolithic, floor):
             for name, ms in stage_overheads(part, args, monolithic).items():
                 stages[name].append(ms)
         per_job = 4
+        submitted = time.time()  # the saturated phase's computes begin after it
         jobs = [client.submit("mulchain", [witness_partition()] * per_job)
                 for _ in range(max(1, args.partitions // per_job))]
         t0 = time.time()
@@ -210,17 +254,20 @@ def run_mode(workdir, redis_url, args, monolithic, floor):
         parts = [client.store.get_partition(j, i) for j in jobs for i in range(per_job)]
         duty = {}
         handovers = []
+        stamp_handovers = []
         for worker in sorted({p["worker"] for p in parts}):
             mine = sorted((p for p in parts if p["worker"] == worker),
                           key=lambda p: float(p["t_prove_start"]))
             start = float(mine[0]["t_prove_start"])
             end = max(float(p["t_prove_end"]) for p in mine)
             duty[worker] = len(mine) * args.gpu_ms / 1000.0 / (end - start)
-            # the device's gap from one partition's prove_end to the next one's prove_begin
-            handovers += [(float(b["t_prove_start"]) - float(a["t_prove_end"])) * 1000.0
-                          for a, b in zip(mine, mine[1:])]
+            # the state store's view: one partition's prove_end .. the next one's prove_begin
+            stamp_handovers += [(float(b["t_prove_start"]) - float(a["t_prove_end"])) * 1000.0
+                                for a, b in zip(mine, mine[1:])]
+        handovers = device_handovers(workdir / "device-log", submitted)
         return {"overheads": overheads, "floor": floor_overheads, "stages": stages, "duty": duty,
-                "handovers": handovers, "throughput": len(parts) / wall, "n": len(parts)}
+                "handovers": handovers, "stamp_handovers": stamp_handovers,
+                "throughput": len(parts) / wall, "n": len(parts)}
     finally:
         procs.stop()
 
@@ -249,23 +296,34 @@ def main():
                 print(f"running {mode} mode, the floor interleaved (logs in {workdir}) ...",
                       file=sys.stderr, flush=True)
                 results[mode] = run_mode(workdir, redis.url, args, monolithic, floor)
+            print("running the floor's bare device tasks back to back ...", file=sys.stderr, flush=True)
+            floor_handovers = {publish: floor.handovers(args.partitions, publish)
+                               for publish in (True, False)}
         finally:
             floor.stop()
     print(f"T = {args.gpu_ms:.0f} ms GPU ({args.gpu_wait}), F = {args.finalize_ms:.0f} ms finalize busy-wait, "
           f"{args.devices} device worker(s), {os.cpu_count()} cores\n")
     print("| mode | device duty cycle | overhead p50 ms | overhead p99 ms | device hand-over "
-          "p50 / p99 ms | throughput partitions/s | saturated partitions | sequential partitions |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "p50 / p99 ms | prove_end .. prove_begin stamps p50 / p99 ms | throughput partitions/s "
+          "| saturated partitions | sequential partitions |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in results.items():
         duty = ", ".join(f"{d * 100:.1f}%" for d in r["duty"].values())
         print(f"| {mode} | {duty} | {percentile(r['overheads'], 0.5):.1f} | "
               f"{percentile(r['overheads'], 0.99):.1f} | {percentile(r['handovers'], 0.5):.1f} / "
-              f"{percentile(r['handovers'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
+              f"{percentile(r['handovers'], 0.99):.1f} | "
+              f"{percentile(r['stamp_handovers'], 0.5):.1f} / "
+              f"{percentile(r['stamp_handovers'], 0.99):.1f} | {r['throughput']:.2f} | {r['n']} | "
               f"{len(r['overheads'])} |")
     for mode, r in results.items():
         print(f"| baseline: Celery floor, 3 bare hops, between the {mode} partitions | - | "
               f"{percentile(r['floor'], 0.5):.1f} | {percentile(r['floor'], 0.99):.1f} | - | - | - | "
-              f"{len(r['floor'])} |")
+              f"- | {len(r['floor'])} |")
+    for publish, label in ((True, "each publishing its finalize"), (False, "publishing nothing")):
+        gaps = floor_handovers[publish]
+        print(f"| baseline: Celery floor, bare device tasks back to back, {label} | - | - | - | "
+              f"{percentile(gaps, 0.5):.1f} / {percentile(gaps, 0.99):.1f} | - | - | "
+              f"{args.partitions} | - |")
     print("\nWhere a lone partition's overhead goes (sequential phase, p50 ms):\n")
     print("| stage | " + " | ".join(results) + " | measured as |")
     print("|---|" + "---:|" * len(results) + "---|")
@@ -278,6 +336,13 @@ def main():
           f"{percentile(split['overheads'], 0.5):.1f} / "
           f"{floor_p50:.1f} ms = {percentile(split['overheads'], 0.5) / floor_p50:.2f}x; "
           f"added by the pipeline: {percentile(split['overheads'], 0.5) - floor_p50:.1f} ms")
+    print(f"\nsplit device hand-over p50 / p99: {percentile(split['handovers'], 0.5):.1f} / "
+          f"{percentile(split['handovers'], 0.99):.1f} ms; Celery floor's (bare device tasks, "
+          f"same run), each publishing its finalize: "
+          f"{percentile(floor_handovers[True], 0.5):.1f} / "
+          f"{percentile(floor_handovers[True], 0.99):.1f} ms, publishing nothing: "
+          f"{percentile(floor_handovers[False], 0.5):.1f} / "
+          f"{percentile(floor_handovers[False], 0.99):.1f} ms")
     print(f"\nsplit / monolithic throughput: {split['throughput'] / mono['throughput']:.2f}x "
           f"(ideal T+F / T = {(args.gpu_ms + args.finalize_ms) / args.gpu_ms:.2f}x)")
     return 0
