@@ -48,18 +48,21 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_CONFIG=/srv/circuits/cuzk.toml \
     CUZK_SPOOL_DIR=/srv/spool \
     CUZK_RESULTS_DIR=/srv/results \
-    CUZK_WASM_CACHE_DIR=/srv/wasm-cache
+    CUZK_WASM_CACHE_DIR=/srv/wasm-cache \
+    CUZK_STAGE_KEY_FILE=/srv/keys/stage.key
 # /srv/wasm-cache: compiled circuit wasm (groth16/wasm_cache.py), the container's own; it must
-# belong to the user that runs cuzk-tasks and be writable by it alone (0700)
+# belong to the user that runs cuzk-tasks and be writable by it alone (0700).  /srv/keys: the
+# stage key that seals stage messages (cuzk_tasks/service/seal.py), made by the first worker;
+# compose mounts one `keys` volume there in every worker, so all share it
 # circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
 # libgmp10 and libstdc++6 at run time: both already here (coreutils pre-depends on libgmp10,
 # apt on libstdc++6), checked so that stays true; no build tools in the image
 RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
  && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
- && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
- && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \
- && chmod 0700 /srv/wasm-cache
+ && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /srv/keys /opt/cuzk/circuits \
+ && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache /srv/keys \
+ && chmod 0700 /srv/wasm-cache /srv/keys
 COPY --from=build-cpu /opt/venv /opt/venv
 # the sample circuit and its registry entry; the circuits-init service copies them into
 # the `circuits` volume (cuzk-circuits-init: never overwrites what an operator put there,
@@ -112,6 +115,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     CUZK_SPOOL_DIR=/srv/spool \
     CUZK_RESULTS_DIR=/srv/results \
     CUZK_WASM_CACHE_DIR=/srv/wasm-cache \
+    CUZK_STAGE_KEY_FILE=/srv/keys/stage.key \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 # circom's C++ witness generators (witness = "native:...", docs/native-witness.md) need only
@@ -120,9 +124,9 @@ ENV PATH=/opt/venv/bin:$PATH \
 RUN ldconfig -p | grep -q 'libgmp\.so\.10 ' && ldconfig -p | grep -q 'libstdc++\.so\.6 ' \
  && groupadd --system --gid 10001 cuzk \
  && useradd --system --uid 10001 --gid cuzk --home-dir /opt/cuzk --shell /usr/sbin/nologin cuzk \
- && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /opt/cuzk/circuits \
- && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache \
- && chmod 0700 /srv/wasm-cache
+ && mkdir -p /srv/circuits /srv/spool /srv/results /srv/wasm-cache /srv/keys /opt/cuzk/circuits \
+ && chown cuzk:cuzk /srv/circuits /srv/spool /srv/results /srv/wasm-cache /srv/keys \
+ && chmod 0700 /srv/wasm-cache /srv/keys
 COPY --from=build-gpu /opt/venv /opt/venv
 COPY cuzk_tasks/data/mulchain_1k /opt/cuzk/circuits/mulchain_1k
 COPY ops/compose/cuzk.toml /opt/cuzk/circuits/cuzk.toml

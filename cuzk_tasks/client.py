@@ -8,7 +8,8 @@
     result = client.wait(job, timeout=60)      # {"proofs": [{"proof":..., "public":...}, ...]}
 
 The client writes the job into the state store itself when its settings know
-the circuit (``Client()`` with ``$CUZK_CONFIG``, or ``Client(settings=...)``);
+the circuit (``Client()`` with ``$CUZK_CONFIG``, or ``Client(settings=...)``) and its stage
+key (``stage_key_file``: it seals the synthesize messages) is the live workers';
 otherwise it sends the by-name ``cuzk.submit`` task and a CPU worker (whose
 registry is authoritative) creates the job -- or, when no CPU worker is online,
 ``submit`` fails at once instead of waiting for a reply that cannot come.
@@ -20,8 +21,9 @@ import time
 
 from . import pipeline
 from .celery_app import create_app
-from .errors import CuzkError, JobError
+from .errors import ConfigError, CuzkError, JobError
 from .pipeline import request_checks
+from .service.seal import StageSeal, check_peers
 from .service.task_names import TASK_SUBMIT
 from .settings.config import Settings, load_settings
 from .state import JobState, OutageRetry, WorkerRole
@@ -39,6 +41,7 @@ class Client:
         self.app = create_app(settings)
         self._ctx = pipeline.Context(self.app, settings, worker_id="client")
         self._outage = None  # the OutageRetry of reads (made at the first, see _read)
+        self._stage_key = None  # whether the stage key is here (see _holds_stage_key)
 
     @property
     def store(self):
@@ -57,7 +60,7 @@ class Client:
         ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
         (default: the circuit's ``deadline_s`` in the registry, else none).
         """
-        if circuit in self.settings.circuits:
+        if circuit in self.settings.circuits and self._holds_stage_key():
             return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
                                        request_id=request_id, on_done=on_done,
                                        deadline_s=deadline_s)
@@ -87,6 +90,19 @@ class Client:
             raise CuzkError(f"submit of circuit {circuit!r}: no reply from a cpu worker in "
                             f"{SUBMIT_REPLY_TIMEOUT_S:.0f} s ({type(exc).__name__}: {exc})") from None
 
+    def _holds_stage_key(self) -> bool:
+        """Whether this client seals stage messages as the workers do, so it may write jobs
+        itself: its ``stage_key_file`` (made, as a worker makes it, when missing) is the key
+        of every live worker.  Decided once per client; with another key it goes by name."""
+        if self._stage_key is None:
+            seal = StageSeal.load(self.settings.stage_key_file, create=True)
+            try:
+                check_peers(seal, self._read(self.store.all_workers))
+                self._stage_key = True
+            except ConfigError:
+                self._stage_key = False
+        return self._stage_key
+
     def _require_cpu_worker(self, circuit):
         """Only a CPU worker answers ``cuzk.submit``: without one online, say so now."""
         queue = self.settings.cpu_queue
@@ -94,9 +110,13 @@ class Client:
                for w in self.store.all_workers()):  # a script: the store rides out an outage
             return
         known = ", ".join(sorted(self.settings.circuits)) or "none"
+        why = (f"this client's stage key ({self.settings.stage_key_file}) is not the live "
+               "workers'"
+               if circuit in self.settings.circuits else
+               f"this client's settings ({self.settings.source}) have no [circuits.{circuit}] "
+               f"entry (known: {known})")
         raise CuzkError(
-            f"submit of circuit {circuit!r}: this client's settings ({self.settings.source}) "
-            f"have no [circuits.{circuit}] entry (known: {known}), so a cpu worker must create "
+            f"submit of circuit {circuit!r}: {why}, so a cpu worker must create "
             f"the job, and no cpu worker of queue {queue!r} is online (state store prefix "
             f"{self.settings.prefix!r}): start `cuzk-tasks worker --cpu`, or give the client "
             "the circuit registry (Client() with $CUZK_CONFIG, or "

@@ -55,6 +55,7 @@ SERVICE = """\
       CUZK_SPOOL_DIR: /srv/spool
       CUZK_SHARED_SPOOL: "${{CUZK_SHARED_SPOOL:-1}}"
       CUZK_RESULTS_DIR: /srv/results
+      CUZK_STAGE_KEY_FILE: /srv/keys/stage.key
       # no default: two GPU hosts that forgot it would share one name, and its queues
       CUZK_HOSTNAME: "${{CUZK_HOSTNAME:?set CUZK_HOSTNAME in .env to this host's unique, stable name, e.g. hostname -s}}"
       CUZK_BACKEND: gpu
@@ -63,6 +64,7 @@ SERVICE = """\
     volumes:
       - "${{CUZK_CIRCUITS:-circuits}}:/srv/circuits:ro"
       - spool:/srv/spool
+      - keys:/srv/keys
       - results:/srv/results
     deploy:
       resources:

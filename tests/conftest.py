@@ -1,5 +1,7 @@
 """Shared fixtures: a real redis-server (session) and the state store on two backends."""
 
+import os
+import tempfile
 import uuid
 
 import pytest
@@ -7,6 +9,12 @@ import pytest
 from support.redis_server import RedisServer, have_redis_server
 
 BACKENDS = ["fakeredis", "redis-server"]
+
+# One stage key for the whole run (cuzk_tasks/service/seal.py), made by its first user, in a
+# directory of the run's own: the tests' workers and clients share it through the
+# environment (settings loaded from an explicit env dict use the default path).
+os.environ.setdefault("CUZK_STAGE_KEY_FILE",
+                      os.path.join(tempfile.mkdtemp(prefix="cuzk-test-key-"), "stage.key"))
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,10 @@ def test_a_steps_messages_are_published_then_deleted(store_factory, caplog):
     assert not [r for r in caplog.records if "not cleared" in r.getMessage()]
     assert [(e["task"], e["args"], e["queue"], e["priority"]) for e in rec.sent] == [
         ("cuzk.synthesize", ["j", 0], "cuzk.cpu", 5), ("cuzk.synthesize", ["j", 1], "cuzk.cpu", 5)]
-    assert rec.sent[0]["kwargs"] == {"circuit": "c", "priority": 5}
+    kwargs = rec.sent[0]["kwargs"]
+    assert {k: v for k, v in kwargs.items() if k != "seal"} == {"circuit": "c", "priority": 5}
+    # sealed as built: the seal fits the message as the broker carries it
+    assert _messages().seal.problem("cuzk.synthesize", rec.sent[0]["args"], kwargs) is None
     assert store.outbox_entries() == {}
     assert store.redis.zcard(store.keys.outbox_due()) == 0
 

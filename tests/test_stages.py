@@ -48,7 +48,8 @@ def stack(redis_server_url, tmp_path):
     # the host's CPU worker, as its heartbeats advertise it: the partitions are placed on the
     # device (host-affine stages), their synthesize and finalize on this host's CPU queue
     cpu.store.register_worker(cpu.worker_id, "cpu", HOST, queue=settings.cpu_queue)
-    cpu.store.heartbeat(cpu.worker_id, 60, extra=advertised(settings, WorkerRole.CPU))
+    cpu.store.heartbeat(cpu.worker_id, 60, extra=advertised(settings, WorkerRole.CPU,
+                                                                  cpu.messages.seal))
     yield {"cpu": cpu, "device": device, "settings": settings, "device_id": device_id}
     keys = [k for q in (settings.cpu_queue, settings.host_cpu_queue(), settings.device_queue(0))
             for k in queues.queue_keys(q)]
@@ -278,7 +279,7 @@ def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     assert cpu.store.take_relayed(timeout_s=0, limit=10) == [] and cpu.store.outbox_entries() == {}
     (task, args, kwargs), = _pop(cpu, settings.host_cpu_queue())
     assert task == "cuzk.finalize" and args[0]["job"] == job and args[0]["backend"] == "cpu"
-    pipeline.finalize(cpu, *args, **kwargs)
+    pipeline.finalize(cpu, *args)
     assert cpu.store.get_job(job)["state"] == "done"
     assert cpu.store.get_job(job)["curve"] == "bn128"  # recorded by synth_end from the zkey
     result = cpu.store.get_result(job)
@@ -287,7 +288,7 @@ def test_prove_then_finalize_make_a_valid_proof_and_free_the_device(stack):
     assert verify(vk, proof["public"], proof["proof"])
     # the same finalize again (a redelivery): no second completion
     before = cpu.store.snapshot()["counters"]
-    pipeline.finalize(cpu, *args, **kwargs)
+    pipeline.finalize(cpu, *args)
     assert cpu.store.snapshot()["counters"] == before
 
 

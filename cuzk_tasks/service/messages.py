@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from . import tracing
+from .seal import SEAL_KWARG, StageSeal
 from ..settings import defaults
 from ..state.run import DeviceResult, PartitionRun
 from .task_names import TASK_FINALIZE, TASK_PROVE, TASK_SYNTHESIZE
@@ -36,8 +37,25 @@ def entry(task: str, args=(), kwargs=None, *, queue: str | None, priority: int,
 
 
 class StageMessages:
-    def __init__(self, settings):
+    """Builds the stage messages' entries, each sealed (kwarg ``seal``,
+    :mod:`cuzk_tasks.service.seal`) with the deployment's stage key."""
+
+    def __init__(self, settings, seal: StageSeal | None = None):
         self.settings = settings
+        self._seal = seal
+
+    @property
+    def seal(self) -> StageSeal:
+        """The stage key's seal: read from ``stage_key_file`` at first use (made there when
+        missing)."""
+        if self._seal is None:
+            self._seal = StageSeal.load(self.settings.stage_key_file, create=True)
+        return self._seal
+
+    def _sealed(self, task: str, args, kwargs, **options) -> str:
+        kwargs = dict(kwargs)
+        kwargs[SEAL_KWARG] = self.seal.seal(task, args, kwargs)
+        return entry(task, args, kwargs, **options)
 
     def _priority(self, priority) -> int:
         return self.settings.priority(priority)
@@ -64,8 +82,8 @@ class StageMessages:
             extra["kwargsrepr"] = repr({k: v for k, v in kwargs.items() if k != "inline_input"})
         if queue is None and not self.settings.host_affine:
             queue = self.settings.cpu_queue
-        return entry(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
-                     priority=priority, **extra)
+        return self._sealed(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
+                            priority=priority, **extra)
 
     def prove(self, run: PartitionRun, witness_ref) -> str:
         """``run``'s prove (args ``(job, idx, attempt, circuit, witness_ref)``), for
@@ -77,9 +95,10 @@ class StageMessages:
         # CPU queue finalize must reach (the witness is in that host's spool)
         finalize_queue = self.settings.host_cpu_queue() if self.settings.host_affine \
             else self.settings.cpu_queue
-        return entry(TASK_PROVE, (run.job_id, run.idx, run.attempt, run.circuit, witness_ref),
-                     {"finalize_queue": finalize_queue, "priority": priority},
-                     queue=None, priority=priority)
+        return self._sealed(TASK_PROVE,
+                            (run.job_id, run.idx, run.attempt, run.circuit, witness_ref),
+                            {"finalize_queue": finalize_queue, "priority": priority},
+                            queue=None, priority=priority)
 
     def after_device_fault(self, run: PartitionRun, witness_ref) -> str:
         """The message of ``run``'s next attempt after a device fault (prove_fault): with
@@ -97,8 +116,8 @@ class StageMessages:
         run = result.run
         # argsrepr: a short log form (Celery's logs, Flower) instead of the whole partial proof
         argsrepr = f"({{job: {run.job_id}, idx: {run.idx}, attempt: {run.attempt}}},)"
-        return entry(TASK_FINALIZE, (result.to_json(),), queue=queue,
-                     priority=self._priority(run.priority), argsrepr=argsrepr)
+        return self._sealed(TASK_FINALIZE, (result.to_json(),), {}, queue=queue,
+                            priority=self._priority(run.priority), argsrepr=argsrepr)
 
     def on_done(self, on_done) -> str:
         """The job's on_done task without its kwargs (the step ending the job writes them in

@@ -7,8 +7,9 @@ died, its message went back on the queue, and the next worker to take it died th
 
 Every task of ours uses this Request class (``Task.Request``, tasks.py).  Before the hand-off
 it bounds the message (:func:`cuzk_tasks.pipeline.request_checks.message_problem`: body size,
-nesting depth, the by-name requests' fields), and a message that fails the bounds -- or
-whose hand-off raises anyway -- is refused ONCE (:meth:`SafeRequest.refuse`): acknowledged
+nesting depth, the by-name requests' fields) and checks a stage message's seal
+(:mod:`cuzk_tasks.service.seal`: one the service did not issue, or altered), and a message
+that fails either -- or whose hand-off raises anyway -- is refused ONCE (:meth:`SafeRequest.refuse`): acknowledged
 (never requeued, so neither the broker nor the sweeper's request leases bring it back),
 recorded in the state store as a rejected request with its reason, its failure stored for
 the caller (``AsyncResult.get()`` raises with the reason instead of waiting), and logged in
@@ -33,6 +34,7 @@ from kombu.exceptions import DecodeError
 
 from ..errors import CuzkError
 from ..pipeline import request_checks
+from .task_names import STAGE_TASKS
 
 log = logging.getLogger("cuzk_tasks.service.safe_request")
 
@@ -62,6 +64,8 @@ def _guarded(hand_off):
             problem = request_checks.message_problem(
                 self.name, self.args, self.kwargs, len(body) if body is not None else 0,
                 _signature(self.task))
+            if problem is None and self.name in STAGE_TASKS:
+                problem = _stage_seal(self.task).problem(self.name, self.args, self.kwargs)
         except Exception as exc:  # a message this check cannot even read is refused too
             problem = f"{self.name}: unreadable message ({type(exc).__name__}: {exc})"
         if problem is None:
@@ -97,6 +101,14 @@ class SafeRequest(Request):
         task_ready(self)
         _record(self.task, self.name, self.id, reason, store_result=self.store_errors)
         self.reject(requeue=False)
+
+
+def _stage_seal(task):
+    """The stage key's seal of this worker (its pipeline context's; loaded once)."""
+    # lazy, as in _record: the consumer has the pipeline loaded already
+    from ..pipeline import context
+
+    return context(task.app).messages.seal
 
 
 def _record(task, name, task_id, reason, store_result=True) -> None:

@@ -18,7 +18,9 @@ Names are stable (services without this package call them by name):
 
 The stage messages are recorded by this package alone (cuzk_tasks/service/messages.py, the outbox),
 which sends every argument above but ``attempt`` 0: one missing is an error of the task
-(TypeError), never a default.
+(TypeError), never a default.  Each also carries ``seal`` (cuzk_tasks/service/seal.py): the
+worker's main process refuses a stage message whose seal is missing or does not match its
+fields before it runs, so the task bodies never see one the service did not issue.
 
 Every task's messages go through :class:`cuzk_tasks.service.safe_request.SafeRequest` (and
 ``safe_strategy``) in the worker's main process: one out of bounds (nesting depth, size, a
@@ -68,7 +70,7 @@ def result(self, job_id):
 
 
 @shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
-def synthesize(self, job_id, idx, circuit, priority, attempt=0, inline_input=None):
+def synthesize(self, job_id, idx, circuit, priority, attempt=0, inline_input=None, seal=None):
     run = PartitionRun(job_id, int(idx), int(attempt or 0), circuit, int(priority))
     if not isinstance(inline_input, str) or _redelivered(self.request):
         # not a message of ours, or one put back after its process died (perhaps in this
@@ -79,12 +81,12 @@ def synthesize(self, job_id, idx, circuit, priority, attempt=0, inline_input=Non
 
 
 @shared_task(name=TASK_PROVE, bind=True, **SAFE)
-def prove(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority):
+def prove(self, job_id, idx, attempt, circuit, witness_ref, finalize_queue, priority, seal=None):
     run = PartitionRun(job_id, int(idx), int(attempt), circuit, int(priority))
     pipeline.prove(pipeline.context(self.app), run, witness_ref, finalize_queue,
                    redelivered=_redelivered(self.request))
 
 
 @shared_task(name=TASK_FINALIZE, bind=True, **SAFE)
-def finalize(self, started):
+def finalize(self, started, seal=None):
     return pipeline.finalize(pipeline.context(self.app), started)

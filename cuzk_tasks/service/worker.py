@@ -47,6 +47,7 @@ from ..state import Registration, StateStore, WorkerRole
 from . import tracing
 from .periodic import PeriodicThread
 from .publisher import OutboxRelay
+from .seal import StageSeal, check_peers
 from .task_names import stage_partition
 
 log = logging.getLogger("cuzk_tasks.service.worker")
@@ -482,11 +483,22 @@ def claim_host_name(settings: Settings, store):
     return dataclasses.replace(settings, hostname=slot.host), slot
 
 
-def advertised(settings: Settings, role: WorkerRole) -> dict:
+def stage_seal(settings: Settings, store) -> StageSeal:
+    """The deployment's stage key (read, or made when missing: cuzk_tasks/service/seal.py),
+    before the worker registers: a key other than the live workers' is refused here, in one
+    line, instead of every message between them being refused later."""
+    seal = StageSeal.load(settings.stage_key_file, create=True)
+    check_peers(seal, store.all_workers())
+    return seal
+
+
+def advertised(settings: Settings, role: WorkerRole, seal: StageSeal) -> dict:
     """What a worker's heartbeats advertise for placement (_lib.lua ``live_devices``): the
     circuits its registry serves (a JSON list of names) and, for a CPU worker with host-affine
-    stages, its host's CPU queue (``host_queue``), which it consumes."""
-    fields = {"pid": os.getpid(), "circuits": json.dumps(sorted(settings.circuits))}
+    stages, its host's CPU queue (``host_queue``), which it consumes; and its stage key's id,
+    for the next worker's :func:`stage_seal`."""
+    fields = {"pid": os.getpid(), "circuits": json.dumps(sorted(settings.circuits)),
+              "stage_key_id": seal.key_id}
     if role == WorkerRole.CPU and settings.host_affine:
         fields["host_queue"] = settings.host_cpu_queue()
     return fields
@@ -495,6 +507,7 @@ def advertised(settings: Settings, role: WorkerRole) -> dict:
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     store = _open_store(settings)
+    seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.device_worker_id(device)
@@ -516,7 +529,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     consuming = consume_recording_channel(app)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
-    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE),
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE, seal),
                           extra_fn=probe, slot=slot,
                           holding_fn=lambda: held_messages(consuming),
                           registration=registration, holder=holder, on_lost=_stop_this_worker,
@@ -539,6 +552,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
                    sweeper: bool = True):
     store = _open_store(settings)
+    seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
     worker_id = settings.cpu_worker_id()
@@ -555,7 +569,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
     consuming = consume_recording_channel(app)
     _init_child(app)
-    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU),
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU, seal),
                           slot=slot, holding_fn=lambda: held_messages(consuming),
                           registration=registration,
                           holder=holder, on_lost=_stop_this_worker)

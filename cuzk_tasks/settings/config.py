@@ -91,6 +91,7 @@ class Settings:
     on_done_ttl_s: float = defaults.ON_DONE_TTL_S
     results_dir: str | None = defaults.RESULTS_DIR
     spool_dir: str = defaults.SPOOL_DIR
+    stage_key_file: str = defaults.STAGE_KEY_FILE
     #: directories (besides spool_dir) that submitted input_ref / witness_ref paths may name
     allowed_input_roots: tuple = defaults.ALLOWED_INPUT_ROOTS
     max_inline_input_bytes: int = defaults.MAX_INLINE_INPUT_BYTES
@@ -278,6 +279,7 @@ _FIELDS = [
     ("on_done_ttl_s", "CUZK_ON_DONE_TTL_S", "on_done_ttl_s", float),
     ("results_dir", "CUZK_RESULTS_DIR", "results_dir", str),
     ("spool_dir", "CUZK_SPOOL_DIR", "spool_dir", str),
+    ("stage_key_file", "CUZK_STAGE_KEY_FILE", "stage_key_file", str),
     ("allowed_input_roots", "CUZK_ALLOWED_INPUT_ROOTS", "allowed_input_roots", tuple),
     ("max_inline_input_bytes", "CUZK_MAX_INLINE_INPUT_BYTES", "max_inline_input_bytes", int),
     ("max_partitions_per_job", "CUZK_MAX_PARTITIONS_PER_JOB", "max_partitions_per_job", int),
@@ -411,6 +413,8 @@ def load_settings(path=None, env=None) -> Settings:
                 values[attr] = _convert(data[key], typ, path, key)
         base = os.path.dirname(os.path.abspath(path))
         circuits = _circuits(data.get("circuits", {}), path, base)
+        if "stage_key_file" in values:
+            values["stage_key_file"] = _resolve(values["stage_key_file"], base)
         if "allowed_input_roots" in values:
             values["allowed_input_roots"] = tuple(_resolve(p, base)
                                                   for p in values["allowed_input_roots"])

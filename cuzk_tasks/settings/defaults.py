@@ -286,6 +286,17 @@ SPOOL_DIR = "/tmp/cuzk-spool"
 """Directory for witnesses between synthesize and prove (env ``CUZK_SPOOL_DIR``); shared storage
 when workers run on several hosts."""
 
+STAGE_KEY_FILE = "~/.config/cuzk-tasks/stage.key"
+"""File of the deployment's stage key (env ``CUZK_STAGE_KEY_FILE``, toml ``stage_key_file``): 64
+hex digits that seal every stage message (cuzk_tasks/service/seal.py).  A worker that finds no
+file makes one (mode 0600).  Every worker of a deployment needs the same key -- on several hosts
+or containers, point this at one shared secret file -- and a worker whose key differs from the
+live workers' refuses to start.  Keep it out of Redis and out of the input roots: whoever holds
+it can forge stage messages."""
+
+STAGE_KEY_BYTES = 32
+"""Bytes of a stage key (HMAC-SHA256's own size): a shorter key file is refused."""
+
 SPOOL_FULL_WAIT_S = 15.0
 """Seconds synthesize waits, inside its task, for room when the spool disk is full (ENOSPC or
 EDQUOT writing a witness), retrying the write after 1 s, 2 s, 4 s, ...; then it hands the

@@ -30,7 +30,7 @@ def _counter(name, doc, labels, values):
 
 def counter_families(c):
     """The counters of the status document's ``counters``."""
-    by_kind = lambda group: [([kind], n) for kind, n in sorted(c[group].items())]  # noqa: E731
+    by_kind = lambda group: [([kind], n) for kind, n in sorted(c.get(group, {}).items())]  # noqa: E731
     yield _counter("cuzk_proofs_completed", "Partition proofs completed, by proof kind",
                    ["kind"], by_kind("completed"))
     yield _counter("cuzk_proofs_failed", "Partition proofs failed, by proof kind", ["kind"],
@@ -38,6 +38,10 @@ def counter_families(c):
     yield _counter("cuzk_prove_faults", "Device errors in prove, by proof kind "
                    "(each moved its partition to another device, or failed it)", ["kind"],
                    by_kind("prove_faults"))
+    yield _counter("cuzk_requests_refused", "Messages a worker refused before running them, by "
+                   "task: out of bounds, or a stage message the service did not issue (forged "
+                   "or altered: its seal does not match)", ["task"],
+                   by_kind("requests_rejected"))
     yield _counter("cuzk_jobs_finished", "Jobs finished, by proof kind and outcome",
                    ["kind", "state"],
                    [([kind, state], n) for group, state in (("jobs_done", "done"),

@@ -98,7 +98,7 @@ def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
 
 def _counters(raw: dict) -> dict:
     out = {"completed": {}, "failed": {}, "prove_faults": {}, "jobs_done": {}, "jobs_failed": {},
-           "jobs_cancelled": {}}
+           "jobs_cancelled": {}, "requests_rejected": {}}
     for name, value in raw.items():
         group, _, kind = name.partition(":")
         if group in out:

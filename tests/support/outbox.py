@@ -45,8 +45,12 @@ def decode(raw) -> tuple[str, list, dict, int]:
 
 
 def queued(redis, queue) -> list[tuple[str, list, dict, int]]:
-    """The messages waiting on ``queue`` (every priority list), served first first."""
+    """The messages waiting on ``queue`` (every priority list), served first first, each
+    stage message's kwargs without its seal (whose value differs per key; tests/test_seal.py
+    checks seals)."""
     out = []
     for key in queues.queue_keys(queue):
-        out += [decode(raw) for raw in reversed(redis.lrange(key, 0, -1))]
+        for raw in reversed(redis.lrange(key, 0, -1)):
+            task, args, kwargs, priority = decode(raw)
+            out.append((task, args, {k: v for k, v in kwargs.items() if k != "seal"}, priority))
     return out
