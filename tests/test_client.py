@@ -65,3 +65,26 @@ def test_with_a_live_cpu_worker_the_task_is_sent(client, monkeypatch):
     with pytest.raises(CuzkError, match="no reply from a cpu worker"):  # no process answers here
         client.submit("mulchain_1k", PARTS)
     assert _queued(client) == 1
+
+
+def test_status_carries_no_token_path_or_digest(client):
+    """Client.status is the public status document (issue 48): past prove_begin the
+    partition holds its stage token and witness path, the job its request digest and release
+    list; the status shows none of them."""
+    from cuzk_tasks.state import PartitionRun
+
+    store = client.store
+    job, _ = store.create_job(None, "c", "k", 5, "r-" + uuid.uuid4().hex[:6],
+                              [{"input": "{}"}], request_digest="f" * 64)
+    assert store.synth_begin(PartitionRun(job, 0, 0))
+    assert store.synth_end(PartitionRun(job, 0, 0), "/spool/secret/0.wtns", 1.0)
+    store.register_worker("h:dev0", "device", "h", device=0, queue="cuzk.dev.h.0")
+    store.heartbeat("h:dev0", 30)
+    assert store.route(PartitionRun(job, 0, 0), "h:dev0")
+    token = store.prove_begin("h:dev0", PartitionRun(job, 0, 0)).token
+    status = client.status(job)
+    [part] = status["partitions"]
+    assert part["state"] == "proving" and status["state"] == "running"
+    for key in ("token", "witness_ref", "request_digest", "release_list"):
+        assert key not in status and key not in part
+    assert token not in repr(status) and "/spool/" not in repr(status)

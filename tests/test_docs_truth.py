@@ -10,6 +10,9 @@
 * Every ``cuzk-tasks`` subcommand appears in README.md or docs/, and in architecture.md's
   command list (``cuzk-tasks {prove | verify | ...}``).
 * Every event type a Lua transition emits is in docs/api.md's SSE type list.
+* docs/client.md's ``cuzk.status`` names every public status field (``reads.PUBLIC_JOB_FIELDS``,
+  ``PUBLIC_PARTITION_FIELDS``) and no private one; docs/api.md's ``/api/jobs/<id>`` example
+  carries every field of that document.
 * The runbook's systemd steps create the spool, results and input directories of
   ops/systemd/cuzk.env.example and install every file its circuit registry names.
 * The runbook's "Scaling out" states the detection time of a lost host as it is: heartbeat
@@ -299,6 +302,49 @@ def test_sse_check_would_fail_if_a_type_were_removed():
     text = API.read_text(encoding="utf-8")
     for name in emitted_event_types():
         assert name in sse_types_missing(re.sub(rf"\b{name}\b", "removed", text)), name
+
+
+# --- the public status document (issue 48) -----------------------------------------------
+
+CLIENT_DOC = ROOT / "docs" / "client.md"
+
+
+def status_fields_missing(client_text) -> set[str]:
+    """The public status fields docs/client.md's ``cuzk.status`` item does not name, plus
+    any private partition field it does name."""
+    from cuzk_tasks.state import reads
+
+    m = re.search(r"^\* `cuzk\.status`(.*?)^\* ", client_text, flags=re.S | re.M)
+    assert m, "docs/client.md: no cuzk.status item"
+    named = set(re.findall(r"`([a-z_]+)`", m.group(1)))
+    public = set(reads.PUBLIC_JOB_FIELDS) | set(reads.PUBLIC_PARTITION_FIELDS)
+    return (public - named) | (set(reads.PRIVATE_PARTITION_FIELDS) & named)
+
+
+def test_the_status_fields_are_documented():
+    missing = status_fields_missing(CLIENT_DOC.read_text(encoding="utf-8"))
+    assert not missing, f"docs/client.md, cuzk.status: fields not named (or private): {missing}"
+
+
+def test_status_fields_check_would_fail_if_a_field_were_removed():
+    from cuzk_tasks.state import reads
+
+    text = CLIENT_DOC.read_text(encoding="utf-8")
+    for name in reads.PUBLIC_JOB_FIELDS + reads.PUBLIC_PARTITION_FIELDS:
+        assert name in status_fields_missing(text.replace(f"`{name}`", "removed")), name
+
+
+def test_the_job_document_example_has_every_field():
+    pytest.importorskip("flask")
+    pytest.importorskip("prometheus_client")
+    from cuzk_tasks.web.api import JOB_FIELDS, JOB_PARTITION_FIELDS
+
+    m = re.search(r"## `GET /api/jobs/<id>`\s*```json(.*?)```", API.read_text(encoding="utf-8"),
+                  flags=re.S)
+    assert m, "docs/api.md: no /api/jobs/<id> example"
+    keys = set(re.findall(r'"([a-z_]+)":', m.group(1)))
+    missing = set(JOB_FIELDS + JOB_PARTITION_FIELDS) - keys
+    assert not missing, f"docs/api.md, /api/jobs/<id>: fields not in the example: {missing}"
 
 
 # --- runbook: systemd install steps -------------------------------------------------------

@@ -337,7 +337,7 @@ WEB = "cuzk_tasks.web"
 WEB_MAY_TAKE = {
     "cuzk_tasks.state": {"StateStore"},
     "cuzk_tasks.state.reads": {"status_delta", "last_event_id", "phase_histograms",
-                               "PARTITION_FIELDS"},
+                               "PUBLIC_JOB_FIELDS", "PUBLIC_PARTITION_FIELDS"},
     "cuzk_tasks.state.codec": {"decode"},
     "cuzk_tasks.service.queues": {"queue_keys"},
     "cuzk_tasks.settings.redis_url": {"is_outage", "outage_errors", "redact"},

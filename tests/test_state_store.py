@@ -14,6 +14,7 @@ from cuzk_tasks.state import (DeviceResult, JobState, Keys, PartitionRun, Partit
                               StateStore, WorkerState)
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.service.messages import StageMessages
+from cuzk_tasks.state import reads
 from cuzk_tasks.state.store import script_text
 from support.outbox import Recorder
 
@@ -1586,3 +1587,58 @@ def test_a_script_with_named_arguments_stores_what_it_was_sent(store):
         store._run("prove_end", [store.keys.part("j1", 0), store.keys.worker(other)],
                    {"job": "j1", "idx": 0, "attempt": 1, "worker": other, "prove_ms": 1.0,
                     "message": ""})
+
+
+# --- the public status document (issue 48) --------------------------------------------------
+
+#: fields the store keeps that no public read may return: a stage token, a server path, the
+#: request digest and the transitions' bookkeeping
+NEVER_PUBLIC = {"token", "witness_ref", "input_ref", "input", "proof", "public",
+                "request_digest", "release_list", "n_released", "n_written", "result_next",
+                "result_ttl", "completing", "discard", "avoid", "last_device_error"}
+
+
+def test_the_status_document_carries_only_the_public_fields(store):
+    """job_status (cuzk.status, Client.status, /api/jobs/<id>) of a job past prove_begin:
+    the job hash and its partitions hold the token, the witness path, the request digest and
+    the release list; the document none of them, only the documented fields."""
+    parts = [{"input": json.dumps({"a": i})} for i in range(2)]
+    store.create_job("j1", "c", "k", 5, "r1", parts, request_digest="d" * 64)
+    w = device(store)
+    token = to_proving(store, "j1", 0, w)
+    to_synth_done(store, "j1", 1)
+    kept = store.redis.hgetall(store.keys.job("j1"))
+    assert kept["request_digest"] and "release_list" in kept  # what the old read returned
+    assert store.get_partition("j1", 0)["token"] == token
+
+    status = store.job_status("j1")
+    assert set(status) - {"partitions", "page", "counts"} <= set(reads.PUBLIC_JOB_FIELDS)
+    assert not NEVER_PUBLIC & set(status)
+    assert (status["id"], status["request_id"], status["state"]) == ("j1", "r1", "running")
+    for p in status["partitions"]:
+        assert set(p) <= set(reads.PUBLIC_PARTITION_FIELDS) and not NEVER_PUBLIC & set(p)
+    assert [p["state"] for p in status["partitions"]] == ["proving", "synth_done"]
+    text = json.dumps(status)
+    assert token not in text and ".wtns" not in text and "d" * 64 not in text
+    with pytest.raises(StateError, match="not public"):
+        store.job_status("j1", fields=("idx", "token"))
+
+
+def test_the_public_field_lists_leave_out_the_private_ones():
+    assert not set(reads.PRIVATE_PARTITION_FIELDS) & set(reads.PUBLIC_PARTITION_FIELDS)
+    assert set(reads.PUBLIC_PARTITION_FIELDS) <= set(reads.PARTITION_FIELDS)
+    assert not NEVER_PUBLIC & (set(reads.PUBLIC_JOB_FIELDS) | set(reads.PUBLIC_PARTITION_FIELDS))
+
+
+def test_a_request_id_conflict_names_no_job(store):
+    """The same request id with other content is refused without naming the job it names
+    (the id would be a key to another's job); the same content still answers that job."""
+    parts = [{"input": json.dumps({"a": 1})}]
+    assert store.create_job("first-job", "c", "k", 5, "r1", parts, request_digest="d1") == \
+        ("first-job", True)
+    assert store.create_job("j2", "c", "k", 5, "r1", parts, request_digest="d1") == \
+        ("first-job", False)
+    with pytest.raises(StateError, match="request_id 'r1' is already in use") as info:
+        store.create_job("j3", "c", "k", 5, "r1", parts, request_digest="d2")
+    assert "first-job" not in str(info.value)
+    assert not store.redis.exists(store.keys.job("j2"), store.keys.job("j3"))

@@ -224,6 +224,23 @@ def test_job_page_api_and_result_download(store):
     assert c.get("/jobs/nope").status_code == 404
 
 
+def test_the_job_document_carries_no_token_path_or_digest(store):
+    """/api/jobs/<id> is the public status document (issue 48): past prove_begin the store
+    holds a stage token, the witness path and the request digest; the document none."""
+    app = make_app(store)
+    store.create_job("js", "mulchain", "k", 5, "r-js", [{"input": "{}"}],
+                     request_digest="e" * 64)
+    assert store.synth_begin(PartitionRun("js", 0, 0))
+    assert store.synth_end(PartitionRun("js", 0, 0), "/spool/js.0.wtns", 12.0)
+    tok = start(store, device(store), "js", 0)
+    r = app.test_client().get("/api/jobs/js")
+    doc, text = r.get_json(), r.get_data(as_text=True)
+    assert doc["partitions"][0]["state"] == "proving" and doc["job"]["request_id"] == "r-js"
+    for key in ("token", "witness_ref", "request_digest", "release_list"):
+        assert key not in doc["job"] and key not in doc["partitions"][0]
+    assert tok not in text and "/spool/" not in text and "e" * 64 not in text
+
+
 def test_metrics(store):
     app = make_app(store, cache_max_age_ms=0)
     c = app.test_client()

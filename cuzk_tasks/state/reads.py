@@ -6,7 +6,9 @@ the newest event id, and the phase-duration histograms the transitions keep.  Re
 The partition fields a read may return are named here once: :data:`PARTITION_FIELDS`
 (every small field; input, proof and public are left out).  Which of them a reader shows is
 the reader's choice, passed in: the web app's two subsets live with the documents they shape
-(``cuzk_tasks/web/api.py``, ``cuzk_tasks/web/status.py``; docs/api.md).
+(``cuzk_tasks/web/api.py``, ``cuzk_tasks/web/status.py``; docs/api.md).  The public status
+document (``StateStore.job_status``: ``cuzk.status``, ``Client.status``, ``/api/jobs/<id>``)
+carries only :data:`PUBLIC_JOB_FIELDS` and :data:`PUBLIC_PARTITION_FIELDS` (issue 48).
 """
 
 from __future__ import annotations
@@ -20,6 +22,21 @@ PARTITION_FIELDS = (
     "idx", "state", "attempt", "deliveries", "redispatches", "worker", "token", "witness_ref",
     "synth_ms", "prove_ms", "finalize_ms", "t_created", "t_synth_start", "t_synth_end", "t_routed",
     "t_prove_start", "t_prove_end", "t_redispatched", "t_done", "t_end", "error",
+)
+#: partition fields no public read returns: a stage's ``token`` (the run a prove_end must
+#: name: a reader holding it could end another worker's run) and ``witness_ref`` (a path on
+#: the servers)
+PRIVATE_PARTITION_FIELDS = ("token", "witness_ref")
+#: the partition fields of the public status document (docs/api.md, docs/client.md)
+PUBLIC_PARTITION_FIELDS = tuple(f for f in PARTITION_FIELDS if f not in PRIVATE_PARTITION_FIELDS)
+#: the job-hash fields of the public status document (docs/api.md, docs/client.md): what the
+#: caller asked for and how the job went.  Every other field of the hash is bookkeeping of
+#: the transitions (request_digest, release_list, n_released, reap_*, result_*, ...), never
+#: returned: a field is public only once it is named here and documented.
+PUBLIC_JOB_FIELDS = (
+    "id", "kind", "circuit", "curve", "priority", "state", "request_id", "submitted_at",
+    "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
+    "deadline_at", "on_done", "on_done_sent_at", "on_done_error",
 )
 PHASES = ("synth_ms", "prove_ms", "finalize_ms")
 #: upper bounds (ms) of the phase histograms' buckets, +Inf implied: the list

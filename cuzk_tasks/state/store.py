@@ -189,7 +189,8 @@ class ProveBegin:
     """Outcome of :meth:`StateStore.prove_begin`.
 
     ``reason``: ``ok``, ``redelivered`` (accepted: the same message again after its run
-    died), ``stale`` (wrong attempt/worker/state), ``poison`` (partition and job failed),
+    died), ``stale`` (wrong attempt/worker/state), ``mismatch`` (the message names another
+    circuit than the job's), ``poison`` (partition and job failed),
     ``deadline`` (the job's deadline passed: it failed now), ``job_<state>`` (job not
     running), ``unknown``.  ``deliveries``: the partition's count.
     ``deadline_at``: the job's deadline (Unix time, Redis clock) when accepted and it has one.
@@ -428,11 +429,12 @@ def _partition_args(partitions, first):
 
 def _check_request_conflict(request_id, job_id, status) -> None:
     """StateError when a create script answered -2: ``request_id`` names ``job_id``, a job of
-    other content (_lib.lua ``request_job``)."""
+    other content (_lib.lua ``request_job``).  The error does not name ``job_id``."""
     if int(status) == -2:
-        raise StateError(f"request_id {request_id!r} already names job {job_id} with other "
-                         "content (circuit, partitions, priority, on_done or deadline_s "
-                         "differ); use a new request_id for a new job")
+        # the other job's id is not named: a request id is no key to another's job (issue 48)
+        raise StateError(f"request_id {request_id!r} is already in use with other content "
+                         "(circuit, partitions, priority, on_done or deadline_s differ); use a "
+                         "new request_id for a new job")
 
 
 def _check_run(run) -> tuple[str, int, int]:
@@ -713,7 +715,8 @@ class StateStore:
         died) is deleted by :meth:`reap_creating`.
         ``request_digest``: a digest of what the request asks for (``""`` = none), kept with
         the job: the same ``request_id`` again with another digest raises StateError
-        ("request_id X already names job Y with other content") and creates nothing.
+        ("request_id X is already in use with other content", naming no job) and creates
+        nothing.
         """
         job_id = uuid.uuid4().hex if job_id is None else _check_job_id(job_id)
         if deadline_s is not None and (isinstance(deadline_s, bool)
@@ -984,7 +987,8 @@ class StateStore:
         job_id, idx, attempt = _check_run(run)
         return ([self.keys.job(job_id), self.keys.part(job_id, idx), self.keys.worker(worker_id),
                  self.keys.workers()],
-                [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12]])
+                [job_id, idx, attempt, worker_id, int(max_deliveries), uuid.uuid4().hex[:12],
+                 run.circuit or ""])
 
     def prove_end(self, worker_id, token, run: PartitionRun, prove_ms, message=None) -> ProveEnd:
         """Compare-and-delete: the worker goes idle only if it still holds ``token``.
@@ -1179,18 +1183,24 @@ class StateStore:
                 "state": job.get("state"), "proofs": proofs}
 
     def job_status(self, job_id, offset: int = 0, limit: int | None = None,
-                   fields=reads.PARTITION_FIELDS) -> dict | None:
-        """A job and one page of its partitions' states, without inputs and proofs, JSON-able:
-        the job hash (``on_done`` decoded) plus ``"partitions"`` (``fields`` of the partitions
-        ``offset`` .. ``offset + limit - 1``; ``limit`` None = ``defaults.JOB_STATUS_PAGE``),
-        ``"page"`` ``{"offset", "limit", "count"}`` and ``"counts"`` (partitions by state, all
-        of them); None for an unknown job or one still being created.  What ``cuzk.status``,
-        ``Client.status`` and ``/api/jobs/<id>`` return.  The page is read in
-        one transaction with the job; the counts of a job bigger than the page in steps of
-        :attr:`chunk` partitions after it (so Redis is never held long at any size)."""
+                   fields=reads.PUBLIC_PARTITION_FIELDS) -> dict | None:
+        """The public status document of a job, JSON-able: its :data:`reads.PUBLIC_JOB_FIELDS`
+        that are set (``on_done`` decoded) plus ``"partitions"`` (``fields``, a subset of
+        :data:`reads.PUBLIC_PARTITION_FIELDS`, of the partitions ``offset`` ..
+        ``offset + limit - 1``; ``limit`` None = ``defaults.JOB_STATUS_PAGE``), ``"page"``
+        ``{"offset", "limit", "count"}`` and ``"counts"`` (partitions by state, all of them);
+        None for an unknown job or one still being created.  What ``cuzk.status``,
+        ``Client.status`` and ``/api/jobs/<id>`` return -- never a token, a digest, a server
+        path or the transitions' bookkeeping (StateError for a ``fields`` outside the public
+        ones).  The page is read in one transaction with the job; the counts of a job bigger
+        than the page in steps of :attr:`chunk` partitions after it (so Redis is never held
+        long at any size)."""
         offset = _check_int("offset", offset)
         limit = defaults.JOB_STATUS_PAGE if limit is None else _check_int("limit", limit)
         fields = list(fields)
+        private = [f for f in fields if f not in reads.PUBLIC_PARTITION_FIELDS]
+        if private:
+            raise StateError(f"job_status: not public partition fields: {private}")
         if "state" not in fields:
             fields.append("state")
         n = self.redis.hget(self.keys.job(job_id), "n_partitions")
@@ -1205,7 +1215,8 @@ class StateStore:
         got, *parts = pipe.execute()
         if not got or got.get("state") == JobState.CREATING.value:
             return None
-        job = decode(got)
+        # only the documented fields: the rest of the hash is the transitions' bookkeeping
+        job = decode({k: v for k, v in got.items() if k in reads.PUBLIC_JOB_FIELDS})
         if job.get("on_done"):
             job["on_done"] = json.loads(job["on_done"])
         job["partitions"] = [decode(dict(zip(fields, vals))) for vals in parts]

@@ -9,7 +9,7 @@ import time
 from flask import Blueprint, Response, jsonify, request, url_for
 
 from cuzk_tasks.settings.defaults import JOB_STATUS_PAGE
-from cuzk_tasks.state.reads import PARTITION_FIELDS
+from cuzk_tasks.state.reads import PUBLIC_JOB_FIELDS, PUBLIC_PARTITION_FIELDS
 
 from .outage import is_outage, redis_errors
 from .services import get_services, get_store
@@ -17,13 +17,12 @@ from .status import SCHEMA_VERSION
 
 bp = Blueprint("api", __name__)
 
-JOB_FIELDS = ("id", "kind", "circuit", "curve", "priority", "state", "request_id", "submitted_at",
-              "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error",
-              "deadline_s", "deadline_at")
-#: /api/jobs/<id> per partition (docs/api.md): the fields the store reads but the
-#: worker-internal token and witness path
-JOB_PARTITION_FIELDS = tuple(f for f in PARTITION_FIELDS
-                             if f not in ("token", "witness_ref", "t_redispatched"))
+#: /api/jobs/<id> "job" (docs/api.md): the public job fields (``reads.PUBLIC_JOB_FIELDS``)
+#: but the on_done ones, which version 3 of this document never carried
+JOB_FIELDS = tuple(f for f in PUBLIC_JOB_FIELDS if not f.startswith("on_done"))
+#: /api/jobs/<id> per partition (docs/api.md): the public partition fields
+#: (``reads.PUBLIC_PARTITION_FIELDS``: no token, no witness path) but t_redispatched
+JOB_PARTITION_FIELDS = tuple(f for f in PUBLIC_PARTITION_FIELDS if f != "t_redispatched")
 
 
 def page_args() -> tuple[int, int | None]:
