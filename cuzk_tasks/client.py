@@ -23,7 +23,7 @@ from . import pipeline
 from .celery_app import create_app
 from .errors import ConfigError, CuzkError, JobError
 from .pipeline import request_checks
-from .service.seal import StageSeal, check_peers
+from .service.seal import check_peers
 from .service.task_names import TASK_SUBMIT
 from .settings.config import Settings, load_settings
 from .state import JobState, OutageRetry, WorkerRole
@@ -95,9 +95,8 @@ class Client:
         itself: its ``stage_key_file`` (made, as a worker makes it, when missing) is the key
         of every live worker.  Decided once per client; with another key it goes by name."""
         if self._stage_key is None:
-            seal = StageSeal.load(self.settings.stage_key_file, create=True)
-            try:
-                check_peers(seal, self._read(self.store.all_workers))
+            try:  # the key its messages are sealed with (made there when missing)
+                check_peers(self._ctx.messages.seal, self._read(self.store.all_workers))
                 self._stage_key = True
             except ConfigError:
                 self._stage_key = False

@@ -757,7 +757,8 @@ def exposed_metric_names() -> set[str]:
     from cuzk_tasks.state import StateStore
     from cuzk_tasks.web import metrics
 
-    groups = ("completed", "failed", "prove_faults", "jobs_done", "jobs_failed", "jobs_cancelled")
+    groups = ("completed", "failed", "prove_faults", "jobs_done", "jobs_failed", "jobs_cancelled",
+              "requests_rejected")
     status = {"queues": [{"name": "q", "depth": 1}],
               "workers": [{"id": "h:dev0", "role": "device", "host": "h", "state": "idle"}],
               "timeline": {"devices": [{"worker": "h:dev0", "duty_cycle": 0.5}]},

@@ -30,7 +30,7 @@ def _counter(name, doc, labels, values):
 
 def counter_families(c):
     """The counters of the status document's ``counters``."""
-    by_kind = lambda group: [([kind], n) for kind, n in sorted(c.get(group, {}).items())]  # noqa: E731
+    by_kind = lambda group: [([kind], n) for kind, n in sorted(c[group].items())]  # noqa: E731
     yield _counter("cuzk_proofs_completed", "Partition proofs completed, by proof kind",
                    ["kind"], by_kind("completed"))
     yield _counter("cuzk_proofs_failed", "Partition proofs failed, by proof kind", ["kind"],
