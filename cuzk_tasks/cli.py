@@ -306,6 +306,18 @@ def format_snapshot(snap):
     if thr:
         lines.append("THROUGHPUT  " + "  ".join(f"{t['window_s']}s: {t['completed']} "
                                                 f"({t['per_min']:.1f}/min)" for t in thr))
+    refused = snap.get("refused") or []
+    if refused:
+        total = sum(n for name, n in (snap.get("counters") or {}).items()
+                    if name.startswith("requests_rejected:"))
+        lines += [f"REFUSED MESSAGES (latest {len(refused)} of {total}; ops/runbook.md#refused-messages)",
+                  f"  {'at (UTC)':<19} {'task':<16} {'task id':<36} {'worker':<20} reason"]
+        for r in refused:
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r.get("at") or 0)))
+            reason = str(r.get("reason", ""))
+            reason = reason if len(reason) <= 100 else reason[:99] + "…"
+            lines.append(f"  {at:<19} {r.get('task', ''):<16} {r.get('task_id', ''):<36} "
+                         f"{r.get('worker', ''):<20} {reason}")
     return "\n".join(lines)
 
 
@@ -315,6 +327,7 @@ def _cmd_status(args):
 
     from .client import Client
     from .service.queues import queue_keys
+    from .settings import defaults
 
     settings = _settings(args)
     client = Client(settings=settings)
@@ -326,6 +339,7 @@ def _cmd_status(args):
         if w.get("queue"):
             queues[w["queue"]] = queue_keys(w["queue"])
     snap = client.store.snapshot(queues)
+    snap["refused"] = client.store.rejected_requests(defaults.STATUS_REFUSED_SHOWN)
     print(json.dumps(snap, indent=1, default=str) if args.json else format_snapshot(snap))
     return EXIT_OK
 
@@ -462,7 +476,7 @@ def build_parser(only=None):
         p.set_defaults(func=_cmd_submit)
 
     if wanted("status"):
-        p = sub.add_parser("status", help="workers, jobs and queues (or one job with JOB)")
+        p = sub.add_parser("status", help="workers, jobs, queues and refused messages (or one job with JOB)")
         p.add_argument("job", nargs="?")
         p.add_argument("--json", action="store_true", help="raw snapshot JSON")
         _service_options(p)

@@ -148,15 +148,29 @@ def _assert_own_proofs(c, job, n=1, circuit_dir="mulchain"):
     return result
 
 
+def _queued_prove(c, queue, job, timeout=10.0):
+    """``(args, kwargs)`` of the service's own prove of ``job`` read off ``queue``, as any
+    caller can (the forged ones beside it carry no seal); None when not seen in time."""
+    from cuzk_tasks.service.queues import queue_keys
+    from support.outbox import decode
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for key in queue_keys(queue):
+            for raw in c.store.redis.lrange(key, 0, -1):
+                task, args, kwargs, _ = decode(raw)
+                if task == "cuzk.prove" and args[0] == job and kwargs.get("seal"):
+                    return args, kwargs
+        time.sleep(0.01)
+    return None
+
+
 def test_forged_proves_never_prove_the_attackers_statement(stack):
     """Before the real prove of the victim's partition: a prove naming the attacker's witness
     (b = 7; the victim submitted b = 11), one naming another circuit with that circuit's
     witness, and the victim's real message read off the queue with its witness swapped (its
     seal kept).  All three refused; the victim's proof is its own.  The real message, sent
     again after the job is done, changes nothing (a replay is a stale no-op)."""
-    from cuzk_tasks.service.queues import queue_keys
-    from support.outbox import decode
-
     c = stack
     evil = _witness(c, "evil", "mulchain", EVIL_INPUT)
     seen = {r["task_id"] for r in c.store.rejected_requests()}
@@ -173,15 +187,7 @@ def test_forged_proves_never_prove_the_attackers_statement(stack):
                                           str(FIX / "poseidon" / "witness.wtns")],
                       kwargs=forged_kwargs, queue=device_queue, priority=0),
     ]
-    real = None
-    deadline = time.monotonic() + 10
-    while real is None and time.monotonic() < deadline:  # the caller reads the queue, as it can
-        for key in queue_keys(device_queue):
-            for raw in c.store.redis.lrange(key, 0, -1):
-                task, args, kwargs, _ = decode(raw)
-                if task == "cuzk.prove" and args[0] == victim and kwargs.get("seal"):
-                    real = (args, kwargs)  # the service's own (the forged ones have none)
-        time.sleep(0.01)
+    real = _queued_prove(c, device_queue, victim)
     if real is not None:  # its seal, on the attacker's witness
         sent.append(app.send_task("cuzk.prove", args=[victim, 0, 0, "mulchain", evil],
                                   kwargs=dict(real[1], priority=0), queue=device_queue,
@@ -260,6 +266,13 @@ def test_forged_finalizes_neither_fail_nor_finish_the_victims_job(stack):
     refused = _await_refused(c, seen, "cuzk.finalize", 2)
     assert {r["task_id"] for r in refused} == {s.id for s in sent}
     assert all("root:" not in r["reason"] for r in refused)
+    # listed for the operator: cuzk-tasks status names each (ops/runbook.md#refused-messages)
+    status = subprocess.run([sys.executable, "-m", "cuzk_tasks", "status"], cwd=ROOT, env=c.env,
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    listed = status.stdout.partition("REFUSED MESSAGES")[2]
+    assert all(s.id in listed for s in sent), status.stdout
+    assert "root:" not in status.stdout
 
 
 def test_a_forged_synthesize_is_refused_and_a_replayed_one_changes_nothing(stack):
@@ -294,11 +307,73 @@ def test_a_forged_synthesize_is_refused_and_a_replayed_one_changes_nothing(stack
     assert _rejected_since(c, seen) == refused  # stale, not forged: nothing more refused
 
 
+def test_messages_of_an_earlier_attempt_change_nothing(stack):
+    """The victim's partition is re-dispatched (attempt 0 -> 1, as the sweeper does when its
+    device is lost) while its attempt-0 prove still waits on the device queue.  That prove,
+    delivered late and sent again ahead of everything, is a stale no-op; so is a finalize of
+    attempt 0 -- sealed with the deployment's key, carrying the attacker's partial and the
+    partition's current token -- sent while attempt 1 proves.  The job completes with its
+    own one proof, made by attempt 1, and nothing is recorded as refused: the seals are the
+    service's, and the attempt guards alone turn these away."""
+    from cuzk_tasks import pipeline
+    from cuzk_tasks.service.messages import StageMessages
+    from cuzk_tasks.state import DeviceResult, PartitionRun
+
+    c = stack
+    evil = _witness(c, "evil", "mulchain", EVIL_INPUT)
+    attacker = pipeline.Context(None, c.settings, worker_id="attacker")
+    partial = attacker.prover.prove_start("slow_test", evil)
+    seen = {r["task_id"] for r in c.store.rejected_requests()}
+    backlog = _backlog(c)
+    victim = c.client.submit("slow_test", [{"input": VICTIM_INPUT}], priority=5)
+    _wait_state(c, victim, 0, {"synth_done"})
+    device_queue = c.settings.device_queue(0)
+    old = _queued_prove(c, device_queue, victim)
+    assert old is not None, "the victim's prove message was never seen queued\n" + c.logs()
+    assert old[0][2] == 0, old[0]
+    first = PartitionRun(victim, 0, 0, "slow_test", 5)
+    worker, = c.store.partition_fields(victim, 0, "worker")
+    assert c.store.redispatch(first, worker_id=worker)
+    deadline = time.monotonic() + 30  # the sweeper routes attempt 1 again
+    while c.store.partition_fields(victim, 0, "attempt", "worker") != [1, worker]:
+        assert time.monotonic() < deadline, c.store.get_partition(victim, 0)
+        time.sleep(0.02)
+    app = _caller(c)
+    replay = app.send_task("cuzk.prove", args=old[0], kwargs=old[1], queue=device_queue,
+                           priority=0)
+    _wait_state(c, victim, 0, {"proving"})  # attempt 1's: attempt 0 never began
+    attempt, token = c.store.partition_fields(victim, 0, "attempt", "token")
+    assert attempt == 1 and token, (attempt, token)
+    entry = json.loads(StageMessages(c.settings).finalize(
+        c.settings.host_cpu_queue(),
+        DeviceResult(first, witness_ref=evil, worker=worker, token=token, backend="cpu",
+                     partial=partial, prove_ms=1.0, deadline_at=None, sent_at=time.time())))
+    late = app.send_task("cuzk.finalize", args=entry["args"], kwargs=entry["kwargs"],
+                         queue=entry["queue"], priority=0)
+    result = _assert_own_proofs(c, victim)
+    _await_consumed(c, device_queue, replay.id)
+    _await_consumed(c, entry["queue"], late.id)
+    done = c.store.get_partition(victim, 0)
+    assert done["state"] == "done" and done["attempt"] == 1, done
+    assert c.client.wait(victim, timeout=5) == result
+    assert _rejected_since(c, seen) == []  # stale, not forged
+    # each was turned away by its attempt guard (not merely outrun by the real ones)
+    device_log = (c.base / "dev0.log").read_text(errors="replace")
+    assert device_log.count(f"prove {victim}/0 attempt 0 on {worker} rejected: stale") >= 2, \
+        device_log[-3000:]
+    cpu_log = (c.base / "cpu.log").read_text(errors="replace")
+    assert f"finalize {victim}/0 attempt 0: finalize_end rejected" in cpu_log or \
+        f"finalize {victim}/0 attempt 0: partition is" in cpu_log, cpu_log[-3000:]
+    c.client.wait(backlog, timeout=60)
+
+
 #: internal task -> the tests above that forge its messages
 FORGED = {
     "cuzk.synthesize": [test_a_forged_synthesize_is_refused_and_a_replayed_one_changes_nothing],
-    "cuzk.prove": [test_forged_proves_never_prove_the_attackers_statement],
-    "cuzk.finalize": [test_forged_finalizes_neither_fail_nor_finish_the_victims_job],
+    "cuzk.prove": [test_forged_proves_never_prove_the_attackers_statement,
+                   test_messages_of_an_earlier_attempt_change_nothing],
+    "cuzk.finalize": [test_forged_finalizes_neither_fail_nor_finish_the_victims_job,
+                      test_messages_of_an_earlier_attempt_change_nothing],
 }
 
 

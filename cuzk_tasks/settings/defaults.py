@@ -376,8 +376,12 @@ MAX_REQUEST_ID_CHARS = 256
 """Longest ``request_id`` a submit accepts, characters (it names a Redis key)."""
 
 REQUESTS_REJECTED_KEPT = 100
-"""Entries kept in the list of rejected requests ``{p}:rejected`` (by-name messages a worker
-refused before running them: too deep, too big, a field of the wrong type)."""
+"""Entries kept in the list of rejected requests ``{p}:rejected``: messages a worker refused
+before running them -- by-name ones too deep, too big or with a field of the wrong type, and
+stage messages whose seal does not match the stage key."""
+
+STATUS_REFUSED_SHOWN = 10
+"""Refused messages (newest first) that ``cuzk-tasks status`` lists."""
 
 ZKEY_BUDGET_MB = 32768
 """Memory budget of resident zkeys per worker process, MiB (env ``CUZK_ZKEY_BUDGET_MB``); least
