@@ -41,7 +41,8 @@ Why each setting is what it is:
   finalize: ``prove_end`` records finalize when it advances the partition (less work on the
   device's hot path than a chain's clone/freeze and a ``saferepr`` of the partial proof).
 * ``task_ignore_result``: progress and proofs live in the state store; the result backend
-  carries only the replies of ``cuzk.submit``, ``cuzk.status`` and ``cuzk.result``.
+  carries only the replies of ``cuzk.submit``, ``cuzk.status``, ``cuzk.result`` and
+  ``cuzk.cancel``.
 * Task events on (``worker_send_task_events``, ``task_send_sent_event``): Flower and
   ``celery events`` show every task and worker (``tests/test_celery_tools.py``); an event is
   one PUBLISH, nothing is stored when no one listens.
@@ -62,7 +63,8 @@ from celery import Celery
 from .settings.config import Settings, load_settings
 from .settings.redis_url import celery_url, is_sentinel
 
-from .service.task_names import TASK_FINALIZE, TASK_RESULT, TASK_STATUS, TASK_SUBMIT, TASK_SYNTHESIZE
+from .service.task_names import (TASK_CANCEL, TASK_FINALIZE, TASK_RESULT, TASK_STATUS,
+                                 TASK_SUBMIT, TASK_SYNTHESIZE)
 
 
 def broker_transport_options(settings: Settings) -> dict:
@@ -115,6 +117,7 @@ def create_app(settings: Settings | None = None) -> Celery:
             TASK_FINALIZE: {"queue": settings.cpu_queue},
             TASK_STATUS: {"queue": settings.cpu_queue},
             TASK_RESULT: {"queue": settings.cpu_queue},
+            TASK_CANCEL: {"queue": settings.cpu_queue},
             # TASK_PROVE has no static route: pipeline/routing.py sends it to one device queue
         },
         task_ignore_result=True,  # progress and results live in the state store

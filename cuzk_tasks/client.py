@@ -171,5 +171,5 @@ class Client:
                                f"({job.get('n_done', 0)}/{job.get('n_partitions', '?')} partitions done)")
             time.sleep(poll_s)
 
-    def cancel(self, job_id, reason="cancelled by user") -> bool:
+    def cancel(self, job_id, reason=pipeline.CANCEL_REASON) -> bool:
         return self.store.cancel_job(job_id, reason)

@@ -180,7 +180,8 @@ def test_done_failed_cancelled_each_call_back_once_and_read_by_name(service):
         ("cuzk.submit", {"circuit": "mulchain", "partitions": [{"input": {"nope": "1"}}],
                          "on_done": on_done}),
         ("cuzk.submit", {"circuit": "slow_test", "partitions": [good], "on_done": on_done}))
-    assert client.cancel(slow_job, "the service changed its mind")
+    [cancel] = call(("cuzk.cancel", {"job_id": slow_job, "reason": "the service changed its mind"}))
+    assert cancel == {"job_id": slow_job, "state": "cancelled", "cancelled": True}
 
     jobs = {ok_job, bad_job, slow_job}
 
@@ -210,10 +211,12 @@ def test_done_failed_cancelled_each_call_back_once_and_read_by_name(service):
     assert got[slow_job] == {"job_id": slow_job, "state": "cancelled",
                              "error": "the service changed its mind"}
 
-    status, result, bad_result, slow_result, unknown_status, unknown_result = call(
+    status, result, bad_result, slow_result, unknown_status, unknown_result, *cancels = call(
         ("cuzk.status", {"job_id": ok_job}), ("cuzk.result", {"job_id": ok_job}),
         ("cuzk.result", {"job_id": bad_job}), ("cuzk.result", {"job_id": slow_job}),
-        ("cuzk.status", {"job_id": "no-such-job"}), ("cuzk.result", {"job_id": "no-such-job"}))
+        ("cuzk.status", {"job_id": "no-such-job"}), ("cuzk.result", {"job_id": "no-such-job"}),
+        ("cuzk.cancel", {"job_id": slow_job}), ("cuzk.cancel", {"job_id": ok_job}),
+        ("cuzk.cancel", {"job_id": "no-such-job"}))
     assert status["job_id"] == ok_job and status["state"] == "done"
     assert status["on_done"] == on_done and status["on_done_sent_at"] > 0
     assert [p["state"] for p in status["partitions"]] == ["done", "done"]
@@ -222,6 +225,12 @@ def test_done_failed_cancelled_each_call_back_once_and_read_by_name(service):
     assert slow_result["state"] == "cancelled"
     assert unknown_status["state"] == unknown_result["state"] == "unknown"
     assert "no such job" in unknown_result["error"]
+    # a cancel sent again, or of a job that ended, changes nothing and says so
+    assert cancels[:2] == [{"job_id": slow_job, "state": "cancelled", "cancelled": False},
+                           {"job_id": ok_job, "state": "done", "cancelled": False}]
+    assert cancels[2]["state"] == "unknown" and cancels[2]["cancelled"] is False
+    assert client.result(ok_job) == stored and client.store.get_job(slow_job)["error"] == \
+        "the service changed its mind"
 
 
 def test_cli_submit_takes_on_done(service):

@@ -22,7 +22,7 @@ from cuzk_tasks.pipeline import request_checks
 from cuzk_tasks.celery_app import create_app
 from cuzk_tasks.settings.config import load_settings
 from cuzk_tasks.errors import CuzkError
-from cuzk_tasks.service.task_names import TASK_PROVE, TASK_RESULT, TASK_SUBMIT
+from cuzk_tasks.service.task_names import TASK_CANCEL, TASK_PROVE, TASK_RESULT, TASK_SUBMIT
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
 
@@ -108,6 +108,35 @@ def test_a_good_submit_message_passes_and_other_tasks_are_bounded_too():
     # a stage task: its arguments are ours, only the bounds apply
     problem = request_checks.message_problem(TASK_PROVE, ("j", 0, 0, "c", nest(60)), {}, 10)
     assert problem.startswith("cuzk.prove: argument 4: nested more than")
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"job_id": 7}, "cuzk.cancel: job_id: expected a job id"),
+    ({"job_id": "j", "reason": ["why"]}, "cuzk.cancel: reason: expected a string of at most 200"),
+    ({"job_id": "j", "reason": "x" * 201}, "reason: expected a string of at most 200 characters, "
+                                             "or none; got str of 201 characters"),
+    ({"reason": "why"}, "cuzk.cancel: missing a required argument: 'job_id'"),
+])
+def test_a_bad_cancel_message_is_refused_naming_its_field(kwargs, needle):
+    from cuzk_tasks.service import tasks
+
+    signature = inspect.signature(tasks.cancel.run)
+    problem = request_checks.message_problem(TASK_CANCEL, (), kwargs, 10, signature)
+    assert problem is not None and needle in problem, problem
+    assert request_checks.message_problem(TASK_CANCEL, ("j",), {"reason": "r"}, 10, signature) is None
+
+
+def test_cancel_by_name_ends_a_live_job_once_and_answers_what_it_did(ctx):
+    job = pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "3", "b": "11"}}])
+    assert pipeline.cancel_job(ctx, job, "not needed") == \
+        {"job_id": job, "state": "cancelled", "cancelled": True}
+    assert ctx.store.get_job(job)["error"] == "not needed"
+    again = pipeline.cancel_job(ctx, job)  # delivered again: changes nothing
+    assert again == {"job_id": job, "state": "cancelled", "cancelled": False}
+    assert ctx.store.get_job(job)["error"] == "not needed"
+    unknown = pipeline.cancel_job(ctx, "no-such-job")
+    assert unknown["state"] == "unknown" and unknown["cancelled"] is False
+    assert "no such job" in unknown["error"]
 
 
 # --- submit_job: every field named --------------------------------------------------------

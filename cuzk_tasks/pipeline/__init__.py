@@ -16,6 +16,7 @@ One module per stage (docs/architecture.md, "One partition's path"):
 * ``finalize``     the prover's prove_finish (self-verifies); finalize_end, whose job_complete
                    step also stores the result and sends the job's on_done callback
 * ``reads``        ``job_status``, ``job_result`` (the by-name reads)
+* ``cancel``       ``cancel_job`` (the by-name cancel)
 
 ``context`` holds what they share: :class:`Context` (settings, store, prover, messages).
 Each next-stage message is built by ``ctx.messages`` (cuzk_tasks/service/messages.py) and recorded in
@@ -24,6 +25,7 @@ publishes it right after (cuzk_tasks/service/publisher.py), and the sweeper publ
 that died in between left (docs/architecture.md, "The outbox").
 """
 
+from .cancel import CANCEL_REASON, cancel_job
 from .context import Context, RunSlot, WorkerIdentity, context, ref_path
 from .finalize import finalize
 from .prove import prove, publish_device_memory
@@ -33,4 +35,4 @@ from .synthesize import synthesize
 
 __all__ = ["Context", "RunSlot", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
            "check_on_done", "check_deadline", "synthesize", "prove", "publish_device_memory",
-           "finalize", "job_status", "job_result"]
+           "finalize", "job_status", "job_result", "cancel_job", "CANCEL_REASON"]

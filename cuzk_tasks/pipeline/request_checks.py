@@ -15,7 +15,7 @@ measured with an explicit stack, so a hostile value cannot exhaust Python's).
 from __future__ import annotations
 
 from ..errors import CuzkError
-from ..service.task_names import REQUEST_TASKS, TASK_RESULT, TASK_STATUS, TASK_SUBMIT
+from ..service.task_names import REQUEST_TASKS, TASK_CANCEL, TASK_RESULT, TASK_STATUS, TASK_SUBMIT
 from ..settings import defaults
 
 _CONTAINERS = (dict, list, tuple)
@@ -116,8 +116,14 @@ def _check_shallow(task: str, arguments: dict) -> None:
         if deadline is not None and (isinstance(deadline, bool)
                                      or not isinstance(deadline, (int, float))):
             raise CuzkError(f"deadline_s: expected seconds > 0 (or none), got {_kind(deadline)}")
-    elif task in (TASK_STATUS, TASK_RESULT):
+    elif task in (TASK_STATUS, TASK_RESULT, TASK_CANCEL):
         check_job_id(arguments.get("job_id"))
+    if task == TASK_CANCEL:
+        reason = arguments.get("reason")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_NAME_CHARS):
+            raise CuzkError(f"reason: expected a string of at most {MAX_NAME_CHARS} characters, "
+                            f"or none; got {_kind(reason)}"
+                            + (f" of {len(reason)} characters" if isinstance(reason, str) else ""))
 
 
 def message_problem(task: str, args, kwargs, body_size: int, signature=None) -> str | None:

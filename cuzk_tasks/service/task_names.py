@@ -10,10 +10,11 @@ TASK_PROVE = "cuzk.prove"
 TASK_FINALIZE = "cuzk.finalize"
 TASK_STATUS = "cuzk.status"
 TASK_RESULT = "cuzk.result"
+TASK_CANCEL = "cuzk.cancel"
 #: The stage tasks, whose messages name one partition attempt (:func:`stage_partition`).
 STAGE_TASKS = (TASK_SYNTHESIZE, TASK_PROVE, TASK_FINALIZE)
 #: The by-name requests, which name no partition (their lease: cuzk_tasks/recovery/request_leases.py).
-REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT)
+REQUEST_TASKS = (TASK_SUBMIT, TASK_STATUS, TASK_RESULT, TASK_CANCEL)
 
 
 def stage_partition(task: str, args, kwargs) -> PartitionRun | None:

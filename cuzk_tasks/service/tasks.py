@@ -32,7 +32,7 @@ from celery import shared_task
 
 from .. import pipeline
 from ..state import PartitionRun
-from .task_names import (TASK_FINALIZE, TASK_PROVE, TASK_RESULT, TASK_STATUS,
+from .task_names import (TASK_CANCEL, TASK_FINALIZE, TASK_PROVE, TASK_RESULT, TASK_STATUS,
                          TASK_SUBMIT, TASK_SYNTHESIZE)
 
 # by name: Celery imports them in the worker only (a client registering the tasks never needs them)
@@ -67,6 +67,12 @@ def status(self, job_id, offset=0, limit=None):
 @shared_task(name=TASK_RESULT, bind=True, ignore_result=False, **SAFE)
 def result(self, job_id):
     return pipeline.job_result(pipeline.context(self.app), job_id)
+
+
+@shared_task(name=TASK_CANCEL, bind=True, ignore_result=False, **SAFE)
+def cancel(self, job_id, reason=None):
+    """Cancel a job by name; idempotent: a cancel delivered again answers the job's state."""
+    return pipeline.cancel_job(pipeline.context(self.app), job_id, reason=reason)
 
 
 @shared_task(name=TASK_SYNTHESIZE, bind=True, **SAFE)
