@@ -44,7 +44,7 @@ from ..settings import defaults
 from ..settings.config import Settings
 from ..settings.redis_url import is_outage
 from ..state import Registration, StateStore, WorkerRole
-from . import tracing
+from . import preflight, tracing
 from .periodic import PeriodicThread
 from .publisher import OutboxRelay
 from .seal import StageSeal, check_peers
@@ -507,6 +507,7 @@ def advertised(settings: Settings, role: WorkerRole, seal: StageSeal) -> dict:
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     store = _open_store(settings)
+    preflight.check_device_worker(settings, store)
     seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
@@ -552,6 +553,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
                    sweeper: bool = True):
     store = _open_store(settings)
+    preflight.check_cpu_worker(settings, store)
     seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname

@@ -1448,6 +1448,14 @@ class StateStore:
         app's /healthz, which reaches Redis only through this store)."""
         self.redis.ping()
 
+    def eviction_policy(self) -> str:
+        """Redis's ``maxmemory-policy`` (``INFO memory``, which managed Redis services allow
+        where ``CONFIG`` is not): ``noeviction`` is the only one under which no job, queued
+        message or result can vanish.  Rides out an outage as the transitions do."""
+        info = self.redis.info if self._outage is None else \
+            (lambda section: self._outage.call(self.redis.info, section))
+        return str(info("memory").get("maxmemory_policy") or "noeviction")
+
     def snapshot(self, queues: dict | None = None,
                  recent_jobs: int = defaults.SNAPSHOT_RECENT_JOBS,
                  failures: int = defaults.FAILURES_KEPT,
