@@ -34,7 +34,8 @@ Why each setting is what it is:
   workers with any priority 0-9 (``tests/test_celery_clients.py``).  A job's priority (0
   first, 9 last) is the message priority of its synthesize, prove and finalize; each
   queue is 4 Redis lists (``queues.queue_keys``).
-* ``task_routes``: the by-name requests, synthesize and finalize to the cpu queue (the
+* ``task_routes``: the by-name requests to the cpu queue (a CPU worker's request lane,
+  ``service/request_lane.py``), synthesize and finalize to the shared stage queue (the
   messages of the stages carry their queue: with host-affine stages the host's);
   prove has no static route: the transition that routes a partition records it for
   the chosen device's queue (``cuzk.dev.<host>.<N>``).  No canvas chain from prove to
@@ -113,8 +114,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_default_priority=settings.default_priority,
         task_routes={
             TASK_SUBMIT: {"queue": settings.cpu_queue},
-            TASK_SYNTHESIZE: {"queue": settings.cpu_queue},
-            TASK_FINALIZE: {"queue": settings.cpu_queue},
+            TASK_SYNTHESIZE: {"queue": settings.stage_queue},
+            TASK_FINALIZE: {"queue": settings.stage_queue},
             TASK_STATUS: {"queue": settings.cpu_queue},
             TASK_RESULT: {"queue": settings.cpu_queue},
             TASK_CANCEL: {"queue": settings.cpu_queue},

@@ -334,7 +334,7 @@ def _cmd_status(args):
     if args.job:
         print(json.dumps(client.status(args.job), indent=1, default=str))
         return EXIT_OK
-    queues = {settings.cpu_queue: queue_keys(settings.cpu_queue)}
+    queues = {name: queue_keys(name) for name in (settings.cpu_queue, settings.stage_queue)}
     for w in client.store.live_device_workers():
         if w.get("queue"):
             queues[w["queue"]] = queue_keys(w["queue"])

@@ -94,7 +94,7 @@ def test_app_settings_json_only_acks_late():
     assert c.task_time_limit < c.broker_transport_options["visibility_timeout"]
     assert (c.broker_transport_options["visibility_timeout"]
             == c.result_backend_transport_options["visibility_timeout"])
-    assert app.amqp.router.route({}, "cuzk.finalize")["queue"].name == "cuzk.cpu"
+    assert app.amqp.router.route({}, "cuzk.finalize")["queue"].name == "cuzk.cpu-stages"
     for name in ("cuzk.submit", "cuzk.synthesize", "cuzk.prove", "cuzk.finalize"):
         assert name in app.tasks
 

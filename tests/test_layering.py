@@ -341,7 +341,7 @@ WEB_MAY_TAKE = {
     "cuzk_tasks.state.codec": {"decode"},
     "cuzk_tasks.service.queues": {"queue_keys"},
     "cuzk_tasks.settings.redis_url": {"is_outage", "outage_errors", "redact"},
-    "cuzk_tasks.settings.config": {"load_settings"},
+    "cuzk_tasks.settings.config": {"load_settings", "stage_queue_of"},
     "cuzk_tasks.errors": {"ConfigError"},
     "cuzk_tasks.settings.defaults": None,
 }

@@ -52,7 +52,7 @@ def test_a_steps_messages_are_published_then_deleted(store_factory, caplog):
     # argument past its own) deletes as much but logs "not cleared" on every publish
     assert not [r for r in caplog.records if "not cleared" in r.getMessage()]
     assert [(e["task"], e["args"], e["queue"], e["priority"]) for e in rec.sent] == [
-        ("cuzk.synthesize", ["j", 0], "cuzk.cpu", 5), ("cuzk.synthesize", ["j", 1], "cuzk.cpu", 5)]
+        ("cuzk.synthesize", ["j", 0], "cuzk.cpu-stages", 5), ("cuzk.synthesize", ["j", 1], "cuzk.cpu-stages", 5)]
     kwargs = rec.sent[0]["kwargs"]
     assert {k: v for k, v in kwargs.items() if k != "seal"} == {"circuit": "c", "priority": 5}
     # sealed as built: the seal fits the message as the broker carries it
@@ -73,7 +73,7 @@ def test_the_route_step_puts_the_chosen_queue_in_front(store_factory):
     assert end.routed.queue == "cuzk.dev.h.0"
     sent = rec.sent[-1]
     assert (sent["task"], sent["queue"], sent["priority"]) == ("cuzk.prove", "cuzk.dev.h.0", 3)
-    assert sent["args"] == ["j", 0, 0, "c", "/w"] and sent["kwargs"]["finalize_queue"] == "cuzk.cpu"
+    assert sent["args"] == ["j", 0, 0, "c", "/w"] and sent["kwargs"]["finalize_queue"] == "cuzk.cpu-stages"
 
 
 def test_on_done_gets_its_kwargs_in_the_step_that_ends_the_job(store_factory):

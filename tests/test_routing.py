@@ -161,7 +161,7 @@ def test_synth_end_routes_and_queues_in_one_step_or_leaves_unrouted(ctx):
     assert store.redis.llen(queues.queue_list_key(queue, 3)) == 1
     assert queued(store.redis, queue) == [(
         "cuzk.prove", [job, 1, 0, "c", "/w1"],
-        {"finalize_queue": ctx.settings.cpu_queue, "priority": 3}, 3)]
+        {"finalize_queue": ctx.settings.stage_queue, "priority": 3}, 3)]
     assert store.outbox_entries() == {}  # published, then deleted
     assert store.get_partition(job, 1)["worker"] == "h:dev0"
     assert sent(ctx) == [(job, 1, 0, "h:dev0")]
@@ -182,17 +182,18 @@ def lossy(redis_server_url):
     c.queues = {}
     yield c
     r = c.store.redis
-    r.delete(*queues.queue_keys(settings.cpu_queue), *[k for q in c.queues.values() for k in queues.queue_keys(q)])
+    r.delete(*queues.queue_keys(settings.stage_queue),
+             *[k for q in c.queues.values() for k in queues.queue_keys(q)])
     for tag, raw in r.hgetall(UNACKED).items():
-        if settings.cpu_queue in raw:
+        if settings.cpu_queue in raw:  # its stage queue's name holds it too
             r.hdel(UNACKED, tag)
             r.zrem(UNACKED_INDEX, tag)
 
 
 def _cpu_messages(ctx):
-    """(task, job, idx, attempt) of every stage message waiting on the cpu queue."""
+    """(task, job, idx, attempt) of every stage message waiting on the stage queue."""
     runs = [(task, stage_partition(task, args, kwargs))
-            for task, args, kwargs, _ in queued(ctx.store.redis, ctx.settings.cpu_queue)]
+            for task, args, kwargs, _ in queued(ctx.store.redis, ctx.settings.stage_queue)]
     return [(task, run.job_id, run.idx, run.attempt) for task, run in runs]
 
 

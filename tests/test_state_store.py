@@ -380,7 +380,7 @@ def test_create_job_sends_its_messages_once(store_factory):
     assert store.create_job("jm", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", True)
     assert rec.sent == [json.loads(m) for m in msgs]  # in partition order
     assert [(e["task"], e["args"], e["queue"], e["priority"]) for e in rec.sent] == \
-        [("cuzk.synthesize", ["jm", i], "cuzk.cpu", 4) for i in (0, 1)]
+        [("cuzk.synthesize", ["jm", i], "cuzk.cpu-stages", 4) for i in (0, 1)]
     # the idempotent resubmit creates nothing and sends nothing (not even an outbox entry)
     assert store.create_job("jm2", "c", "k", 4, "req-m", parts, messages=msgs) == ("jm", False)
     assert store.create_job("jm", "c", "k", 4, None, parts, messages=msgs) == ("jm", False)
@@ -409,7 +409,7 @@ def test_synth_end_and_route_send_prove_to_the_chosen_queue(store_factory):
     end = store.synth_end(PartitionRun("j1", 1, 0), "/w", 1.0, route_circuit="c", message=late1)
     assert end.routed and end.routed.worker == w
     assert rec.tasks() == [("cuzk.prove", ["j1", i, 0, "c", "/w"], queue) for i in (0, 1)]
-    assert rec.sent[1]["priority"] == 2 and rec.sent[1]["kwargs"]["finalize_queue"] == "cuzk.cpu"
+    assert rec.sent[1]["priority"] == 2 and rec.sent[1]["kwargs"]["finalize_queue"] == "cuzk.cpu-stages"
     assert store.get_partition("j1", 1)["worker"] == w and store.unrouted_partitions() == []
 
 

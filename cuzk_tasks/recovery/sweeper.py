@@ -212,7 +212,7 @@ class Sweeper(PeriodicThread):
                 if state == PartitionState.SYNTH_DONE.value:
                     queue = queues.get(worker)
                 elif not store.host_affine:
-                    queue = settings.cpu_queue
+                    queue = settings.stage_queue
                 elif not worker:
                     continue  # pending, not placed yet: it waits in the unrouted set
                 else:

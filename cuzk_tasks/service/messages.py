@@ -81,7 +81,7 @@ class StageMessages:
             kwargs["inline_input"] = inline_input
             extra["kwargsrepr"] = repr({k: v for k, v in kwargs.items() if k != "inline_input"})
         if queue is None and not self.settings.host_affine:
-            queue = self.settings.cpu_queue
+            queue = self.settings.stage_queue
         return self._sealed(TASK_SYNTHESIZE, (run.job_id, run.idx), kwargs, queue=queue,
                             priority=priority, **extra)
 
@@ -94,7 +94,7 @@ class StageMessages:
         # host-affine: built where the partition was synthesized, on its device's host, whose
         # CPU queue finalize must reach (the witness is in that host's spool)
         finalize_queue = self.settings.host_cpu_queue() if self.settings.host_affine \
-            else self.settings.cpu_queue
+            else self.settings.stage_queue
         return self._sealed(TASK_PROVE,
                             (run.job_id, run.idx, run.attempt, run.circuit, witness_ref),
                             {"finalize_queue": finalize_queue, "priority": priority},

@@ -15,6 +15,9 @@ recorded in the state store as a rejected request with its reason, its failure s
 the caller (``AsyncResult.get()`` raises with the reason instead of waiting), and logged in
 one line.  Nothing of it reaches a pool process.
 
+A by-name request is handed to its CPU worker's request lane (:mod:`.request_lane`: threads
+of the main process) instead of the prefork pool, so it never waits for a pool process.
+
 Celery builds, per task, a subclass of this class whose ``execute_using_pool`` is its own
 fast copy (``celery.worker.request.create_request_cls``): :meth:`SafeRequest.__init_subclass__`
 wraps that one too.
@@ -34,7 +37,8 @@ from kombu.exceptions import DecodeError
 
 from ..errors import CuzkError
 from ..pipeline import request_checks
-from .task_names import STAGE_TASKS
+from .request_lane import request_pool
+from .task_names import REQUEST_TASKS, STAGE_TASKS
 
 log = logging.getLogger("cuzk_tasks.service.safe_request")
 
@@ -69,7 +73,12 @@ def _guarded(hand_off):
         except Exception as exc:  # a message this check cannot even read is refused too
             problem = f"{self.name}: unreadable message ({type(exc).__name__}: {exc})"
         if problem is None:
+            # a CPU worker's by-name requests: its request lane's threads, through Celery's
+            # generic hand-off (the per-task copy, hand_off, is bound to the worker's pool)
+            lane = request_pool(self.task.app) if self.name in REQUEST_TASKS else None
             try:
+                if lane is not None:
+                    return Request.execute_using_pool(self, lane, **kwargs)
                 return hand_off(self, pool, **kwargs)
             except TaskRevokedError:
                 raise

@@ -47,6 +47,7 @@ from ..state import Registration, StateStore, WorkerRole
 from . import preflight, tracing
 from .periodic import PeriodicThread
 from .publisher import OutboxRelay
+from .request_lane import add_request_lane
 from .seal import StageSeal, check_peers
 from .task_names import stage_partition
 
@@ -131,10 +132,17 @@ class HeldMessages(NamedTuple):
 class ConsumingChannel:
     """The broker channel a worker's consumer takes its tasks from now (``channel``; None
     before the consumer first started), recorded by :class:`RecordConsumingChannel` each time
-    Celery (re)starts the consumer: after a lost connection, on a new channel."""
+    Celery (re)starts the consumer: after a lost connection, on a new channel.  A CPU worker's
+    request lane reads a channel of its own (``lane``, recorded by
+    :class:`~cuzk_tasks.service.request_lane.RequestLane`)."""
 
     def __init__(self):
         self.channel = None
+        self.lane = None
+
+    def channels(self) -> tuple:
+        """The channels read now (none before the consumer first started)."""
+        return tuple(c for c in (self.channel, self.lane) if c is not None)
 
 
 class RecordConsumingChannel(bootsteps.StartStopStep):
@@ -162,10 +170,10 @@ def consume_recording_channel(app) -> ConsumingChannel:
     return app.cuzk_consuming
 
 
-def abandoned(request, consuming_channel=None) -> bool:
+def abandoned(request, *consuming_channels) -> bool:
     """True for a request Celery still lists but will never run: reserved, not yet accepted
     by a pool process, on a broker channel that has closed since (a lost connection) -- or,
-    given ``consuming_channel`` (the one the consumer reads now), on any other channel: kombu's
+    given ``consuming_channels`` (the ones the consumers read now), on any other channel: kombu's
     Redis channel can fail to close when the connection is lost mid-read, and stays
     "open" though no one reads or acks on it.
 
@@ -181,7 +189,7 @@ def abandoned(request, consuming_channel=None) -> bool:
     channel = getattr(getattr(request, "message", None), "channel", None)
     if channel is None:
         return False
-    if consuming_channel is not None and channel is not consuming_channel:
+    if consuming_channels and all(channel is not c for c in consuming_channels):
         return True
     return bool(getattr(channel, "closed", False))
 
@@ -196,7 +204,7 @@ def held_messages(consuming: ConsumingChannel | None = None) -> HeldMessages | N
     unknown (a beat then leaves the last report as it is).  ``consuming``: the worker's
     :class:`ConsumingChannel`, which tells a request reserved before a lost connection from
     one reserved since (:func:`abandoned`)."""
-    channel = consuming.channel if consuming is not None else None
+    channels = consuming.channels() if consuming is not None else ()
     for _ in range(5):
         try:
             # a copy: the consumer thread mutates it
@@ -206,7 +214,7 @@ def held_messages(consuming: ConsumingChannel | None = None) -> HeldMessages | N
             continue
     else:
         return None
-    requests = tuple(r for r in requests if not abandoned(r, channel))
+    requests = tuple(r for r in requests if not abandoned(r, *channels))
     held = set()
     for request in requests:
         try:
@@ -252,6 +260,12 @@ def nvml_probe(device: int):
 #: and reservation round trips.  Every device has its own queue: the reserved message could
 #: not run elsewhere anyway.  Why: cuzk_tasks/celery_app.py (module docstring).
 DEVICE_WORKER_TUNING = {"prefetch_multiplier": 2, "pool_putlocks": False, "optimization": "fcfs"}
+
+#: CPU workers: no put-locks, so a message is handed on as soon as it is reserved -- a
+#: by-name request to its request lane's threads (cuzk_tasks/service/request_lane.py) instead
+#: of waiting, as with put-locks, for a pool process to be free (a stage reserved meanwhile
+#: waits in the pool's queue: prefetch 1 reserves at most one per pool process)
+CPU_WORKER_TUNING = {"pool_putlocks": False}
 
 
 def max_memory_per_child_kib(settings: Settings, role: str) -> int | None:
@@ -582,15 +596,19 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
     # publishes what the devices' steps record (their pool processes publish nothing)
     relay = OutboxRelay(pipeline.context(app).store, app)
     _start_after_pool_fork(app, heartbeat, sweep, relay)
-    queues = [settings.cpu_queue]
-    if settings.host_affine:  # the synthesize and finalize of this host's devices' partitions
+    # the stages: the shared stage queue and, host-affine, this host's devices' partitions'
+    queues = [settings.stage_queue]
+    if settings.host_affine:
         queues.append(settings.host_cpu_queue())
-    log.warning("cpu worker %s consuming %s (concurrency %d)", worker_id, ", ".join(queues),
-                concurrency)
+    # the by-name requests: a lane of their own, never behind the stages
+    add_request_lane(app, settings.cpu_queue)
+    log.warning("cpu worker %s consuming %s (concurrency %d), requests on %s", worker_id,
+                ", ".join(queues), concurrency, settings.cpu_queue)
     try:
         exitcode = run_celery_worker(app, queues, concurrency,
                                       f"cpu{os.getpid()}@{host}", loglevel,
-                                      max_memory_per_child=max_memory_per_child_kib(settings, "cpu"))
+                                      max_memory_per_child=max_memory_per_child_kib(settings, "cpu"),
+                                      **CPU_WORKER_TUNING)
     finally:
         stop_loops(relay, sweep, heartbeat)
         mark_offline(settings, worker_id, slot, holder)

@@ -64,6 +64,12 @@ class CircuitSpec:
         return self.witness or self.wasm
 
 
+def stage_queue_of(cpu_queue: str) -> str:
+    """The shared CPU stage queue of a deployment whose request queue is ``cpu_queue``:
+    ``<cpu_queue>-stages``, which no host queue (``<cpu_queue>.<host>``) can be."""
+    return f"{cpu_queue}-stages"
+
+
 @dataclass(frozen=True)
 class Settings:
     redis_url: str = defaults.REDIS_URL
@@ -132,6 +138,14 @@ class Settings:
         """True unless the hosts share one spool (``shared_spool``): a partition's stages run
         on its device's host (defaults.SHARED_SPOOL)."""
         return not self.shared_spool
+
+    @property
+    def stage_queue(self) -> str:
+        """The CPU stage queue every CPU worker reads (:func:`stage_queue_of`): synthesize
+        and finalize with a shared spool, for any host's CPU worker.  Host-affine stages go to
+        their host's queue (:meth:`host_cpu_queue`); ``cpu_queue`` itself carries only the
+        by-name requests (cuzk_tasks/service/request_lane.py)."""
+        return stage_queue_of(self.cpu_queue)
 
     def host_cpu_queue(self, host=None) -> str:
         """The CPU queue of one host (``<cpu_queue>.<host>``): the synthesize and finalize of

@@ -18,6 +18,7 @@ import threading
 import time
 
 from cuzk_tasks.service.queues import queue_keys
+from cuzk_tasks.settings.config import stage_queue_of
 from cuzk_tasks.state import reads
 from cuzk_tasks.state.codec import decode
 
@@ -201,7 +202,8 @@ class StatusModel:
         self.activity = _Activity()
 
     def _queues(self):
-        return {name: queue_keys(name) for name in [self.cpu_queue, *sorted(self.queue_names)]}
+        return {name: queue_keys(name) for name in
+                [self.cpu_queue, stage_queue_of(self.cpu_queue), *sorted(self.queue_names)]}
 
     def read(self) -> tuple[dict, bytes, str]:
         """``(status, body, last event id)``: ``body`` is the /api/status document as sent
