@@ -54,7 +54,9 @@ class Client:
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
         ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``:
         absolute paths inside the workers' spool dir or allowed_input_roots (any other path
-        fails its partition unopened, see :mod:`cuzk_tasks.paths`).
+        is refused unopened, see :mod:`cuzk_tasks.paths`).  What cannot succeed -- an
+        unknown circuit, one no live device serves, an input over its limit -- raises
+        CuzkError here (by name: the worker's refusal), nothing created.
         ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
         when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
         ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit

@@ -194,7 +194,8 @@ def test_cli_submit_stores_absolute_paths(tree, redis_server_url, monkeypatch, c
                     f'[circuits.mulchain]\nzkey = "{FIX / "mulchain" / "circuit.zkey"}"\n'
                     f'wasm = "{FIX / "mulchain" / "circuit.wasm"}"\n')
     monkeypatch.chdir(tree["inputs"])
-    rc = main(["submit", "mulchain", "input.json", "--witness", "../outside/fifo.wtns",
+    (tree["inputs"] / "witness.wtns").write_bytes((FIX / "mulchain" / "witness.wtns").read_bytes())
+    rc = main(["submit", "mulchain", "input.json", "--witness", "witness.wtns",
                "--config", str(toml), "--redis", redis_server_url])
     assert rc == 0
     job_id = capsys.readouterr().out.strip()
@@ -205,12 +206,15 @@ def test_cli_submit_stores_absolute_paths(tree, redis_server_url, monkeypatch, c
     try:
         parts = ctx.store.list_partitions(job_id)
         assert parts[0]["input_ref"] == str(tree["inputs"] / "input.json")
-        assert parts[1]["witness_ref"] == str(tree["outside"] / "fifo.wtns")
-        # the absolute form of ../outside/... is outside the roots: the job failed at submit
-        job = ctx.store.get_job(job_id)
-        assert job["state"] == "failed"
+        assert parts[1]["witness_ref"] == str(tree["inputs"] / "witness.wtns")
+        # the absolute form of ../outside/... is outside the roots: refused at submit, in one
+        # line naming the path (exit 2)
+        rc = main(["submit", "mulchain", "input.json", "--witness", "../outside/fifo.wtns",
+                   "--config", str(toml), "--redis", redis_server_url])
         fifo = tree["outside"] / "fifo.wtns"
-        assert job["error"] == "partition 1: " + _outside_msg("witness_ref", fifo)
+        err = capsys.readouterr().err
+        assert rc == 2 and err.strip() == ("cuzk-tasks submit: error: partition 1: "
+                                           + _outside_msg("witness_ref", fifo)), err
     finally:
         ctx.store.redis.delete(*queues.queue_keys(settings.cpu_queue))
 
@@ -273,15 +277,19 @@ def _error(ctx, job):
     return j["error"]
 
 
-def test_submit_job_fails_outside_partitions_with_the_message(tree, ctx):
+def test_submit_job_refuses_outside_partitions_with_the_message(tree, ctx):
     bad = str(tree["outside"] / "fifo.json")
-    job = _in_thread(pipeline.submit_job, ctx, "mulchain",
-                     [{"input_ref": str(tree["inputs"] / "input.json")}, {"input_ref": bad}],
-                     unblock=tree["outside"])
-    assert _error(ctx, job) == "partition 1: " + _outside_msg("input_ref", bad)
-    assert ctx.store.get_partition(job, 1)["error"] == _outside_msg("input_ref", bad)
-    # nothing was queued for the job (no synthesize sent, none left in the outbox)
-    assert queued(ctx.store.redis, ctx.settings.cpu_queue) == []
+    with pytest.raises(CuzkError) as info:
+        def submit_job(*args):
+            return pipeline.submit_job(*args, job_id="refused-job")
+
+        _in_thread(submit_job, ctx, "mulchain",
+                   [{"input_ref": str(tree["inputs"] / "input.json")}, {"input_ref": bad}],
+                   unblock=tree["outside"])
+    assert str(info.value) == "partition 1: " + _outside_msg("input_ref", bad)
+    # nothing was created or queued (no synthesize sent, none left in the outbox)
+    assert ctx.store.get_job("refused-job") is None
+    assert queued(ctx.store.redis, ctx.settings.stage_queue) == []
     assert ctx.store.outbox_entries() == {}
 
 

@@ -147,12 +147,13 @@ def test_the_publisher_waits_for_no_result(celery_store, celery_app):
                      messages=[m.synthesize(PartitionRun("j1", i, 0, "c", 5)) for i in range(3)],
                      on_done=on_done_for(spec_for(store)))
     assert store.cancel_job("j1")
-    assert [t for t, *_ in queued(store.redis, queue)] == ["cuzk.synthesize"] * 3
-    raw = [json.loads(text) for q in (queue, spec_for(store)["queue"])
+    stages = m.settings.stage_queue
+    assert [t for t, *_ in queued(store.redis, stages)] == ["cuzk.synthesize"] * 3
+    raw = [json.loads(text) for q in (stages, spec_for(store)["queue"])
            for key in queues.queue_keys(q) for text in store.redis.lrange(key, 0, -1)]
     assert len(raw) == 4 and all(e["headers"]["ignore_result"] is True for e in raw)
     assert not celery_app.backend.result_consumer.subscribed_to
-    for q in (queue, spec_for(store)["queue"]):
+    for q in (stages, spec_for(store)["queue"]):
         store.redis.delete(*queues.queue_keys(q))
 
 
@@ -287,31 +288,37 @@ def test_bad_on_done_is_a_clear_error(bad, field):
         pipeline.check_on_done(bad)
 
 
-def test_on_done_is_accepted_when_the_broker_is_another_redis(redis_server_url):
+def test_on_done_is_accepted_when_the_broker_is_another_redis(redis_server_url, tmp_path):
     """Celery sends the callback (through the outbox), so on_done works with any broker --
     it was refused when the Lua step pushed it onto the state store's Redis.  Here the state
-    store is one database and the broker another: a job (of an unknown circuit: it fails at
-    submit) ends, and its callback waits on the broker's database, none on the state's."""
-    import redis
+    store is one database and the broker another: a job (cancelled at once: no worker runs
+    here) ends, and its callback waits on the broker's database, none on the state's."""
+    import pathlib
 
+    import redis
+    from support.processes import write_circuits_toml
+
+    fix = pathlib.Path(__file__).resolve().parent / "fixtures"
+    config = write_circuits_toml(tmp_path / "cuzk.toml", {"mulchain": ("test-mul", fix / "mulchain")})
     state_url = redis_server_url.rsplit("/", 1)[0] + "/4"
     queue = "od.cb." + uuid.uuid4().hex[:8]
-    settings = load_settings(env={"CUZK_REDIS_URL": redis_server_url, "CUZK_STATE_URL": state_url,
-                                  "CUZK_PREFIX": "od" + uuid.uuid4().hex[:8]})
+    settings = load_settings(config, env={"CUZK_REDIS_URL": redis_server_url,
+                                          "CUZK_STATE_URL": state_url,
+                                          "CUZK_PREFIX": "od" + uuid.uuid4().hex[:8]})
     assert not settings.broker_is_state_redis
     ctx = pipeline.Context(create_app(settings), settings, worker_id="t")
     broker = redis.Redis.from_url(redis_server_url, decode_responses=True)
     state = redis.Redis.from_url(state_url, decode_responses=True)
     try:
-        job = pipeline.submit_job(ctx, "c", [{"input": {}}],
+        job = pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "3", "b": "11"}}],
                                   on_done={"task": ON_DONE["task"], "queue": queue})
+        assert pipeline.cancel_job(ctx, job, "not needed")["cancelled"]
         status = ctx.store.job_status(job)
-        assert status["state"] == "failed"
+        assert status["state"] == "cancelled"
         assert status["on_done"] == {"task": ON_DONE["task"], "queue": queue}
         [(task, args, kwargs, priority)] = queued(broker, queue)
         assert (task, args, priority) == (ON_DONE["task"], [], 0)
-        assert kwargs == {"job_id": job, "state": "failed", "error": status["error"]}
-        assert "unknown circuit 'c'" in kwargs["error"]
+        assert kwargs == {"job_id": job, "state": "cancelled", "error": "not needed"}
         assert not state.exists(queue) and ctx.store.outbox_entries() == {}
     finally:
         broker.delete(queue)

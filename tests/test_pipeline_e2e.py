@@ -197,16 +197,24 @@ def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
 
 
 def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
-    from cuzk_tasks.errors import JobError
+    from cuzk_tasks.errors import CuzkError, JobError
 
     c = cluster
     good = c.client.submit("poseidon", [{"input": _input("poseidon")}] * 2)
+    def job_hashes():
+        return {k for k in c.store.redis.keys(c.store.keys.job("*")) if ":" not in k[-33:]}
+
+    jobs_before = job_hashes()
+    # refused at submit, nothing created: by name through cuzk.submit (the client does not
+    # know the circuit; a worker refuses it and .get() raises), and in the client itself
+    with pytest.raises(CuzkError, match=r"^circuit: unknown circuit 'nope' \(known circuits: "):
+        c.client.submit("nope", [{"input": {"a": "1"}}])
+    with pytest.raises(CuzkError, match=r"^partition 0: input is \d+ bytes, over the inline limit"):
+        c.client.submit("mulchain", [{"input": {"a": "3", "b": "1" * (2 * INLINE_LIMIT)}}])
+    assert job_hashes() == jobs_before
     bad = {
-        # by name through cuzk.submit: the client does not know it, a worker creates the failed job
-        "unknown circuit 'nope'": c.client.submit("nope", [{"input": {"a": "1"}}]),
         "nVars=520": c.client.submit("poseidon", [{"witness_ref": str(FIX / "mulchain" / "witness.wtns")}]),
         "malformed": c.client.submit("mulchain", [{"input": "{not json"}]),
-        "inline limit": c.client.submit("mulchain", [{"input": {"a": "3", "b": "1" * (2 * INLINE_LIMIT)}}]),
         "assert": c.client.submit("assert_fail", [{"input": _input("assert_fail")}]),
     }
     bad_input = json.loads((FIX / "assert_fail" / "input_bad.json").read_text())
@@ -333,9 +341,10 @@ def test_what_the_previous_release_left_in_the_store_is_proved(cluster):
 
 def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
     """A submitter cannot make a worker read a file outside allowed_input_roots (issue 10):
-    the job fails with the exact message, nothing from the file shows, the workers go on."""
+    the submit is refused (or, past a submitter with other roots, the job fails) with the
+    exact message, nothing from the file shows, the workers go on."""
     from cuzk_tasks.client import Client
-    from cuzk_tasks.errors import JobError
+    from cuzk_tasks.errors import CuzkError, JobError
     from cuzk_tasks.paths import OUTSIDE
 
     c = cluster
@@ -356,10 +365,10 @@ def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
         return str(info.value)
 
     try:
-        # the submitter's check (its settings are the cluster's)
-        job = c.client.submit("mulchain", [{"input_ref": "/etc/passwd"}])
-        assert failure(c.client, job) == (f"job {job} failed: partition 0: input_ref /etc/passwd "
-                                          f"{OUTSIDE}")
+        # the submitter's check (its settings are the cluster's): refused, nothing created
+        with pytest.raises(CuzkError) as info:
+            c.client.submit("mulchain", [{"input_ref": "/etc/passwd"}])
+        assert str(info.value) == f"partition 0: input_ref /etc/passwd {OUTSIDE}"
         # a submitter with other roots gets past its own check: the workers' check refuses
         loose = Client(settings=c.settings.replace(allowed_input_roots=("/",)))
         refs = [("input_ref", "/etc/passwd"), ("input_ref", secret), ("input_ref", link),
@@ -387,9 +396,9 @@ def test_input_refs_outside_the_roots_fail_the_job_unopened(cluster):
 def test_fifo_and_directory_inputs_inside_the_roots_fail_at_once(cluster):
     """Inside the roots only regular files are opened (issue 24): a FIFO as input_ref or
     witness_ref fails its job at once instead of blocking a worker process until the soft
-    limit, a directory and a too-long name fail with a message naming the field, and the
-    workers go on to prove the next job."""
-    from cuzk_tasks.errors import JobError
+    limit, a directory fails with a message naming the field, a too-long name is refused at
+    submit, and the workers go on to prove the next job."""
+    from cuzk_tasks.errors import CuzkError, JobError
 
     c = cluster
     spool = c.base / "spool"  # always an input root
@@ -400,9 +409,13 @@ def test_fifo_and_directory_inputs_inside_the_roots_fail_at_once(cluster):
     long_name = spool / ("n" * 300)
     cases = [("input_ref", fifos[0], "is a FIFO: expected a regular file"),
              ("witness_ref", fifos[1], "is a FIFO: expected a regular file"),
-             ("input_ref", spool, "is a directory: expected a regular file"),
-             ("witness_ref", long_name, "file name too long")]
+             ("input_ref", spool, "is a directory: expected a regular file")]
     try:
+        with pytest.raises(CuzkError) as info:  # the name alone says it cannot be opened
+            c.client.submit("mulchain", [{"witness_ref": str(long_name)}])
+        message = str(info.value)
+        assert message.startswith(f"partition 0: witness_ref {str(long_name)[:100]}"), message
+        assert "file name too long" in message, message
         t0 = time.monotonic()
         jobs = [(field, path, expected, c.client.submit("mulchain", [{field: str(path)}]))
                 for field, path, expected in cases]

@@ -109,13 +109,13 @@ def test_synth_end_sends_prove_to_the_placed_device_and_finalize_stays_on_the_ho
     assert part["state"] == "synth_done" and part.get("input")  # kept: a lost host re-synthesizes
 
 
-def test_a_circuit_no_live_device_serves_fails_at_submit(ctx):
+def test_a_circuit_no_live_device_serves_is_refused_at_submit(ctx):
+    from cuzk_tasks.errors import CuzkError
+
     _cpu(ctx, "A")
     _device(ctx, "A", circuits=("poseidon",))
-    job = _submit(ctx, 2)
-    got = ctx.store.get_job(job)
-    assert got["state"] == "failed"
-    assert "no live device worker serves circuit 'mulchain'" in got["error"]
+    with pytest.raises(CuzkError, match="^circuit: no live device worker serves circuit 'mulchain'"):
+        _submit(ctx, 2)
     assert _synthesizes(ctx) == []
 
 

@@ -166,10 +166,27 @@ def test_an_input_at_the_depth_limit_is_accepted(ctx):
 
 
 def test_an_oversized_inline_input_names_its_partition_once(ctx):
-    job = pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "1"}}, {"input": {"a": "1" * 5000}}])
-    error = ctx.store.get_job(job)["error"]
+    with pytest.raises(CuzkError) as info:
+        pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "1"}}, {"input": {"a": "1" * 5000}}],
+                            job_id="refused")
+    error = str(info.value)
     assert error.startswith("partition 1: input is ") and error.count("partition 1") == 1, error
-    assert ctx.store.get_partition(job, 1)["error"].startswith("input is ")
+    assert ctx.store.get_job("refused") is None
+
+
+def test_a_refused_submit_names_its_first_partitions_and_counts_the_rest(ctx):
+    big = {"input": {"a": "1" * 5000}}
+    with pytest.raises(CuzkError) as info:
+        pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "1"}}] + [big] * 5)
+    error = str(info.value)
+    assert [f"partition {i}: input is " in error for i in range(1, 6)] == [True] * 3 + [False] * 2
+    assert error.endswith("; and 2 more partition(s)"), error
+
+
+@pytest.mark.parametrize("deadline", [float("inf"), float("-inf"), float("nan"), 0, -5, True, "9"])
+def test_a_deadline_that_is_not_finite_and_positive_is_refused(ctx, deadline):
+    with pytest.raises(CuzkError, match=r"^deadline_s: expected a finite number of seconds > 0"):
+        pipeline.submit_job(ctx, "mulchain", [{"input": {"a": "1"}}], deadline_s=deadline)
 
 
 # --- on_done.queue ------------------------------------------------------------------------

@@ -108,14 +108,17 @@ def test_submit_creates_the_job_and_queues_one_synthesize_per_partition(stack):
     assert _pop(cpu, settings.host_cpu_queue()) == []
 
 
-def test_submit_refuses_bad_input_without_queueing_work(stack):
+def test_submit_refuses_bad_input_without_creating_or_queueing_anything(stack):
+    from cuzk_tasks.errors import CuzkError
+
     cpu, settings = stack["cpu"], stack["settings"]
-    job = pipeline.submit_job(cpu, "no_such_circuit", [{"input": _input()}])
-    assert cpu.store.get_job(job)["state"] == "failed"
-    assert "unknown circuit 'no_such_circuit'" in cpu.store.get_job(job)["error"]
+    with pytest.raises(CuzkError, match="^circuit: unknown circuit 'no_such_circuit'"):
+        pipeline.submit_job(cpu, "no_such_circuit", [{"input": _input()}], job_id="refused-1")
     big = {"input": {"a": "1" * (settings.max_inline_input_bytes + 1)}}
-    job = pipeline.submit_job(cpu, "mulchain", [big])
-    assert "over the inline limit" in cpu.store.get_job(job)["error"]
+    with pytest.raises(CuzkError, match=r"^partition 1: input is \d+ bytes, over the inline limit"):
+        pipeline.submit_job(cpu, "mulchain", [{"input": _input()}, big], job_id="refused-2")
+    for refused in ("refused-1", "refused-2"):
+        assert cpu.store.get_job(refused) is None
     assert _pop(cpu, settings.host_cpu_queue()) == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import uuid
@@ -12,7 +13,7 @@ from ..errors import CuzkError
 from ..service import queues
 from ..state import PartitionRun, serves
 from . import request_checks
-from .context import Context, fail, log, ref_path
+from .context import Context, log, ref_path
 
 
 
@@ -87,17 +88,30 @@ def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None)
     return out
 
 
-def _refused_refs(ctx, parts):
-    """``{idx: message}`` of the partitions whose path lies outside the input roots."""
-    refused = {}
+#: partitions a refused submit names at most (its error stays one readable line)
+REFUSED_PARTITIONS_NAMED = 3
+
+
+def _refuse_partitions(ctx, parts) -> None:
+    """CuzkError naming the partitions that cannot succeed, before anything is stored: an
+    inline input over ``max_inline_input_bytes``, a path outside the input roots (not
+    opened).  Its text: each such partition's own message, the first
+    :data:`REFUSED_PARTITIONS_NAMED`, and how many more."""
+    refused = []
     for i, p in enumerate(parts):
+        message = ctx.settings.inline_input_error(i, p.get("input", ""))
         for field in ("input_ref", "witness_ref"):
-            if p.get(field):
+            if message is None and p.get(field):
                 try:
                     ref_path(ctx, field, p[field])
                 except CuzkError as exc:
-                    refused[i] = str(exc)
-    return refused
+                    message = str(exc)
+        if message:
+            refused.append(f"partition {i}: {message}")
+    if refused:
+        more = len(refused) - REFUSED_PARTITIONS_NAMED
+        raise CuzkError("; ".join(refused[:REFUSED_PARTITIONS_NAMED])
+                        + (f"; and {more} more partition(s)" if more > 0 else ""))
 
 
 # A Celery queue name an on_done callback may go to: kombu's Redis transport pushes it on a
@@ -145,12 +159,14 @@ def check_on_done(on_done, settings=None):
 
 
 def check_deadline(deadline_s):
-    """``deadline_s`` (seconds from submit, > 0, or None) checked; CuzkError otherwise."""
+    """``deadline_s`` (seconds from submit, a finite number > 0, or None) checked; CuzkError
+    otherwise -- an infinite one once passed every check and then failed every finalize."""
     if deadline_s is None:
         return None
     if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)) \
-            or not deadline_s > 0 or deadline_s != deadline_s:
-        raise CuzkError(f"deadline_s: expected seconds > 0 (or none), got {deadline_s!r:.100}")
+            or not 0 < deadline_s < math.inf:
+        raise CuzkError(f"deadline_s: expected a finite number of seconds > 0 (or none), got "
+                        f"{deadline_s!r:.100}")
     return float(deadline_s)
 
 
@@ -184,7 +200,11 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     ``ON_DONE_PROOFS_MAX_BYTES``: read them with cuzk.result) or ``error`` (sent by the
     step that ends the job, through the outbox).
     ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
-    (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it."""
+    (default: the circuit's ``deadline_s``, else none); past it no worker starts a stage of it.
+
+    CuzkError, nothing stored, for what cannot succeed: a bad field (named), an unknown
+    circuit, one no live device serves, an inline input over its limit, a path outside the
+    input roots (the partitions named)."""
     # every field checked, each error naming it, before anything is stored
     circuit = request_checks.check_circuit(circuit)
     priority = request_checks.check_priority(priority)
@@ -194,51 +214,37 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     parts = normalize_partitions(partitions, ctx.settings.max_partitions_per_job,
                                  ctx.settings.max_inline_bytes_per_job)
     digest = request_digest(circuit, parts, priority, on_done, deadline_s) if request_id else ""
+    # what cannot succeed is refused here, nothing stored: the caller's .get() raises it
     spec = ctx.settings.circuits.get(circuit)
+    if spec is None:
+        known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
+        raise CuzkError(f"circuit: unknown circuit {circuit!r} (known circuits: {known})")
+    _refuse_partitions(ctx, parts)
+    unserved = _unserved(ctx, circuit)
+    if unserved:
+        raise CuzkError(f"circuit: {unserved}")
     if priority is None:
-        priority = spec.priority if spec else ctx.settings.default_priority
-    if deadline_s is None and spec is not None:
+        priority = spec.priority
+    if deadline_s is None:
         deadline_s = spec.deadline_s
-    rejected = {}  # partition -> the message it fails with
-    for i, p in enumerate(parts):
-        too_big = ctx.settings.inline_input_error(i, p.get("input", ""))
-        if too_big:
-            rejected[i] = too_big
-            p["input"] = ""  # never store the oversized payload
-    rejected.update(_refused_refs(ctx, parts))
     job_id = job_id or uuid.uuid4().hex
-    kind = spec.kind if spec else "unknown"
-    unserved = _unserved(ctx, circuit) if spec is not None else None
-    messages = []
-    if spec is not None and not rejected and not unserved:
-        # the first window's messages, sent at once, carry their small inline inputs; the
-        # held ones do not (a big job's would hold its inputs twice in Redis)
-        window = ctx.settings.job_window or len(parts)
-        messages = [ctx.messages.synthesize(
-            PartitionRun(job_id, i, 0, circuit, ctx.settings.priority(priority)),
-            inline_input=p.get("input") if i < window else None)
-            for i, p in enumerate(parts)]
+    # the first window's messages, sent at once, carry their small inline inputs; the held
+    # ones do not (a big job's would hold its inputs twice in Redis)
+    window = ctx.settings.job_window or len(parts)
+    messages = [ctx.messages.synthesize(
+        PartitionRun(job_id, i, 0, circuit, ctx.settings.priority(priority)),
+        inline_input=p.get("input") if i < window else None)
+        for i, p in enumerate(parts)]
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
     # job_window: the store sends that many synthesize messages now and holds the rest,
     # released one per finished partition, so a big job does not starve the jobs after it
-    job_id, created = ctx.store.create_job(job_id, circuit, kind, priority, request_id, parts,
+    job_id, created = ctx.store.create_job(job_id, circuit, spec.kind, priority, request_id, parts,
                                            messages=messages, on_done=late,
                                            deadline_s=deadline_s,
                                            window=ctx.settings.job_window,
                                            request_digest=digest)
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
-        return job_id
-    if spec is None:
-        known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
-        fail(ctx, PartitionRun(job_id, 0), f"unknown circuit {circuit!r} (known circuits: {known})")
-        return job_id
-    if unserved:
-        fail(ctx, PartitionRun(job_id, 0), unserved)
-        return job_id
-    if rejected:
-        for i, message in rejected.items():
-            fail(ctx, PartitionRun(job_id, i), message)
         return job_id
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id

@@ -29,6 +29,9 @@ from ..settings import defaults
 
 log = logging.getLogger("cuzk_tasks.service.request_lane")
 
+#: the lane's prefetch window, per thread (each request takes milliseconds)
+REQUESTS_PER_THREAD = 4
+
 
 class Lane:
     """The lane of one worker: its queue and its thread pool (started with the first
@@ -55,7 +58,8 @@ class RequestLane(bootsteps.StartStopStep):
     """A consumer bootstep (``app.steps["consumer"]``): at every (re)start of Celery's
     consumer -- after a lost connection too -- a consumer of the app's request lane
     (``app.cuzk_request_lane``, :class:`Lane`) on a channel of its own, its prefetch
-    window the lane's thread count, handing each message to Celery's task handler."""
+    window :data:`REQUESTS_PER_THREAD` per thread, handing each message to Celery's task
+    handler."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
@@ -69,9 +73,11 @@ class RequestLane(bootsteps.StartStopStep):
             return
         lane.start()
         channel = c.connection.channel()
+        # a window of a few requests per thread: a request sent with an ETA (countdown)
+        # waits reserved until then, and must not close the lane to the others meanwhile
         self.consumer = Consumer(channel, queues=[c.app.amqp.queues[lane.queue]],
                                  on_message=c.create_task_handler(), no_ack=False,
-                                 prefetch_count=lane.threads)
+                                 prefetch_count=lane.threads * REQUESTS_PER_THREAD)
         self.consumer.consume()
         consuming = getattr(c.app, "cuzk_consuming", None)  # worker.ConsumingChannel
         if consuming is not None:  # its reserved requests are held (worker.held_messages)

@@ -382,8 +382,8 @@ stage messages whose seal does not match the stage key."""
 
 REQUEST_THREADS = 4
 """Threads of a CPU worker's request lane (cuzk_tasks/service/request_lane.py), which answers
-the by-name requests -- submit, status, result, cancel -- beside the stages; also the most
-requests it holds at once (its prefetch window).  Each takes milliseconds."""
+the by-name requests -- submit, status, result, cancel -- beside the stages.  Each takes
+milliseconds."""
 
 STATUS_REFUSED_SHOWN = 10
 """Refused messages (newest first) that ``cuzk-tasks status`` lists."""
