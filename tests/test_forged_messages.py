@@ -77,13 +77,7 @@ def stack(tmp_path_factory):
     try:
         c.start("dev0", "--device", "0", "--backend", "cpu")
         c.start("cpu", "--cpu", "--concurrency", "2")
-        deadline = time.monotonic() + 60
-        while {w["role"] for w in c.store.all_workers() if w.get("online")} != {"device", "cpu"}:
-            assert time.monotonic() < deadline, \
-                f"workers did not come up: {c.store.all_workers()}\n{c.logs()}"
-            for name, proc in c.procs.items():
-                assert proc.poll() is None, f"{name} exited early\n{c.logs()}"
-            time.sleep(0.1)
+        c.await_roles()
         yield c
     finally:
         c.stop_all()

@@ -119,6 +119,16 @@ class Cluster:
         self.procs[name] = proc
         return proc
 
+    def await_roles(self, roles=("device", "cpu"), timeout=60.0):
+        """Until a live worker of each of ``roles`` is registered; fails early, with the
+        logs, when a worker process exits meanwhile."""
+        deadline = time.monotonic() + timeout
+        while {w["role"] for w in self.store.all_workers() if w.get("online")} != set(roles):
+            assert time.monotonic() < deadline, f"workers did not come up\n{self.logs()}"
+            for name, proc in self.procs.items():
+                assert proc.poll() is None, f"{name} exited early\n{self.logs()}"
+            time.sleep(0.1)
+
     def logs(self, tail=3000):
         out = []
         for name in self.procs:
