@@ -41,16 +41,33 @@ def test_demo_proves_and_verifies_everything():
 
 def test_demo_counts_only_verified_proofs_and_fails_when_a_job_fails():
     """A new user's demo once failed every job (its workers had no compiled core), yet it
-    printed a throughput and exited 0.  Make every job fail for real -- the workers' spool
-    dir (CUZK_SPOOL_DIR wins over the demo's config) cannot be created -- and the demo must
-    count no proof and exit 1."""
-    env = dict(os.environ, CUZK_SPOOL_DIR="/dev/null/spool")
+    printed a throughput and exited 0.  Make every job fail for real -- the test prover
+    (tests/support/instruments.py) kills every pool process that proves the demo's circuit,
+    until the partition is failed as a poison pill -- and the demo must count no proof and
+    exit 1."""
+    from support import instruments
+
+    env = dict(os.environ, **instruments.env(os.environ.get("PYTHONPATH", "")),
+               **{instruments.POISON_CIRCUIT_ENV: "mulchain_1k"})
     result = subprocess.run([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1", "--partitions", "2"],
                             env=env, capture_output=True, text=True, timeout=240)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert "failed: partition" in out and "/dev/null/spool" in out, out
+    assert "failed: partition" in out and "poison pill" in out, out
     assert "0 of 2 proofs verified" in out and "FAILED: 1 of 1 jobs" in out, out
+
+
+def test_demo_stops_at_start_on_a_spool_its_workers_cannot_write():
+    """A spool dir that cannot be made (CUZK_SPOOL_DIR wins over the demo's config) stops the
+    workers at start (cuzk_tasks/service/preflight.py), and the demo with them, naming it:
+    before, every job failed one by one."""
+    env = dict(os.environ, CUZK_SPOOL_DIR="/dev/null/spool")
+    result = subprocess.run([sys.executable, "-m", "cuzk_tasks", "demo", "--jobs", "1", "--partitions", "2"],
+                            env=env, capture_output=True, text=True, timeout=240)
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert "spool_dir /dev/null/spool: this worker cannot write there (Not a directory)" in out, out
+    assert "submitted" not in out, out
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],

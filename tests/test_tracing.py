@@ -66,7 +66,7 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
         "CUZK_CONFIG": str(config), "CUZK_REDIS_URL": redis_server_url, "CUZK_PREFIX": "tr" + tag,
         "CUZK_CPU_QUEUE": "tr.cpu." + tag, "CUZK_HOSTNAME": "tr" + tag,
         "CUZK_SPOOL_DIR": str(tmp_path / "spool"), "CUZK_THREADS": "1",
-        # one in-process worker consumes the cpu and device queues: cluster-wide stages
+        # one in-process worker consumes the cpu, stage and device queues: cluster-wide stages
         "CUZK_SHARED_SPOOL": "1"})
     device_id, device_queue = settings.device_worker_id(0), settings.device_queue(0)
     app = create_app(settings)
@@ -76,7 +76,7 @@ def test_every_stage_of_a_job_is_a_span_of_one_trace(exporter, redis_server_url,
     store.heartbeat(device_id, 300)
     inputs = json.loads((FIX / "mulchain" / "input.json").read_text())
     relay = OutboxRelay(store, app, wait_s=0.2).start()  # a CPU worker's: publishes the device's
-    with start_worker(app, queues=[settings.cpu_queue, device_queue], pool="solo",
+    with start_worker(app, queues=[settings.cpu_queue, settings.stage_queue, device_queue], pool="solo",
                       perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30):
         job = app.send_task("cuzk.submit", queue=settings.cpu_queue, kwargs={
             "circuit": "mulchain", "partitions": [{"input": inputs}] * 2}).get(timeout=60)
