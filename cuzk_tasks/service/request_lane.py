@@ -46,7 +46,6 @@ class Lane:
         if self.pool is None:
             self.pool = TaskPool(limit=self.threads)
             self.pool.start()
-        return self.pool
 
     def stop(self):
         if self.pool is not None:
@@ -62,10 +61,7 @@ class RequestLane(bootsteps.StartStopStep):
     handler."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
-
-    def __init__(self, c, **kwargs):
-        super().__init__(c, **kwargs)
-        self.consumer = None
+    consumer = None
 
     def start(self, c):
         lane = getattr(c.app, "cuzk_request_lane", None)
@@ -86,15 +82,15 @@ class RequestLane(bootsteps.StartStopStep):
                  lane.threads)
 
     def stop(self, c):
-        self._close(c)
+        self._close()
 
     def shutdown(self, c):
-        self._close(c)
+        self._close()
         lane = getattr(c.app, "cuzk_request_lane", None)
         if lane is not None:
             lane.stop()
 
-    def _close(self, c):
+    def _close(self):
         consumer, self.consumer = self.consumer, None
         if consumer is None:
             return
