@@ -27,7 +27,7 @@ from ..groth16.backends.gpu import device_count
 from ..groth16.verifier import verify
 from ..settings.config import load_settings
 from ..settings.redis_url import redact
-from ..state import JobState
+from ..state import JobState, WorkerRole
 from ..web.serve import gunicorn_argv, web_env
 from .local_redis import LocalRedis, free_port
 
@@ -136,6 +136,13 @@ def _raise_terminated(_signum, _frame):
     raise _Terminated()
 
 
+def _workers_up(store, settings, devices) -> bool:
+    """Whether the CPU worker and all ``devices`` device workers have registered."""
+    cpu = any(w.get("role") == WorkerRole.CPU.value and w.get("online")
+              and w.get("queue") == settings.cpu_queue for w in store.all_workers())
+    return cpu and len(store.live_device_workers()) >= devices
+
+
 def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s=300.0):
     """Run the demo; returns 0 when every job completed with valid proofs."""
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="cuzk-demo-"))
@@ -174,10 +181,10 @@ def run_demo(jobs=3, partitions=4, redis_url=None, keep_running=False, timeout_s
         store = client.store
 
         deadline = time.monotonic() + 60
-        while len([w for w in store.live_device_workers()]) < len(devices):
-            procs.check_alive()
+        while not _workers_up(store, settings, len(devices)):
+            procs.check_alive()  # a worker that stopped at start (its preflight) stops the demo
             if time.monotonic() > deadline:
-                raise CuzkError(f"device workers did not come up within 60 s; logs in {workdir}")
+                raise CuzkError(f"workers did not come up within 60 s; logs in {workdir}")
             time.sleep(0.2)
         _say(f"workers are up (logs in {workdir})")
         _wait_web(procs, web_url)
