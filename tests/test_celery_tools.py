@@ -220,6 +220,51 @@ def test_flower_lists_the_workers_and_a_jobs_tasks(stack, flower):
     assert found["cuzk.prove"][0]["worker"] in {f"dev0@{HOST}", f"dev1@{HOST}"}
 
 
+def test_flower_shows_a_job_as_one_tree(stack, flower):
+    """Issue 49 item 5: every stage task of a job submitted by name has the job's
+    ``cuzk.submit`` as its root, and as its parent the task whose step made it due
+    (synthesize: submit; prove: its partition's synthesize; finalize: its prove), including
+    the finalizes a CPU worker's relay thread publishes for the devices (before: 124 of 138
+    had neither)."""
+    from cuzk_tasks.client import Client
+
+    url, logs = flower
+    _poll("Flower shows every worker online",
+          lambda: {n for n, alive in _get_json(f"{url}/api/workers?status=true").items()
+                   if alive} >= stack.nodes or None,
+          STARTUP_S, logs)
+    parts = 4
+    client = Client(settings=stack.settings.replace(circuits={}))
+    inputs = json.loads((FIX / "mulchain" / "input.json").read_text())
+    job_id = client.submit("mulchain", [{"input": inputs} for _ in range(parts)])
+    client.wait(job_id, timeout=STARTUP_S)
+
+    def tree_seen():
+        found = _job_tasks(_get_json(f"{url}/api/tasks"), job_id)
+        counts = {name: len([t for t in found.get(name, []) if t.get("state") == "SUCCESS"])
+                  for name in STAGE_TASKS}
+        done = counts == {"cuzk.submit": 1, "cuzk.synthesize": parts, "cuzk.prove": parts,
+                          "cuzk.finalize": parts}
+        return found if done else None
+
+    found = _poll(f"Flower shows job {job_id}'s {parts} partitions' tasks in SUCCESS", tree_seen,
+                  STARTUP_S, lambda: f"{_get_json(f'{url}/api/tasks')}\n{logs()}")
+    submit = found["cuzk.submit"][0]["uuid"]
+    by_id = {t["uuid"]: t for name in STAGE_TASKS for t in found[name]}
+    parent_of = {"cuzk.synthesize": "cuzk.submit", "cuzk.prove": "cuzk.synthesize",
+                 "cuzk.finalize": "cuzk.prove"}
+    for name, parent_name in parent_of.items():
+        for task in found[name]:
+            assert task.get("root_id") == submit, (name, task)
+            parent = by_id.get(task.get("parent_id"))
+            assert parent is not None and parent["name"] == parent_name, (name, task)
+    # one chain per partition: each synthesize has exactly one prove child, each prove one
+    # finalize child
+    for name in ("cuzk.prove", "cuzk.finalize"):
+        parents = [t["parent_id"] for t in found[name]]
+        assert len(set(parents)) == parts, (name, parents)
+
+
 def test_flower_inspect_lists_every_worker(stack, flower):
     url, logs = flower
     workers = _get_json(f"{url}/api/workers?refresh=true", timeout=INSPECT_TIMEOUT_S * 3)

@@ -4,19 +4,20 @@ A step that makes the next stage due records that stage's message in the state s
 outbox in the same Lua step (docs/architecture.md, "The outbox"); Celery publishes it right
 after (:mod:`cuzk_tasks.service.publisher`).  An entry is JSON text: ``{"task", "queue",
 "priority", "args", "kwargs"}`` (plus ``argsrepr``, ``kwargsrepr`` for a short log form, ``expires_s`` for
-a message that expires, ``trace`` for the trace context of the task that recorded it), the
+a message that expires, ``trace`` for the trace context of the task that recorded it,
+``root_id`` and ``parent_id`` for its Celery lineage: :mod:`cuzk_tasks.service.lineage`), the
 arguments of ``app.send_task``.  :class:`StageMessages` makes
 them: synthesize (cpu queue; with host-affine stages no queue: the step that places the
 partition puts its device's host's CPU queue in front), prove (no queue: the route step
 puts the chosen device's in front), finalize (the cpu queue, or the host's) and a job's on_done callback (kwargs written by the step
-that ends the job).  It reads no state and imports neither Celery nor Redis.
+that ends the job).  It reads no state and no broker.
 """
 
 from __future__ import annotations
 
 import json
 
-from . import tracing
+from . import lineage, tracing
 from .seal import SEAL_KWARG, StageSeal
 from ..settings import defaults
 from ..state.run import DeviceResult, PartitionRun
@@ -32,6 +33,7 @@ def entry(task: str, args=(), kwargs=None, *, queue: str | None, priority: int,
     trace = tracing.carrier()  # with the otel extra: the job's trace, for a later publisher
     if trace:
         fields["trace"] = trace
+    fields.update(lineage.current())  # the recording task's: a relay's publish keeps the tree
     fields.update(extra)
     return json.dumps(fields, separators=(",", ":"))
 
@@ -124,7 +126,8 @@ class StageMessages:
         front, _lib.lua ``send_on_done``): priority 0, so it lands on the list named by the
         queue, which any Redis consumer reads.  It expires ``on_done_ttl_s`` after it is sent
         (0: never)."""
-        fields = {"task": on_done["task"], "queue": on_done["queue"], "priority": 0, "args": []}
+        fields = {"task": on_done["task"], "queue": on_done["queue"], "priority": 0, "args": [],
+                  **lineage.current()}
         if self.settings.on_done_ttl_s > 0:
             fields["expires_s"] = float(self.settings.on_done_ttl_s)
         return json.dumps(fields, separators=(",", ":"))

@@ -33,6 +33,9 @@ def send_options(entry: dict) -> dict:
                "ignore_result": True}
     if entry.get("expires_s"):
         options["expires"] = float(entry["expires_s"])  # seconds from the send
+    for field in ("root_id", "parent_id"):  # its recording task's (service/lineage.py)
+        if entry.get(field):
+            options[field] = entry[field]
     for log_form in ("argsrepr", "kwargsrepr"):
         if entry.get(log_form):
             options[log_form] = entry[log_form]
