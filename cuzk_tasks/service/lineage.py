@@ -12,13 +12,17 @@ task's own root).
 
 from __future__ import annotations
 
-from celery import current_task
+import sys
 
 
 def current() -> dict:
     """``{"root_id", "parent_id"}`` for a message sent now by the task running in this thread
     (as Celery's ``send_task`` would set them), or ``{}`` outside a task."""
-    request = getattr(current_task, "request", None) if current_task else None
+    celery = sys.modules.get("celery")  # not loaded here: a process without Celery runs no task
+    if celery is None:
+        return {}
+    task = celery.current_task
+    request = getattr(task, "request", None) if task else None
     task_id = getattr(request, "id", None)
     if not task_id:
         return {}
