@@ -77,7 +77,7 @@ class RequestLane(bootsteps.StartStopStep):
         self.consumer.consume()
         consuming = getattr(c.app, "cuzk_consuming", None)  # worker.ConsumingChannel
         if consuming is not None:  # its reserved requests are held (worker.held_messages)
-            consuming.lane = channel
+            consuming.lane_consumer = self.consumer
         log.info("request lane: consuming %s on its own channel, %d threads", lane.queue,
                  lane.threads)
 

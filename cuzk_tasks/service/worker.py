@@ -42,9 +42,10 @@ from ..recovery.request_leases import held_requests
 from ..recovery.sweeper import Sweeper
 from ..settings import defaults
 from ..settings.config import Settings
+from ..settings import redis_url
 from ..settings.redis_url import is_outage
 from ..state import Registration, StateStore, WorkerRole
-from . import preflight, tracing
+from . import consumer_watch, preflight, tracing
 from .periodic import PeriodicThread
 from .publisher import OutboxRelay
 from .request_lane import add_request_lane
@@ -130,19 +131,29 @@ class HeldMessages(NamedTuple):
 
 
 class ConsumingChannel:
-    """The broker channel a worker's consumer takes its tasks from now (``channel``; None
-    before the consumer first started), recorded by :class:`RecordConsumingChannel` each time
-    Celery (re)starts the consumer: after a lost connection, on a new channel.  A CPU worker's
-    request lane reads a channel of its own (``lane``, recorded by
+    """The kombu consumer a worker takes its tasks with now (``consumer``; None before the
+    consumer first started), recorded by :class:`RecordConsumingChannel` each time Celery
+    (re)starts the consumer: after a lost connection, on a new channel.  A CPU worker's
+    request lane reads with a consumer and channel of its own (``lane_consumer``, recorded by
     :class:`~cuzk_tasks.service.request_lane.RequestLane`)."""
 
     def __init__(self):
-        self.channel = None
-        self.lane = None
+        self.consumer = None
+        self.lane_consumer = None
+
+    @property
+    def channel(self):
+        """The task consumer's channel (None before it first started)."""
+        return self.consumer.channel if self.consumer is not None else None
+
+    def consumers(self) -> tuple:
+        """The kombu consumers reading now (none before the consumer first started); each
+        has its ``channel`` and its ``queues`` (as Celery's control changes them)."""
+        return tuple(c for c in (self.consumer, self.lane_consumer) if c is not None)
 
     def channels(self) -> tuple:
         """The channels read now (none before the consumer first started)."""
-        return tuple(c for c in (self.channel, self.lane) if c is not None)
+        return tuple(c.channel for c in self.consumers())
 
 
 class RecordConsumingChannel(bootsteps.StartStopStep):
@@ -156,10 +167,10 @@ class RecordConsumingChannel(bootsteps.StartStopStep):
         consuming = getattr(c.app, "cuzk_consuming", None)
         if consuming is None:
             return
-        if consuming.channel is not None:
+        if consuming.consumer is not None:
             log.info("consumer restarted on a new broker channel: requests reserved before "
                      "no longer hold their stages")
-        consuming.channel = c.task_consumer.channel
+        consuming.consumer = c.task_consumer
 
 
 def consume_recording_channel(app) -> ConsumingChannel:
@@ -313,6 +324,44 @@ def _start_after_pool_fork(app, *loops):
         for loop in loops:
             if loop is not None:
                 loop.start()
+
+
+def watch_consumer(settings: Settings, consuming: ConsumingChannel, worker_id, heartbeat,
+                   slot=None, holder=None):
+    """The worker's :class:`~cuzk_tasks.service.consumer_watch.ConsumerWatch` (None when
+    ``consumer_stall_s`` is 0 or the broker is not Redis): a consumer that stopped taking
+    messages takes the worker offline and out (:func:`consumer_watch.leave`).  It stops
+    when a shutdown begins: a stopping consumer takes nothing while its tasks finish."""
+    url = settings.broker_url
+    if settings.consumer_stall_s <= 0 or not (url.startswith(("redis://", "rediss://"))
+                                              or redis_url.is_sentinel(url)):
+        return None
+    broker = redis_url.client(url, settings.sentinel_master,
+                              socket_timeout=defaults.CONSUMER_WATCH_REDIS_S,
+                              socket_connect_timeout=defaults.CONSUMER_WATCH_REDIS_S)
+
+    def go_offline():
+        heartbeat.stop(timeout_s=defaults.WORKER_STOP_REDIS_S)
+        mark_offline(settings, worker_id, slot, holder)
+
+    watch = consumer_watch.ConsumerWatch(
+        consuming, broker, settings.consumer_stall_s,
+        lambda queues, stalled_s: consumer_watch.leave(worker_id, queues, stalled_s, go_offline))
+
+    @signals.worker_shutting_down.connect(weak=False)
+    def _stop_watching(**_kwargs):
+        watch.stop(timeout_s=0)
+
+    return watch
+
+
+def exit_for(exitcode, watch=None):
+    """End a worker process: with the consumer watch's code when it left for a stalled
+    consumer (its supervisor starts it again), else Celery's ``exitcode`` when non-zero."""
+    if watch is not None and watch.stalled:
+        raise SystemExit(consumer_watch.EXIT_CONSUMER_STALLED)
+    if exitcode:
+        raise SystemExit(exitcode)
 
 
 def _yield_cores_to_pool(app, nice: int = defaults.DEVICE_PARENT_NICE):
@@ -550,18 +599,18 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                           registration=registration, holder=holder, on_lost=_stop_this_worker,
                           run_slot=run_slot)
     heartbeat.beat()  # online at once; the thread starts after the pool fork
+    watch = watch_consumer(settings, consuming, worker_id, heartbeat, slot, holder)
     _yield_cores_to_pool(app)  # before the heartbeat's start: that thread inherits it
-    _start_after_pool_fork(app, heartbeat)
+    _start_after_pool_fork(app, heartbeat, watch)
     log.warning("device worker %s consuming %s (backend %s)", worker_id, queue, backend)
     try:
         exitcode = run_celery_worker(
             app, queue, 1, f"dev{device}@{host}", loglevel, **DEVICE_WORKER_TUNING,
             max_memory_per_child=max_memory_per_child_kib(settings, "device"))
     finally:
-        stop_loops(heartbeat)
+        stop_loops(watch, heartbeat)
         mark_offline(settings, worker_id, slot, holder)
-    if exitcode:
-        raise SystemExit(exitcode)
+    exit_for(exitcode, watch)
 
 
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
@@ -595,7 +644,8 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
         sweep.step_logged()
     # publishes what the devices' steps record (their pool processes publish nothing)
     relay = OutboxRelay(pipeline.context(app).store, app)
-    _start_after_pool_fork(app, heartbeat, sweep, relay)
+    watch = watch_consumer(settings, consuming, worker_id, heartbeat, slot, holder)
+    _start_after_pool_fork(app, heartbeat, sweep, relay, watch)
     # the stages: the shared stage queue and, host-affine, this host's devices' partitions'
     queues = [settings.stage_queue]
     if settings.host_affine:
@@ -610,7 +660,6 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
                                       max_memory_per_child=max_memory_per_child_kib(settings, "cpu"),
                                       **CPU_WORKER_TUNING)
     finally:
-        stop_loops(relay, sweep, heartbeat)
+        stop_loops(watch, relay, sweep, heartbeat)
         mark_offline(settings, worker_id, slot, holder)
-    if exitcode:
-        raise SystemExit(exitcode)
+    exit_for(exitcode, watch)

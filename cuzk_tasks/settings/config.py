@@ -25,6 +25,7 @@ Relative paths (circuits, allowed_input_roots) are resolved against the TOML fil
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import socket
@@ -80,6 +81,7 @@ class Settings:
     hostname: str = ""
     host_slot: str = defaults.HOST_SLOT
     worker_retire_s: float = defaults.WORKER_RETIRE_S
+    consumer_stall_s: float = defaults.CONSUMER_STALL_S
     redis_outage_s: float = defaults.REDIS_OUTAGE_S
     sentinel_master: str = defaults.SENTINEL_MASTER
     cpu_queue: str = defaults.CPU_QUEUE
@@ -223,6 +225,8 @@ class Settings:
             bad("redis_outage_s", f"must be >= 0 seconds (0 = no retry), got {self.redis_outage_s!r}")
         if isinstance(self.on_done_ttl_s, bool) or self.on_done_ttl_s < 0:
             bad("on_done_ttl_s", f"must be >= 0 seconds (0 = never), got {self.on_done_ttl_s!r}")
+        if isinstance(self.consumer_stall_s, bool) or not 0 <= self.consumer_stall_s < math.inf:
+            bad("consumer_stall_s", f"must be >= 0 seconds (0 = never), got {self.consumer_stall_s!r}")
         if isinstance(self.worker_retire_s, bool) or self.worker_retire_s < 0:
             bad("worker_retire_s", f"must be >= 0 seconds (0 = never), got {self.worker_retire_s!r}")
         if self.host_slot and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.host_slot):
@@ -276,6 +280,7 @@ _FIELDS = [
     ("hostname", "CUZK_HOSTNAME", "hostname", str),
     ("host_slot", "CUZK_HOST_SLOT", "host_slot", str),
     ("worker_retire_s", "CUZK_WORKER_RETIRE_S", "worker_retire_s", float),
+    ("consumer_stall_s", "CUZK_CONSUMER_STALL_S", "consumer_stall_s", float),
     ("redis_outage_s", "CUZK_REDIS_OUTAGE_S", "redis_outage_s", float),
     ("sentinel_master", "CUZK_SENTINEL_MASTER", "sentinel_master", str),
     ("cpu_queue", "CUZK_CPU_QUEUE", "cpu_queue", str),

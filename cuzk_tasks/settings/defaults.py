@@ -207,6 +207,21 @@ SENTINEL_MASTER = ""
 (cuzk_tasks/settings/redis_url.py).  Broker, result backend and state store then follow the master
 through a failover."""
 
+CONSUMER_STALL_S = 30.0
+"""Seconds a worker's consumer may take nothing while it has room and messages wait in its
+queues before the worker leaves (goes offline, exits 75 for its supervisor to restart it):
+a broker connection that stopped answering (cuzk_tasks/service/consumer_watch.py; env
+``CUZK_CONSUMER_STALL_S``; 0 = never).  Long enough that a reconnect after a Redis restart
+never counts."""
+
+CONSUMER_STALL_EXIT_S = 10.0
+"""Seconds a worker that left for a stalled consumer waits for its warm shutdown before it
+exits hard (its held work is re-driven meanwhile: it is offline)."""
+
+CONSUMER_WATCH_REDIS_S = 5.0
+"""Socket timeout, in seconds, of the consumer watch's broker reads: a dead connection
+fails a look instead of blocking the watch."""
+
 WORKER_RETIRE_S = 3600.0
 """Seconds a worker may stay offline (no heartbeat) before the sweeper retires it: its
 registry entry and hash are deleted, so it leaves the status page, ``/metrics`` and the
