@@ -109,5 +109,6 @@ class WitnessInterrupted(WitnessError):
 
 
 class SpoolFullError(CuzkError):
-    """The spool disk is full (ENOSPC writing a witness): an outage, not the input's fault --
-    the pipeline retries the partition later."""
+    """The spool cannot take a witness -- full, over quota, read-only or not writable
+    (ENOSPC, EDQUOT, EROFS, EACCES): an outage, not the input's fault -- the pipeline retries
+    the partition later."""

@@ -126,3 +126,60 @@ def test_a_cpu_worker_refuses_a_read_only_directory(server, tmp_path, setting, e
     assert env_name in line
     store = StateStore.from_settings(load_settings(env=env))
     assert store.all_workers() == []
+
+
+def _toml(tmp_path, zkey, wasm):
+    path = tmp_path / "mixed.toml"
+    path.write_text(f'[circuits.mixed]\nkind = "test"\nzkey = "{zkey}"\nwasm = "{wasm}"\n')
+    return str(path)
+
+
+@pytest.mark.parametrize("zkey, wasm, needle", [
+    (FIX / "mulchain" / "circuit.zkey", FIX / "poseidon" / "circuit.wasm",
+     "circuit 'mixed': wasm {wasm} computes {wires} wires but zkey {zkey} has nVars={nvars}: "
+     "the two are not of the same circuit"),
+    (FIX / "bls12381" / "mulchain" / "circuit.zkey", FIX / "mulchain" / "circuit.wasm",
+     "circuit 'mixed': wasm {wasm}: prime: witness is for BN254"),
+    (FIX / "mulchain" / "missing.zkey", FIX / "mulchain" / "circuit.wasm",
+     "circuit 'mixed': zkey {zkey}: "),
+], ids=["wires", "curve", "no-zkey"])
+def test_a_cpu_worker_refuses_a_circuit_whose_files_do_not_belong_together(
+        server, tmp_path, zkey, wasm, needle):
+    """Before, the worker started and every job of the circuit failed at synthesize."""
+    from cuzk_tasks.groth16.formats.zkey import read_zkey_header
+    from cuzk_tasks.groth16.witness import WitnessCalculator
+
+    env = _env(server, tmp_path, CUZK_CONFIG=_toml(tmp_path, zkey, wasm))
+    rc, stderr = _worker(env, "--cpu")
+    assert rc == 2, stderr[-3000:]
+    wires = WitnessCalculator(str(wasm)).witness_size
+    nvars = read_zkey_header(str(zkey)).n_vars if zkey.exists() else None
+    _one_error_line(stderr, needle.format(wasm=wasm, zkey=zkey, wires=wires, nvars=nvars))
+    assert StateStore.from_settings(load_settings(env=env)).all_workers() == []
+
+
+def test_a_device_worker_reads_only_the_zkey(tmp_path):
+    """A device worker never runs the witness generator: a mismatched wasm is the CPU
+    worker's to refuse; a zkey that does not read is both's."""
+    settings = load_settings(env={"CUZK_CONFIG": _toml(
+        tmp_path, FIX / "mulchain" / "circuit.zkey", FIX / "poseidon" / "circuit.wasm")})
+    preflight.check_circuits(settings, witness=False)
+    with pytest.raises(ConfigError, match="computes .* wires but zkey"):
+        preflight.check_circuits(settings, witness=True)
+
+
+def test_a_device_worker_refuses_a_backend_that_cannot_start(server, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: the GPU backend may start")
+    env = _env(server, tmp_path)
+    rc, stderr = _worker(env, "--device", "0", "--backend", "gpu")
+    assert rc == 2, stderr[-3000:]
+    _one_error_line(stderr, "backend gpu: the GPU backend needs CuPy, which is not installed")
+    assert StateStore.from_settings(load_settings(env=env)).all_workers() == []
+
+
+def test_a_check_child_that_dies_is_reported():
+    problems = preflight.in_child(lambda: os.kill(os.getpid(), 9))
+    assert problems == ["the start-up check of circuits and backend died (signal 9)"]

@@ -108,8 +108,8 @@ def test_a_full_spool_disk_is_waited_out_then_reported_clearly(tiny_fs):
     with pytest.raises(SpoolFullError) as e:
         _write_spooled(_ctx(tiny_fs), str(target), b"w" * 3000, wait_s=1.5)
     assert time.monotonic() - t0 >= 1.5
-    assert str(e.value).startswith(f"spool disk full ({tiny_fs}): no room for a witness of "
-                                   "3000 bytes for ")
+    # the job's outage record names no server path (the log line does)
+    assert str(e.value).startswith("spool disk full: no room for a witness of 3000 bytes for ")
     assert not target.exists() and not any(p.name.startswith("0.wtns") for p in
                                            tiny_fs.rglob("*"))  # no temporary left
 
@@ -123,6 +123,27 @@ def test_room_made_while_waiting_lets_the_write_through(tiny_fs):
     threading.Timer(1.5, os.unlink, args=(tiny_fs / ".filler",)).start()
     _write_spooled(_ctx(tiny_fs), str(target), b"w" * 3000, wait_s=30)
     assert target.read_bytes() == b"w" * 3000
+
+
+def test_a_read_only_spool_is_waited_out_too(tiny_fs):
+    """EROFS (a read-only remount, a failing disk the kernel made read-only) is an outage:
+    waited out, and the write goes through once the spool is writable again."""
+    import threading
+
+    from cuzk_tasks.pipeline.synthesize import _write_spooled
+
+    os.unlink(tiny_fs / ".filler")
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
+    target = tiny_fs / uuid.uuid4().hex / "0.wtns"
+    with pytest.raises(SpoolFullError) as e:
+        _write_spooled(_ctx(tiny_fs), str(target), b"w" * 100, wait_s=1.0)
+    assert str(e.value).startswith("spool read-only (a read-only file system): cannot write "
+                                   "a witness of 100 bytes for "), str(e.value)
+    assert str(tiny_fs) not in str(e.value)
+    threading.Timer(1.5, subprocess.run, args=(["mount", "-o", "remount,rw", str(tiny_fs)],),
+                    kwargs={"check": True}).start()
+    _write_spooled(_ctx(tiny_fs), str(target), b"w" * 100, wait_s=30)
+    assert target.read_bytes() == b"w" * 100
 
 
 def test_other_write_errors_are_not_taken_for_a_full_disk(tmp_path):

@@ -63,7 +63,7 @@ def finalize(ctx: Context, started):
         # finalize_end stored the result (and sent on_done) in its own step
         if ctx.settings.results_dir:
             _write_result_file(ctx.settings.results_dir, job_id,
-                               store.get_result(job_id) or store.collect_result(job_id))
+                               lambda: store.get_result(job_id) or store.collect_result(job_id))
         _remove_spool_dir(ctx, job_id)
         log.info("job %s done", job_id)
     return {"job": job_id, "idx": idx, "job_complete": bool(end.job_complete)}
@@ -113,8 +113,14 @@ def _remove_spool_dir(ctx, job_id):
         pass
 
 
-def _write_result_file(results_dir, job_id, result):
-    os.makedirs(results_dir, exist_ok=True)
+def _write_result_file(results_dir, job_id, result_fn):
+    """The done job's result as ``<results_dir>/<job>.json`` too: a copy of what Redis holds,
+    so a directory that cannot take it (full, read-only) is logged, the job stays done."""
     path = os.path.join(results_dir, f"{job_id}.json")
-    with atomic_output(path, "w") as f:
-        json.dump(result, f, indent=1)
+    try:
+        os.makedirs(results_dir, exist_ok=True)
+        with atomic_output(path, "w") as f:
+            json.dump(result_fn(), f, indent=1)
+    except OSError as exc:
+        log.error("job %s done, but its result file %s was not written (%s): the result is "
+                  "in Redis (cuzk.result)", job_id, path, exc.strerror or exc)

@@ -165,10 +165,20 @@ def _witness(ctx, run, part):
     return spooled_witness(ctx, run.job_id, run.idx), wtns_bytes(values, calc.prime), curve
 
 
+#: the errors of a spool write that are this host's outage, not the job's fault: what the
+#: partition's outage record says of each (never the server's path)
+SPOOL_OUTAGES = {errno.ENOSPC: "spool disk full: no room for",
+                 errno.EDQUOT: "spool disk quota exceeded: no room for",
+                 errno.EROFS: "spool read-only (a read-only file system): cannot write",
+                 errno.EACCES: "spool not writable (permission denied): cannot write"}
+
+
 def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
-    """Write a witness into the spool dir.  A full disk (ENOSPC, EDQUOT) is waited out for up
-    to ``wait_s`` (defaults.SPOOL_FULL_WAIT_S), the write retried after 1 s, 2 s, 4 s, ...;
-    then :class:`SpoolFullError` ("spool disk full (<dir>)")."""
+    """Write a witness into the spool dir.  A full, read-only or unwritable spool (ENOSPC,
+    EDQUOT, EROFS, EACCES: :data:`SPOOL_OUTAGES`) is waited out for up to ``wait_s``
+    (defaults.SPOOL_FULL_WAIT_S), the write retried after 1 s, 2 s, 4 s, ...; then
+    :class:`SpoolFullError` ("spool disk full: no room for a witness of N bytes for S s"; the
+    log line names the directory, the error does not)."""
     wait_s = defaults.SPOOL_FULL_WAIT_S if wait_s is None else wait_s
     waited, delay = 0.0, 1.0
     while True:
@@ -178,14 +188,13 @@ def _write_spooled(ctx, path, data: bytes, wait_s: float | None = None):
                 f.write(data)
             return
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno not in SPOOL_OUTAGES:
                 raise
-            full = (f"spool disk full ({ctx.settings.spool_dir}): no room for a witness of "
-                    f"{len(data)} bytes")
+            full = f"{SPOOL_OUTAGES[exc.errno]} a witness of {len(data)} bytes"
         if waited >= wait_s:
             raise SpoolFullError(f"{full} for {waited:.0f} s")
         delay = min(delay, wait_s - waited)
-        log.warning("%s; retrying in %.0f s", full, delay)
+        log.warning("%s (%s); retrying in %.0f s", full, ctx.settings.spool_dir, delay)
         time.sleep(delay)
         waited += delay
         delay *= 2

@@ -1,15 +1,18 @@
 """Checks a worker makes before it registers, so that an operator's usual mistakes stop it
 at start in one clear line (a :class:`~cuzk_tasks.errors.ConfigError`, which
 ``cuzk-tasks worker`` prints and exits 2 on) instead of failing, or silently losing, jobs
-later: a Redis that evicts keys, and a directory the worker writes to that it cannot write.
+later: a Redis that evicts keys, a directory the worker writes to that it cannot write, a
+circuit whose files do not belong together, a compute backend that cannot start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
 from ..errors import ConfigError
+from ..pipeline.circuit_files import check_circuit
 from ..settings.config import Settings
 from ..settings.redis_url import redact
 
@@ -42,16 +45,73 @@ def check_writable_dir(path: str, setting: str, env: str) -> None:
                           f"worker's user, or set {env}") from None
 
 
+def _problems(settings: Settings, witness: bool, backend: str | None) -> list[str]:
+    problems = []
+    for spec in settings.circuits.values():
+        try:
+            check_circuit(spec, witness=witness)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if backend is not None:
+        # lazy: the backend loads numpy and the native core, or CuPy and CUDA
+        from ..groth16.backends.select import get_backend
+
+        try:
+            get_backend(backend)
+        except Exception as exc:  # noqa: BLE001 - whatever stops it, said in one line
+            problems.append(f"backend {backend}: {exc}")
+    return problems
+
+
+def in_child(fn) -> list[str]:
+    """``fn()`` (a list of strings) run in a forked child process: what it loads -- a
+    compiled wasm and its threads, a CUDA context -- never reaches the worker's main
+    process, from which Celery forks its pool.  A child that dies says how."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+        os.close(read_end)
+        try:
+            out = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
+            out = [f"start-up check failed: {type(exc).__name__}: {exc}"]
+        with os.fdopen(write_end, "w", encoding="utf-8") as f:
+            f.write(json.dumps(out))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as f:
+        text = f.read()
+    _, status = os.waitpid(pid, 0)
+    if not text:
+        how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exit {os.waitstatus_to_exitcode(status)}")
+        return [f"the start-up check of circuits and backend died ({how})"]
+    return json.loads(text)
+
+
+def check_circuits(settings: Settings, witness: bool, backend: str | None = None) -> None:
+    """ConfigError, one line naming each circuit at fault, unless every configured
+    circuit's files belong together (:func:`~cuzk_tasks.pipeline.circuit_files.check_circuit`;
+    ``witness``: its witness generator too) and, given ``backend``, that backend starts --
+    both checked in a child process (:func:`in_child`)."""
+    problems = in_child(lambda: _problems(settings, witness, backend))
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def check_cpu_worker(settings: Settings, store) -> None:
     """A CPU worker's checks: Redis keeps every key; it can write its spool (witnesses) and,
-    when set, its results directory."""
+    when set, its results directory; each circuit's zkey and witness generator belong
+    together."""
     check_no_eviction(settings, store)
     check_writable_dir(settings.spool_dir, "spool_dir", "CUZK_SPOOL_DIR")
     if settings.results_dir:
         check_writable_dir(settings.results_dir, "results_dir", "CUZK_RESULTS_DIR")
+    check_circuits(settings, witness=True)
 
 
-def check_device_worker(settings: Settings, store) -> None:
+def check_device_worker(settings: Settings, store, backend: str) -> None:
     """A device worker's checks: Redis keeps every key (it reads the spool, writes nothing
-    there)."""
+    there); each circuit's zkey reads; its compute ``backend`` starts."""
     check_no_eviction(settings, store)
+    check_circuits(settings, witness=False, backend=backend)

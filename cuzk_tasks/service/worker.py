@@ -570,7 +570,7 @@ def advertised(settings: Settings, role: WorkerRole, seal: StageSeal) -> dict:
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     store = _open_store(settings)
-    preflight.check_device_worker(settings, store)
+    preflight.check_device_worker(settings, store, backend)
     seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname

@@ -29,8 +29,8 @@ def _prime_stores() -> str:
                      for j, w in enumerate(words))
 
 
-def wat(behaviour: str) -> str:
-    """The module's text (wasm text format)."""
+def wat(behaviour: str, wires: int = 2) -> str:
+    """The module's text (wasm text format); ``getWitnessSize`` says ``wires``."""
     init = _INIT[behaviour]
     return f"""(module
   (import "runtime" "exceptionHandler" (func $exc (param i32)))
@@ -47,7 +47,7 @@ def wat(behaviour: str) -> str:
   (func (export "writeSharedRWMemory") (param $i i32) (param $v i32)
     (i32.store (i32.mul (local.get $i) (i32.const 4)) (local.get $v)))
   (func (export "getInputSize") (result i32) (i32.const 1))
-  (func (export "getWitnessSize") (result i32) (i32.const 2))
+  (func (export "getWitnessSize") (result i32) (i32.const {wires}))
   (func (export "getInputSignalSize") (param i32 i32) (result i32) (i32.const 1))
   (func (export "setInputSignal") (param i32 i32 i32))
   (func (export "getWitness") (param i32))
@@ -58,10 +58,10 @@ def wat(behaviour: str) -> str:
 """
 
 
-def write_wasm(path, behaviour: str) -> pathlib.Path:
+def write_wasm(path, behaviour: str, wires: int = 2) -> pathlib.Path:
     """Write the ``behaviour`` module to ``path``; returns the path."""
     import wasmtime
 
     path = pathlib.Path(path)
-    path.write_bytes(wasmtime.wat2wasm(wat(behaviour)))
+    path.write_bytes(wasmtime.wat2wasm(wat(behaviour, wires)))
     return path
