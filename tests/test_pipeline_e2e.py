@@ -105,6 +105,7 @@ def cluster(e2e_redis, tmp_path_factory):
             time.sleep(0.1)
         else:
             pytest.fail("device workers did not come up\n" + c.logs())
+        c.await_roles()  # and the CPU worker, which by-name requests need
         yield c
     finally:
         c.stop_all()
@@ -197,6 +198,7 @@ def test_overlapping_jobs_all_prove_once_and_busy_never_idle(cluster):
 
 
 def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
+    from cuzk_tasks.client import Client
     from cuzk_tasks.errors import CuzkError, JobError
 
     c = cluster
@@ -211,6 +213,12 @@ def test_bad_inputs_fail_their_job_with_a_clear_message(cluster):
         c.client.submit("nope", [{"input": {"a": "1"}}])
     with pytest.raises(CuzkError, match=r"^partition 0: input is \d+ bytes, over the inline limit"):
         c.client.submit("mulchain", [{"input": {"a": "3", "b": "1" * (2 * INLINE_LIMIT)}}])
+    # inputs that do not fit the circuit: the CPU worker knows its input map (read at start)
+    by_name = Client(settings=c.settings.replace(circuits={}))
+    with pytest.raises(CuzkError, match=r"^partition 1: input: signal 'c' is not an input of "
+                                        r"circuit 'mulchain' \(its inputs, with their number "
+                                        r"of values: a \(1\), b \(1\)\)$"):
+        by_name.submit("mulchain", [{"input": _input("mulchain")}, {"input": {"a": "3", "c": "1"}}])
     assert job_hashes() == jobs_before
     bad = {
         "nVars=520": c.client.submit("poseidon", [{"witness_ref": str(FIX / "mulchain" / "witness.wtns")}]),

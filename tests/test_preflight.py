@@ -5,6 +5,7 @@ processes (``cuzk-tasks worker``) for the refusals."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -181,5 +182,13 @@ def test_a_device_worker_refuses_a_backend_that_cannot_start(server, tmp_path):
 
 
 def test_a_check_child_that_dies_is_reported():
-    problems = preflight.in_child(lambda: os.kill(os.getpid(), 9))
-    assert problems == ["the start-up check of circuits and backend died (signal 9)"]
+    checked = preflight.in_child(lambda: os.kill(os.getpid(), 9))
+    assert checked == {"problems": ["the start-up check of circuits and backend died (signal 9)"]}
+
+
+def test_the_cpu_workers_check_returns_each_circuits_input_map(tmp_path):
+    settings = load_settings(env={"CUZK_CONFIG": str(write_circuits_toml(tmp_path / "c.toml", {
+        "mulchain": ("m", FIX / "mulchain"), "poseidon": ("p", FIX / "poseidon")}))})
+    maps = preflight.check_circuits(settings, witness=True)
+    assert maps["mulchain"] == {"a": 1, "b": 1}
+    assert set(maps["poseidon"]) == set(json.loads((FIX / "poseidon" / "input.json").read_text()))

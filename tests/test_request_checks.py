@@ -183,6 +183,29 @@ def test_a_refused_submit_names_its_first_partitions_and_counts_the_rest(ctx):
     assert error.endswith("; and 2 more partition(s)"), error
 
 
+@pytest.mark.parametrize("given, needle", [
+    ({"a": "3", "c": "1"}, "partition 1: input: signal 'c' is not an input of circuit "
+                           "'mulchain' (its inputs, with their number of values: a (1), b (1))"),
+    ({"a": ["3", "4"], "b": "1"}, "partition 1: input: signal 'a' has 2 value(s), circuit "
+                                  "'mulchain' expects 1"),
+    ({"a": "3", "b": "x1"}, "partition 1: input: 'x1' is not an integer"),
+    ({"a": "3"}, "partition 1: input: missing input signal(s) of circuit 'mulchain': b (1)"),
+    ("[1, 2]", "partition 1: input: expected a JSON object of input signals, got list"),
+    ("{not json", "partition 1: input: not JSON ("),
+], ids=["unknown", "count", "value", "missing", "array", "json"])
+def test_an_input_that_does_not_fit_the_circuits_input_map_is_refused(ctx, given, needle):
+    """Where the process knows the circuit's input map (a CPU worker's, from its start-up
+    check), a misfit is refused at submit: before, the job was accepted and failed."""
+    ctx.input_maps = {"mulchain": {"a": 1, "b": 1}}
+    good = {"input": {"a": "3", "b": "0x0b"}}
+    with pytest.raises(CuzkError) as info:
+        pipeline.submit_job(ctx, "mulchain", [good, {"input": given}], job_id="misfit")
+    assert needle in str(info.value), str(info.value)
+    assert ctx.store.get_job("misfit") is None
+    job = pipeline.submit_job(ctx, "mulchain", [good, {"input": {"a": 1, "b": "7"}}])
+    assert ctx.store.get_job(job)["state"] == "pending"
+
+
 @pytest.mark.parametrize("deadline", [float("inf"), float("-inf"), float("nan"), 0, -5, True, "9"])
 def test_a_deadline_that_is_not_finite_and_positive_is_refused(ctx, deadline):
     with pytest.raises(CuzkError, match=r"^deadline_s: expected a finite number of seconds > 0"):

@@ -224,6 +224,14 @@ class NativeWitnessGenerator:
         return f"NativeWitnessGenerator({self.binary_path!r})"
 
     # -- inputs ----------------------------------------------------------------
+    def input_map(self) -> Optional[Dict[str, int]]:
+        """``{signal name: number of values}`` of the circuit's inputs; None when the .sym
+        file does not name them all."""
+        names = self._names()
+        if len(names) != len(self.inputs):
+            return None
+        return {names[h]: n for h, n in self.inputs.items()}
+
     def _names(self) -> Dict[int, str]:
         """``{hash: name}`` of the inputs the .sym file names (else {})."""
         if not self.sym_path:

@@ -555,6 +555,22 @@ class WitnessCalculator:
         return err
 
     # -- public API ----------------------------------------------------------
+    def input_map(self, time_limit_s: Optional[float] = None) -> Optional[Dict[str, int]]:
+        """``{signal name: number of values}`` of the circuit's inputs, as input.json names
+        them; None when they cannot all be named: no .sym file next to the wasm, or inputs
+        its top-level names do not cover (bus inputs)."""
+        if not self.sym_path:
+            return None
+        limit = defaults.witness_time_limit_s() if time_limit_s is None else time_limit_s
+        out: Dict[str, int] = {}
+        with self._instantiate(limit) as inst:
+            for base in _sym_main_names(self.sym_path):
+                msb, lsb = _split(fnv1a64(base))
+                size = inst.ex["getInputSignalSize"](inst.store, msb, lsb)
+                if size > 0:
+                    out[base] = size
+        return out if sum(out.values()) == self.input_size else None
+
     def calculate(self, inputs: dict, input_path: str = "<input>",
                   time_limit_s: Optional[float] = None):
         """Witness as an (nWitness, 4) uint64 numpy array, standard form.

@@ -19,11 +19,13 @@ def _reason(exc) -> str:
     return str(exc)
 
 
-def check_circuit(spec: CircuitSpec, witness: bool = True) -> None:
+def check_circuit(spec: CircuitSpec, witness: bool = True) -> dict | None:
     """ConfigError naming circuit ``spec.name`` and the file at fault unless its zkey reads
     (header and section table) and -- with ``witness``, for a worker that synthesizes -- its
     witness generator loads, is over the zkey's scalar field and (a wasm, whose size is known
-    without running it) computes ``nVars`` wires."""
+    without running it) computes ``nVars`` wires.  Returns the circuit's input map
+    (``{signal: number of values}``, what submit checks inline inputs against) when the
+    generator names its inputs, else None."""
     # lazy: groth16 loads numpy; the wasm calculator wasmtime (a client never needs either)
     from ..groth16.formats.wtns import check_witness_curve
     from ..groth16.formats.zkey import read_zkey_header
@@ -35,7 +37,7 @@ def check_circuit(spec: CircuitSpec, witness: bool = True) -> None:
         raise ConfigError(f"circuit {spec.name!r}: zkey {spec.zkey}: {_reason(exc)}") from None
     generator = spec.witness_generator
     if not witness or not generator:
-        return
+        return None
     kind = "witness generator" if spec.witness else "wasm"
     path = generator_path(generator)
     try:
@@ -49,3 +51,7 @@ def check_circuit(spec: CircuitSpec, witness: bool = True) -> None:
             f"circuit {spec.name!r}: {kind} {path} computes {wires} wires but zkey "
             f"{spec.zkey} has nVars={zkey.n_vars}: the two are not of the same circuit "
             "(rebuild both from one .circom)")
+    try:
+        return calc.input_map()
+    except (FormatError, WitnessError, OSError):  # the stages report what this one meets
+        return None

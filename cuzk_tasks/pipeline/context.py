@@ -85,6 +85,10 @@ class Context:
         self.handed_on_end = None
         #: a device worker's RunSlot (``app.cuzk_run_slot``, made before the pool forks)
         self.run_slot = getattr(app, "cuzk_run_slot", None)
+        #: a CPU worker's circuits' input maps, ``{circuit: {signal: number of values}}``
+        #: (``app.cuzk_input_maps``, read by its start-up check): what submit checks inline
+        #: inputs against; empty elsewhere (then synthesize finds a misfit)
+        self.input_maps = getattr(app, "cuzk_input_maps", None) or {}
         self.registry = CircuitRegistry.from_settings(settings)
         self.resident = ResidentZkeys(self.registry, settings.zkey_budget_mb,
                                       on_change=self._publish_resident)

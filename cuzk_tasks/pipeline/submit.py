@@ -92,14 +92,57 @@ def normalize_partitions(partitions, max_partitions=None, max_inline_bytes=None)
 REFUSED_PARTITIONS_NAMED = 3
 
 
-def _refuse_partitions(ctx, parts) -> None:
+def input_misfit(circuit, input_map: dict, text: str) -> str | None:
+    """Why the inline input ``text`` (JSON) cannot be ``circuit``'s, whose input map is
+    ``input_map`` (``{signal: number of values}``), or None: not a JSON object, a signal
+    that is no input, a count of values the signal does not have, a value that is no
+    integer, or inputs missing -- what synthesize would fail the job with."""
+    # lazy: the circom input reader is groth16's (no numpy, no wasmtime)
+    from ..groth16.formats.circom_input import js_bigint, qualify
+
+    try:
+        inputs = json.loads(text)
+    except ValueError as exc:
+        return f"input: not JSON ({exc})"
+    if not isinstance(inputs, dict):
+        return f"input: expected a JSON object of input signals, got {type(inputs).__name__}"
+    given: dict = {}
+    try:
+        qualify("", inputs, given, "input")
+    except CuzkError as exc:
+        return str(exc)
+    known = ", ".join(f"{n} ({c})" for n, c in sorted(input_map.items()))
+    for name, values in given.items():
+        size = input_map.get(name)
+        if size is None:
+            return (f"input: signal {name!r:.80} is not an input of circuit {circuit!r} "
+                    f"(its inputs, with their number of values: {known})")
+        if len(values) != size:
+            return (f"input: signal {name!r} has {len(values)} value(s), circuit {circuit!r} "
+                    f"expects {size}")
+        for j, value in enumerate(values):
+            try:
+                js_bigint(value, f"input signal {name!r}[{j}]")
+            except (ValueError, CuzkError) as exc:
+                return f"input: {exc}"
+    missing = [f"{n} ({c})" for n, c in sorted(input_map.items()) if n not in given]
+    if missing:
+        return (f"input: missing input signal(s) of circuit {circuit!r}: {', '.join(missing)}")
+    return None
+
+
+def _refuse_partitions(ctx, circuit, parts) -> None:
     """CuzkError naming the partitions that cannot succeed, before anything is stored: an
-    inline input over ``max_inline_input_bytes``, a path outside the input roots (not
-    opened).  Its text: each such partition's own message, the first
+    inline input over ``max_inline_input_bytes`` or one that does not fit the circuit's
+    input map (where this process knows it: :func:`input_misfit`), a path outside the input
+    roots (not opened).  Its text: each such partition's own message, the first
     :data:`REFUSED_PARTITIONS_NAMED`, and how many more."""
     refused = []
+    input_map = ctx.input_maps.get(circuit)
     for i, p in enumerate(parts):
         message = ctx.settings.inline_input_error(i, p.get("input", ""))
+        if message is None and input_map is not None and p.get("input"):
+            message = input_misfit(circuit, input_map, p["input"])
         for field in ("input_ref", "witness_ref"):
             if message is None and p.get(field):
                 try:
@@ -219,7 +262,7 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     if spec is None:
         known = ", ".join(sorted(ctx.settings.circuits)) or "none configured"
         raise CuzkError(f"circuit: unknown circuit {circuit!r} (known circuits: {known})")
-    _refuse_partitions(ctx, parts)
+    _refuse_partitions(ctx, circuit, parts)
     unserved = _unserved(ctx, circuit)
     if unserved:
         raise CuzkError(f"circuit: {unserved}")

@@ -45,13 +45,17 @@ def check_writable_dir(path: str, setting: str, env: str) -> None:
                           f"worker's user, or set {env}") from None
 
 
-def _problems(settings: Settings, witness: bool, backend: str | None) -> list[str]:
-    problems = []
+def _checked(settings: Settings, witness: bool, backend: str | None) -> dict:
+    """``{"problems": [one line each], "input_maps": {circuit: its input map}}``."""
+    problems, input_maps = [], {}
     for spec in settings.circuits.values():
         try:
-            check_circuit(spec, witness=witness)
+            input_map = check_circuit(spec, witness=witness)
         except ConfigError as exc:
             problems.append(str(exc))
+            continue
+        if input_map is not None:
+            input_maps[spec.name] = input_map
     if backend is not None:
         # lazy: the backend loads numpy and the native core, or CuPy and CUDA
         from ..groth16.backends.select import get_backend
@@ -60,13 +64,13 @@ def _problems(settings: Settings, witness: bool, backend: str | None) -> list[st
             get_backend(backend)
         except Exception as exc:  # noqa: BLE001 - whatever stops it, said in one line
             problems.append(f"backend {backend}: {exc}")
-    return problems
+    return {"problems": problems, "input_maps": input_maps}
 
 
-def in_child(fn) -> list[str]:
-    """``fn()`` (a list of strings) run in a forked child process: what it loads -- a
-    compiled wasm and its threads, a CUDA context -- never reaches the worker's main
-    process, from which Celery forks its pool.  A child that dies says how."""
+def in_child(fn):
+    """``fn()`` (a JSON value) run in a forked child process: what it loads -- a compiled
+    wasm and its threads, a CUDA context -- never reaches the worker's main process, from
+    which Celery forks its pool.  A child that raises or dies: ``{"problems": [how]}``."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
@@ -74,7 +78,7 @@ def in_child(fn) -> list[str]:
         try:
             out = fn()
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
-            out = [f"start-up check failed: {type(exc).__name__}: {exc}"]
+            out = {"problems": [f"start-up check failed: {type(exc).__name__}: {exc}"]}
         with os.fdopen(write_end, "w", encoding="utf-8") as f:
             f.write(json.dumps(out))
         os._exit(0)
@@ -85,29 +89,32 @@ def in_child(fn) -> list[str]:
     if not text:
         how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                else f"exit {os.waitstatus_to_exitcode(status)}")
-        return [f"the start-up check of circuits and backend died ({how})"]
+        return {"problems": [f"the start-up check of circuits and backend died ({how})"]}
     return json.loads(text)
 
 
-def check_circuits(settings: Settings, witness: bool, backend: str | None = None) -> None:
+def check_circuits(settings: Settings, witness: bool, backend: str | None = None) -> dict:
     """ConfigError, one line naming each circuit at fault, unless every configured
     circuit's files belong together (:func:`~cuzk_tasks.pipeline.circuit_files.check_circuit`;
     ``witness``: its witness generator too) and, given ``backend``, that backend starts --
-    both checked in a child process (:func:`in_child`)."""
-    problems = in_child(lambda: _problems(settings, witness, backend))
-    if problems:
-        raise ConfigError("; ".join(problems))
+    both checked in a child process (:func:`in_child`).  Returns the input maps found
+    (``{circuit: {signal: number of values}}``)."""
+    checked = in_child(lambda: _checked(settings, witness, backend))
+    if checked["problems"]:
+        raise ConfigError("; ".join(checked["problems"]))
+    return checked.get("input_maps", {})
 
 
-def check_cpu_worker(settings: Settings, store) -> None:
+def check_cpu_worker(settings: Settings, store) -> dict:
     """A CPU worker's checks: Redis keeps every key; it can write its spool (witnesses) and,
     when set, its results directory; each circuit's zkey and witness generator belong
-    together."""
+    together.  Returns the circuits' input maps (:func:`check_circuits`), which its submit
+    checks inline inputs against."""
     check_no_eviction(settings, store)
     check_writable_dir(settings.spool_dir, "spool_dir", "CUZK_SPOOL_DIR")
     if settings.results_dir:
         check_writable_dir(settings.results_dir, "results_dir", "CUZK_RESULTS_DIR")
-    check_circuits(settings, witness=True)
+    return check_circuits(settings, witness=True)
 
 
 def check_device_worker(settings: Settings, store, backend: str) -> None:

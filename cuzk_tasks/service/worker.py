@@ -616,7 +616,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
 def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel: str = "INFO",
                    sweeper: bool = True):
     store = _open_store(settings)
-    preflight.check_cpu_worker(settings, store)
+    input_maps = preflight.check_cpu_worker(settings, store)
     seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
@@ -632,6 +632,7 @@ def run_cpu_worker(settings: Settings, concurrency: int | None = None, loglevel:
         raise
     app = create_app(settings)
     app.cuzk_identity = pipeline.WorkerIdentity(worker_id, WorkerRole.CPU.value, "cpu")
+    app.cuzk_input_maps = input_maps  # what its submit checks inline inputs against
     consuming = consume_recording_channel(app)
     _init_child(app)
     heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.CPU, seal),
