@@ -48,8 +48,10 @@ class Client:
         return self._ctx.store
 
     def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
-               deadline_s=None) -> str:
-        """Queue a job of one partition per entry; returns its id (idempotent on request_id).
+               deadline_s=None, details=False):
+        """Queue a job of one partition per entry; returns its id (idempotent on request_id)
+        -- with ``details``, ``{"job_id", "eta"}``: its estimate (``eta_s``, ``eta_at``,
+        ``position``, ``devices``; None before its circuit's first finished partition).
 
         Each partition is ``{"input": {...}}`` (by value, up to max_inline_input_bytes),
         ``{"input_ref": "/shared/input.json"}`` or ``{"witness_ref": "/shared/w.wtns"}``:
@@ -60,12 +62,16 @@ class Client:
         ``on_done={"task": NAME, "queue": QUEUE}``: Celery task NAME is sent once to QUEUE
         when the job ends, with kwargs ``job_id``, ``state`` and ``proofs`` or ``error``.
         ``deadline_s``: the job fails "deadline exceeded (...)" this many seconds after submit
-        (default: the circuit's ``deadline_s`` in the registry, else none).
+        (default: the circuit's ``deadline_s`` in the registry, else none); one shorter than
+        the job's estimate is refused (DeadlineRefused), nothing created.
         """
+        if not isinstance(details, bool):
+            raise CuzkError(f"details: expected True or False, got {details!r:.40}")
         if circuit in self.settings.circuits and self._holds_stage_key():
-            return pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
-                                       request_id=request_id, on_done=on_done,
-                                       deadline_s=deadline_s)
+            job_id = pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
+                                         request_id=request_id, on_done=on_done,
+                                         deadline_s=deadline_s)
+            return pipeline.submitted(self._ctx, job_id) if details else job_id
         # the fields a worker checks and the job size limits, here too: a refused job never
         # travels to a worker, and a bad field is this call's error at once
         circuit = request_checks.check_circuit(circuit)
@@ -78,6 +84,8 @@ class Client:
             kwargs["on_done"] = pipeline.check_on_done(on_done, self.settings)
         if deadline_s is not None:
             kwargs["deadline_s"] = pipeline.check_deadline(deadline_s)
+        if details:
+            kwargs["details"] = True
         self._require_cpu_worker(circuit)
         reply = self.app.send_task(TASK_SUBMIT, kwargs=kwargs, queue=self.settings.cpu_queue)
         try:

@@ -68,6 +68,24 @@ class IdentityHeldError(ConfigError):
         super().__init__(message)
 
 
+class DeadlineRefused(CuzkError):
+    """A submit whose ``deadline_s`` is shorter than its estimate: refused, nothing created.
+    Made by :meth:`of`, whose ``eta_s`` (seconds from submit), ``ahead`` (partitions ahead of
+    it) and ``devices`` (live devices serving its circuit) it keeps; one message argument
+    otherwise (as Celery rebuilds it for a by-name caller)."""
+
+    eta_s = ahead = devices = None
+
+    @classmethod
+    def of(cls, eta_s: float, ahead: int, devices: int, deadline_s: float | None = None):
+        need = f"{deadline_s:g} s cannot be met: " if deadline_s is not None else ""
+        exc = cls(f"deadline_s: {need}the job would be done in about {eta_s:.1f} s ({ahead} "
+                  f"partition(s) ahead of it on {devices} device(s) serving its circuit); "
+                  "nothing was created")
+        exc.eta_s, exc.ahead, exc.devices = eta_s, ahead, devices
+        return exc
+
+
 class StateError(CuzkError):
     """The Redis state store was misused or misconfigured.
 

@@ -347,6 +347,7 @@ WEB_MAY_TAKE = {
 }
 #: The StateStore methods the web app calls: reads, all of them (it writes nothing).
 WEB_STORE_READS = {"from_url", "ping", "get_job", "job_status", "get_result", "collect_result",
+                   "eta_errors",
                    "events"}
 #: What reaches Redis beside the store's methods: the web app never touches any of it.
 STORE_INSIDES = {"redis", "keys", "script", "common_args", "Keys"}

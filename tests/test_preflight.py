@@ -189,6 +189,6 @@ def test_a_check_child_that_dies_is_reported():
 def test_the_cpu_workers_check_returns_each_circuits_input_map(tmp_path):
     settings = load_settings(env={"CUZK_CONFIG": str(write_circuits_toml(tmp_path / "c.toml", {
         "mulchain": ("m", FIX / "mulchain"), "poseidon": ("p", FIX / "poseidon")}))})
-    maps = preflight.check_circuits(settings, witness=True)
+    maps = preflight.check_circuits(settings, witness=True)["input_maps"]
     assert maps["mulchain"] == {"a": 1, "b": 1}
     assert set(maps["poseidon"]) == set(json.loads((FIX / "poseidon" / "input.json").read_text()))

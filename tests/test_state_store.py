@@ -199,7 +199,7 @@ def test_every_key_is_under_the_prefix_and_named_by_keys(store):
     expected = {k.job("j1"), k.part("j1", 0), k.part("j1", 1), k.jobs_recent(), k.request("req"),
                 k.result("j1"), k.workers(), k.worker(w), k.hb(w), k.counters(), k.completions(),
                 k.failures(), k.events(), k.phase_histograms(), k.outbox(), k.outbox_due(),
-                k.outbox_seq()}
+                k.outbox_seq(), k.estimates("c")}
     assert names == expected
 
 
@@ -1612,7 +1612,7 @@ def test_the_status_document_carries_only_the_public_fields(store):
     assert store.get_partition("j1", 0)["token"] == token
 
     status = store.job_status("j1")
-    assert set(status) - {"partitions", "page", "counts"} <= set(reads.PUBLIC_JOB_FIELDS)
+    assert set(status) - {"partitions", "page", "counts", "eta"} <= set(reads.PUBLIC_JOB_FIELDS)
     assert not NEVER_PUBLIC & set(status)
     assert (status["id"], status["request_id"], status["state"]) == ("j1", "r1", "running")
     for p in status["partitions"]:

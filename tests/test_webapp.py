@@ -271,6 +271,34 @@ def test_metrics(store):
         assert f'cuzk_worker_up{{host="h",role="device",worker="{w}"}} 1.0' in t
 
 
+def test_the_estimates_learn_from_finished_partitions_and_metrics_say_how_far_they_were(store):
+    """finalize_end moves the circuit's estimates (per device kind too); the next job of the
+    circuit gets an ETA at submit; once done, /metrics reports |actual - ETA| / actual."""
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    w = device(store, backend="cpu")
+    job(store, "first", n=1)
+    store.prove_end(w, start(store, w, "first", 0), PartitionRun("first", 0, 0), 120.0)
+    store.finalize_end(PartitionRun("first", 0, 0), 30.0, {}, [])
+    est = store.redis.hgetall(store.keys.estimates("mulchain"))
+    assert {k: float(v) for k, v in est.items()} == {
+        "synth_ms": 12.0, "prove_ms": 120.0, "prove_ms:cpu": 120.0, "finalize_ms": 30.0}
+    text = c.get("/metrics").get_data(as_text=True)
+    assert "cuzk_eta_jobs 0.0" in text  # the first job had no estimate to be told
+    job(store, "second", n=1)
+    assert store.get_job("second")["eta_s"] == pytest.approx((12 + 120 + 30) / 1000)
+    store.prove_end(w, start(store, w, "second", 0), PartitionRun("second", 0, 0), 220.0)
+    store.finalize_end(PartitionRun("second", 0, 0), 30.0, {}, [])
+    assert float(store.redis.hget(store.keys.estimates("mulchain"), "prove_ms")) == \
+        pytest.approx(120 + 0.3 * (220 - 120))  # a moving average, the newest weighing 0.3
+    (error,) = store.eta_errors()
+    assert error["circuit"] == "mulchain" and error["eta_s"] == pytest.approx(0.162)
+    text = c.get("/metrics").get_data(as_text=True)
+    assert "cuzk_eta_jobs 1.0" in text
+    ratio = abs(error["actual_s"] - error["eta_s"]) / error["actual_s"]
+    assert f'cuzk_eta_error_ratio{{quantile="0.5"}} {ratio!r}' in text, text
+
+
 def test_worker_up_gauge_goes_to_zero_when_the_heartbeat_expires(store):
     app = make_app(store)  # default cache: heartbeat expiry must invalidate it
     c = app.test_client()

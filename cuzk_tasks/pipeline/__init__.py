@@ -30,9 +30,10 @@ from .context import Context, RunSlot, WorkerIdentity, context, ref_path
 from .finalize import finalize
 from .prove import prove, publish_device_memory
 from .reads import job_result, job_status
-from .submit import check_deadline, check_on_done, normalize_partitions, submit_job
+from .submit import check_deadline, check_on_done, normalize_partitions, submit_job, submitted
 from .synthesize import synthesize
 
-__all__ = ["Context", "RunSlot", "WorkerIdentity", "context", "ref_path", "submit_job", "normalize_partitions",
+__all__ = ["Context", "RunSlot", "WorkerIdentity", "context", "ref_path", "submit_job", "submitted",
+           "normalize_partitions",
            "check_on_done", "check_deadline", "synthesize", "prove", "publish_device_memory",
            "finalize", "job_status", "job_result", "cancel_job", "CANCEL_REASON"]

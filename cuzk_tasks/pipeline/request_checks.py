@@ -116,6 +116,8 @@ def _check_shallow(task: str, arguments: dict) -> None:
         if deadline is not None and (isinstance(deadline, bool)
                                      or not isinstance(deadline, (int, float))):
             raise CuzkError(f"deadline_s: expected seconds > 0 (or none), got {_kind(deadline)}")
+        if not isinstance(arguments.get("details", False), bool):
+            raise CuzkError(f"details: expected true or false, got {_kind(arguments['details'])}")
     elif task in (TASK_STATUS, TASK_RESULT, TASK_CANCEL):
         check_job_id(arguments.get("job_id"))
     if task == TASK_CANCEL:

@@ -9,7 +9,7 @@ import os
 import re
 import uuid
 
-from ..errors import CuzkError
+from ..errors import CuzkError, DeadlineRefused
 from ..service import queues
 from ..state import PartitionRun, serves
 from . import request_checks
@@ -281,13 +281,23 @@ def submit_job(ctx: Context, circuit, partitions, priority=None, request_id=None
     late = (on_done, ctx.messages.on_done(on_done)) if on_done else None
     # job_window: the store sends that many synthesize messages now and holds the rest,
     # released one per finished partition, so a big job does not starve the jobs after it
-    job_id, created = ctx.store.create_job(job_id, circuit, spec.kind, priority, request_id, parts,
-                                           messages=messages, on_done=late,
-                                           deadline_s=deadline_s,
-                                           window=ctx.settings.job_window,
-                                           request_digest=digest)
+    try:
+        job_id, created = ctx.store.create_job(job_id, circuit, spec.kind, priority, request_id,
+                                               parts, messages=messages, on_done=late,
+                                               deadline_s=deadline_s,
+                                               window=ctx.settings.job_window,
+                                               request_digest=digest)
+    except DeadlineRefused as exc:  # decided with the enqueue: its estimate exceeds it
+        raise DeadlineRefused.of(exc.eta_s, exc.ahead, exc.devices, deadline_s) from None
     if not created:
         log.info("request %s already submitted as job %s", request_id, job_id)
         return job_id
     log.info("job %s: %s x%d queued (priority %d)", job_id, circuit, len(parts), priority)
     return job_id
+
+
+def submitted(ctx: Context, job_id) -> dict:
+    """What a submit with ``details`` answers: ``{"job_id", "eta"}``, ``eta`` the job's
+    estimate now (``StateStore.job_estimate``: ``eta_s``, ``eta_at``, ``position``,
+    ``devices``) or None when nothing can be said yet."""
+    return {"job_id": job_id, "eta": ctx.store.job_estimate(job_id)}

@@ -56,15 +56,16 @@ def _checked(settings: Settings, witness: bool, backend: str | None) -> dict:
             continue
         if input_map is not None:
             input_maps[spec.name] = input_map
+    started = None
     if backend is not None:
         # lazy: the backend loads numpy and the native core, or CuPy and CUDA
         from ..groth16.backends.select import get_backend
 
         try:
-            get_backend(backend)
+            started = get_backend(backend).name
         except Exception as exc:  # noqa: BLE001 - whatever stops it, said in one line
             problems.append(f"backend {backend}: {exc}")
-    return {"problems": problems, "input_maps": input_maps}
+    return {"problems": problems, "input_maps": input_maps, "backend": started}
 
 
 def in_child(fn):
@@ -97,12 +98,13 @@ def check_circuits(settings: Settings, witness: bool, backend: str | None = None
     """ConfigError, one line naming each circuit at fault, unless every configured
     circuit's files belong together (:func:`~cuzk_tasks.pipeline.circuit_files.check_circuit`;
     ``witness``: its witness generator too) and, given ``backend``, that backend starts --
-    both checked in a child process (:func:`in_child`).  Returns the input maps found
-    (``{circuit: {signal: number of values}}``)."""
+    both checked in a child process (:func:`in_child`).  Returns ``{"input_maps": {circuit:
+    {signal: number of values}}, "backend": the backend's name ("cpu", "gpu"; None when none
+    was asked for)}``."""
     checked = in_child(lambda: _checked(settings, witness, backend))
     if checked["problems"]:
         raise ConfigError("; ".join(checked["problems"]))
-    return checked.get("input_maps", {})
+    return checked
 
 
 def check_cpu_worker(settings: Settings, store) -> dict:
@@ -114,11 +116,12 @@ def check_cpu_worker(settings: Settings, store) -> dict:
     check_writable_dir(settings.spool_dir, "spool_dir", "CUZK_SPOOL_DIR")
     if settings.results_dir:
         check_writable_dir(settings.results_dir, "results_dir", "CUZK_RESULTS_DIR")
-    return check_circuits(settings, witness=True)
+    return check_circuits(settings, witness=True)["input_maps"]
 
 
-def check_device_worker(settings: Settings, store, backend: str) -> None:
+def check_device_worker(settings: Settings, store, backend: str) -> str:
     """A device worker's checks: Redis keeps every key (it reads the spool, writes nothing
-    there); each circuit's zkey reads; its compute ``backend`` starts."""
+    there); each circuit's zkey reads; its compute ``backend`` starts.  Returns the name of
+    the backend that started (``auto`` resolved), which the worker advertises."""
     check_no_eviction(settings, store)
-    check_circuits(settings, witness=False, backend=backend)
+    return check_circuits(settings, witness=False, backend=backend)["backend"]

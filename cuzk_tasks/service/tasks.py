@@ -48,15 +48,18 @@ def _redelivered(request) -> bool:
 
 @shared_task(name=TASK_SUBMIT, bind=True, ignore_result=False, **SAFE)
 def submit(self, circuit, partitions, priority=None, request_id=None, on_done=None,
-           deadline_s=None):
-    """Create a job by name; returns its id.  Idempotent on ``request_id``, which defaults
-    to ``celery:<this request's task id>``: a submit delivered again because its worker died
-    (cuzk_tasks/recovery/request_leases.py) returns the job it created, never a second one."""
+           deadline_s=None, details=False):
+    """Create a job by name; returns its id -- with ``details``, ``{"job_id", "eta"}``
+    (``pipeline.submitted``: its estimate, or null).  Idempotent on ``request_id``, which
+    defaults to ``celery:<this request's task id>``: a submit delivered again because its
+    worker died (cuzk_tasks/recovery/request_leases.py) returns the job it created, never a
+    second one."""
     if request_id is None and self.request.id:
         request_id = f"celery:{self.request.id}"
-    return pipeline.submit_job(pipeline.context(self.app), circuit, partitions,
-                               priority=priority, request_id=request_id, on_done=on_done,
-                               deadline_s=deadline_s)
+    ctx = pipeline.context(self.app)
+    job_id = pipeline.submit_job(ctx, circuit, partitions, priority=priority,
+                                 request_id=request_id, on_done=on_done, deadline_s=deadline_s)
+    return pipeline.submitted(ctx, job_id) if details else job_id
 
 
 @shared_task(name=TASK_STATUS, bind=True, ignore_result=False, **SAFE)

@@ -555,13 +555,18 @@ def stage_seal(settings: Settings, store) -> StageSeal:
     return seal
 
 
-def advertised(settings: Settings, role: WorkerRole, seal: StageSeal) -> dict:
+def advertised(settings: Settings, role: WorkerRole, seal: StageSeal,
+               backend: str | None = None) -> dict:
     """What a worker's heartbeats advertise for placement (_lib.lua ``live_devices``): the
     circuits its registry serves (a JSON list of names) and, for a CPU worker with host-affine
-    stages, its host's CPU queue (``host_queue``), which it consumes; and its stage key's id,
-    for the next worker's :func:`stage_seal`."""
+    stages, its host's CPU queue (``host_queue``), which it consumes; its stage key's id, for
+    the next worker's :func:`stage_seal`; a device worker's ``backend`` ("cpu", "gpu"): its
+    kind, which the estimates are kept per (_lib.lua ``observe_estimates``) and the status
+    page shows."""
     fields = {"pid": os.getpid(), "circuits": json.dumps(sorted(settings.circuits)),
               "stage_key_id": seal.key_id}
+    if backend:
+        fields["backend"] = backend
     if role == WorkerRole.CPU and settings.host_affine:
         fields["host_queue"] = settings.host_cpu_queue()
     return fields
@@ -570,7 +575,7 @@ def advertised(settings: Settings, role: WorkerRole, seal: StageSeal) -> dict:
 def run_device_worker(settings: Settings, device: int, backend: str = "auto",
                       loglevel: str = "INFO"):
     store = _open_store(settings)
-    preflight.check_device_worker(settings, store, backend)
+    started = preflight.check_device_worker(settings, store, backend)
     seal = stage_seal(settings, store)
     settings, slot = claim_host_name(settings, store)
     host = settings.hostname
@@ -593,7 +598,7 @@ def run_device_worker(settings: Settings, device: int, backend: str = "auto",
     consuming = consume_recording_channel(app)
     _init_child(app)
     probe = nvml_probe(device) if backend != "cpu" else None
-    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE, seal),
+    heartbeat = Heartbeat(store, worker_id, settings, extra=advertised(settings, WorkerRole.DEVICE, seal, started),
                           extra_fn=probe, slot=slot,
                           holding_fn=lambda: held_messages(consuming),
                           registration=registration, holder=holder, on_lost=_stop_this_worker,

@@ -214,6 +214,17 @@ class Keys:
         over by another once it lapses."""
         return f"{self.prefix}:sweeper"
 
+    def estimates(self, circuit: str) -> str:
+        """hash: the circuit's stage-time estimates in ms, exponentially weighted means of its
+        finished partitions (finalize_end): synth_ms, finalize_ms, prove_ms (any device) and
+        prove_ms:<backend> (per device kind); what ETAs and deadline admission use."""
+        return f"{self.prefix}:estimates:{circuit}"
+
+    def eta_errors(self) -> str:
+        """list: one JSON object per done job that had an ETA (circuit, eta_s, actual_s: from
+        submit), newest first, capped at 1000 (_lib.lua ETA_ERRORS_KEPT): /metrics."""
+        return f"{self.prefix}:eta_errors"
+
     def outbox_relay(self) -> str:
         """list: the outbox entries a device's pool process hands on instead of publishing
         them itself, each ``"id time entry"``, pushed by the step that adds them

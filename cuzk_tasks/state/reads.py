@@ -36,7 +36,7 @@ PUBLIC_PARTITION_FIELDS = tuple(f for f in PARTITION_FIELDS if f not in PRIVATE_
 PUBLIC_JOB_FIELDS = (
     "id", "kind", "circuit", "curve", "priority", "state", "request_id", "submitted_at",
     "started_at", "finished_at", "n_partitions", "n_done", "n_failed", "error", "deadline_s",
-    "deadline_at", "on_done", "on_done_sent_at", "on_done_error",
+    "deadline_at", "on_done", "on_done_sent_at", "on_done_error", "eta_s", "eta_at", "position",
 )
 PHASES = ("synth_ms", "prove_ms", "finalize_ms")
 #: upper bounds (ms) of the phase histograms' buckets, +Inf implied: the list

@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 
-from ..errors import StateError
+from ..errors import DeadlineRefused, StateError
 from ..settings import defaults, redis_url
 from . import reads
 from .codec import as_list, decode, decode_value, worker_record
@@ -59,6 +59,7 @@ SCRIPTS = (
     "stage_partitions", "recover_stage", "expire_deadlines", "reject_request", "trim_callbacks",
     "create_parts", "create_commit", "reap_jobs", "reap_creating",
     "synth_retry", "outbox_claim", "outbox_done", "claim_sweep", "finalize_due",
+    "estimate_job",
 )
 
 #: First element of a script reply that carries the outbox entries the script added
@@ -427,9 +428,14 @@ def _partition_args(partitions, first):
     return args
 
 
-def _check_request_conflict(request_id, job_id, status) -> None:
+def _check_request_conflict(request_id, job_id, status, reply=()) -> None:
     """StateError when a create script answered -2: ``request_id`` names ``job_id``, a job of
-    other content (_lib.lua ``request_job``).  The error does not name ``job_id``."""
+    other content (_lib.lua ``request_job``; the error does not name ``job_id``), or -3: the
+    job's deadline is shorter than its estimate (``reply``: the rest of the answer, eta_s,
+    partitions ahead, devices); nothing was created."""
+    if int(status) == -3:
+        eta_s, ahead, devices = reply
+        raise DeadlineRefused.of(float(eta_s), int(ahead), int(devices))
     if int(status) == -2:
         # the other job's id is not named: a request id is no key to another's job (issue 48)
         raise StateError(f"request_id {request_id!r} is already in use with other content "
@@ -749,9 +755,9 @@ class StateStore:
         if n <= self.chunk:
             named = {**head, "n_messages": len(messages), "release": release, "window": window,
                      **done, "deadline_s": deadline_arg}
-            got, created = self._run("create_job", keys, _named(named)
-                                     + _partition_args(partitions, 0) + messages)
-            _check_request_conflict(request_id, got, created)
+            got, created, *rest = self._run("create_job", keys, _named(named)
+                                            + _partition_args(partitions, 0) + messages)
+            _check_request_conflict(request_id, got, created, rest)
             return got, bool(created)
         for first in range(0, n, self.chunk):
             part = partitions[first:first + self.chunk]
@@ -765,10 +771,10 @@ class StateStore:
             if int(status) < 0:
                 raise StateError(f"job {job_id}: its creation was discarded while it was written "
                                  f"(partitions from {first}); submit it again")
-        got, created = self._run("create_commit", keys, {
+        got, created, *rest = self._run("create_commit", keys, {
             "job": job_id, "request": request_id, "release": release, "window": window, **done,
             "deadline_s": deadline_arg, "digest": request_digest or ""})
-        _check_request_conflict(request_id, got, created)
+        _check_request_conflict(request_id, got, created, rest)
         if int(created) < 0:
             raise StateError(f"job {job_id}: its creation was discarded before it was "
                              "complete; submit it again")
@@ -1235,7 +1241,28 @@ class StateStore:
             if state:
                 counts[state] = counts.get(state, 0) + 1
         job["counts"] = counts
+        if job.get("state") in (JobState.PENDING.value, JobState.RUNNING.value):
+            job["eta"] = self.job_estimate(job_id)
         return job
+
+    def job_estimate(self, job_id) -> dict | None:
+        """A live job's estimate now: ``{"eta_s"`` (seconds from now), ``"eta_at"`` (epoch
+        seconds), ``"position"`` (partitions ahead of it), ``"devices"`` (live devices serving
+        its circuit)``}``; None when it is not pending or running, or nothing can be said
+        (no finished partition of its circuit yet, no live device).  The model:
+        docs/architecture.md, "Estimates"."""
+        got = self._run("estimate_job", [self.keys.job(job_id)], [job_id])
+        if not got:
+            return None
+        eta_s, ahead, devices = float(got[0]), int(got[1]), int(got[2])
+        now = self.redis.time()
+        return {"eta_s": round(eta_s, 3), "eta_at": round(now[0] + now[1] / 1e6 + eta_s, 3),
+                "position": ahead, "devices": devices}
+
+    def eta_errors(self, limit: int = 1000) -> list[dict]:
+        """The newest ``limit`` done jobs that had an ETA: ``{"circuit", "eta_s", "actual_s"}``
+        (seconds from submit), newest first."""
+        return [json.loads(x) for x in self.redis.lrange(self.keys.eta_errors(), 0, limit - 1)]
 
     # --- workers ----------------------------------------------------------------------
 

@@ -105,6 +105,24 @@ def gauge_families(status):
     yield thr
 
 
+def eta_families(errors):
+    """How far the ETAs told at submit were from what the jobs took, over the last done jobs
+    that had one (``StateStore.eta_errors``): |actual - ETA| / actual at the median and p90,
+    and how many jobs that is."""
+    ratios = sorted(abs(e["actual_s"] - e["eta_s"]) / e["actual_s"]
+                    for e in errors if e.get("actual_s", 0) > 0)
+    g = GaugeMetricFamily("cuzk_eta_error_ratio",
+                          "|actual - ETA| / actual of the last done jobs that had an ETA",
+                          labels=["quantile"])
+    if ratios:
+        for q in (0.5, 0.9):
+            g.add_metric([str(q)], ratios[min(len(ratios) - 1, int(q * len(ratios)))])
+    yield g
+    n = GaugeMetricFamily("cuzk_eta_jobs", "Done jobs the ETA error ratio is over")
+    n.add_metric([], len(ratios))
+    yield n
+
+
 class StatusCollector:
     def __init__(self, reader, store):
         self.reader = reader
@@ -115,6 +133,7 @@ class StatusCollector:
         yield from counter_families(status["counters"])
         yield histogram_family(self.store)
         yield from gauge_families(status)
+        yield from eta_families(self.store.eta_errors())
 
 
 def make_registry(reader, store) -> CollectorRegistry:

@@ -76,6 +76,8 @@ function K.outbox() return P .. ':outbox' end
 function K.outbox_due() return P .. ':outbox:due' end
 function K.outbox_seq() return P .. ':outbox:seq' end
 function K.outbox_relay() return P .. ':outbox:relay' end
+function K.estimates(c) return P .. ':estimates:' .. c end
+function K.eta_errors() return P .. ':eta_errors' end
 
 local function member(j, i) return j .. ':' .. i end
 
@@ -313,6 +315,18 @@ local function expire_job(job)
   redis.call('ZREMRANGEBYSCORE', K.jobs_recent(), '-inf', '(' .. tostring(NOW - RETENTION_S))
 end
 
+local ETA_ERRORS_KEPT = 1000
+-- a done job that had an ETA: its estimate against what it took, for /metrics
+local function observe_eta(job)
+  local j = redis.call('HMGET', K.job(job), 'eta_s', 'submitted_at', 'circuit')
+  local eta, at = tonumber(j[1] or ''), tonumber(j[2] or '')
+  if eta and at then
+    redis.call('LPUSH', K.eta_errors(), cjson.encode({circuit = j[3], eta_s = eta,
+      actual_s = NOW - at}))
+    redis.call('LTRIM', K.eta_errors(), 0, ETA_ERRORS_KEPT - 1)
+  end
+end
+
 -- a job reaches a terminal state: indexes, counters, its on_done callback.  THE one end of
 -- a job (done, failed, cancelled; a future deadline too): callers check the job is live.
 -- `proofs`: for a done job, the proofs list as JSON text (store_result).
@@ -331,6 +345,7 @@ local function finish_job(job, state, err, proofs)
   redis.call('DEL', K.held(job))
   redis.call('HINCRBY', K.counters(), 'jobs_' .. state .. ':' .. kind, 1)
   emit('job_' .. state, 'job', job, 'error', err)
+  if state == 'done' then observe_eta(job) end
   send_on_done(job, state, err, proofs)
   expire_job(job)
 end
@@ -567,6 +582,89 @@ local function observe_phases(partkey)
       redis.call('HINCRBYFLOAT', K.histograms(), phase .. ':sum', ms)
       redis.call('HINCRBY', K.histograms(), phase .. ':count', 1)
     end
+  end
+end
+
+-- ---- estimates: each job's ETA and position, its deadline's admission ----
+-- A finished partition's stage durations move its circuit's estimates (K.estimates),
+-- exponentially weighted means giving the newest sample ESTIMATE_WEIGHT: synth_ms,
+-- finalize_ms, and prove_ms per device kind (the backend its device advertises:
+-- prove_ms:cpu, prove_ms:gpu) and of any kind (prove_ms).
+local ESTIMATE_WEIGHT = 0.3
+local function observe_estimates(circuit, partkey, worker)
+  local key = K.estimates(circuit)
+  local v = redis.call('HMGET', partkey, 'synth_ms', 'prove_ms', 'finalize_ms')
+  local kind = not blank(worker) and redis.call('HGET', K.worker(worker), 'backend') or nil
+  local fields = {synth_ms = v[1], finalize_ms = v[3], prove_ms = v[2]}
+  if not blank(kind) then fields['prove_ms:' .. kind] = v[2] end
+  for field, text in pairs(fields) do
+    local ms, old = tonumber(text), tonumber(redis.call('HGET', key, field) or '')
+    if ms then
+      redis.call('HSET', key, field, string.format('%.3f', old and old + ESTIMATE_WEIGHT * (ms - old) or ms))
+    end
+  end
+end
+
+-- The estimate of a job of `circuit` at priority `prio` with `remaining` partitions to
+-- prove, entered the active jobs at `since` (NOW for a new one), as the devices now live
+-- would finish it: the partitions of the jobs ahead of it (a better kombu priority step --
+-- 0, 3, 6, 9 -- or the same step and entered earlier) at their circuits' rates, then its own
+-- in rounds over its circuit's devices, plus one synthesize and one finalize.  A device
+-- proves at 1 / prove_ms of its kind (of any kind when its kind has no sample yet).
+-- Returns eta_ms, partitions ahead, devices; nil when the circuit has no estimate or no
+-- live device (then nothing is said: no ETA, no refusal).
+local RATES = {}
+local function prove_rate(circuit)
+  if RATES[circuit] == nil then
+    local est = redis.call('HGETALL', K.estimates(circuit))
+    local f = {}
+    for i = 1, #est, 2 do f[est[i]] = tonumber(est[i + 1]) end
+    local rate, n = 0, 0
+    for _, d in ipairs(live_devices(circuit)) do
+      local ms = f['prove_ms:' .. (redis.call('HGET', K.worker(d[1]), 'backend') or '')]
+        or f['prove_ms']
+      if ms then rate = rate + 1 / math.max(ms, 0.001); n = n + 1 end
+    end
+    RATES[circuit] = n > 0 and {rate, n, f['synth_ms'] or 0, f['finalize_ms'] or 0} or false
+  end
+  return RATES[circuit] or nil
+end
+local function prio_step(prio)
+  local p = tonumber(prio) or 0
+  return p >= 9 and 9 or p >= 6 and 6 or p >= 3 and 3 or 0
+end
+local function estimate(circuit, prio, remaining, since, self_job)
+  local own = prove_rate(circuit)
+  if not own then return nil end
+  local step, ahead_ms, ahead = prio_step(prio), 0, 0
+  local active = redis.call('ZRANGE', K.jobs_active(), 0, -1, 'WITHSCORES')
+  for i = 1, #active, 2 do
+    local other, at = active[i], tonumber(active[i + 1])
+    if other ~= self_job then
+      local j = redis.call('HMGET', K.job(other), 'priority', 'circuit', 'n_partitions', 'n_done',
+        'n_failed')
+      local s = prio_step(j[1])
+      if s < step or (s == step and at < since) then
+        local left = (tonumber(j[3]) or 0) - (tonumber(j[4]) or 0) - (tonumber(j[5]) or 0)
+        if left > 0 then
+          local r = prove_rate(j[2]) or own
+          ahead_ms = ahead_ms + left / r[1]
+          ahead = ahead + left
+        end
+      end
+    end
+  end
+  local devices = own[2]
+  local own_ms = math.ceil(remaining / devices) * devices / own[1]
+  return ahead_ms + own_ms + own[3] + own[4], ahead, devices
+end
+
+-- The ETA a new job's submit is told and that its job keeps (eta_s from submit, eta_at,
+-- position: partitions ahead), or nil: see estimate.
+local function record_eta(job, eta_ms, ahead)
+  if eta_ms then
+    redis.call('HSET', K.job(job), 'eta_s', string.format('%.3f', eta_ms / 1000),
+      'eta_at', string.format('%.6f', NOW + eta_ms / 1000), 'position', ahead)
   end
 end
 

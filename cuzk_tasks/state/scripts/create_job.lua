@@ -13,7 +13,9 @@
 -- witness_ref), then the m outbox entries (cuzk_tasks/service/messages.py), in partition
 -- order -- sent only when the job is created, so the job and its first tasks appear
 -- together.  Partition keys are built from the prefix.  Returns {job_id, created 0|1}, or
--- {job_id, -2}: the request id names a job of other content (nothing is created).
+-- {job_id, -2}: the request id names a job of other content (nothing is created), or
+-- {job_id, -3, eta_s, partitions ahead, devices}: its deadline_s is shorter than its
+-- estimate (_lib.lua estimate; nothing is created).  A created job keeps its ETA.
 local ARGS = named_args()
 local job, req, n = ARGS.job, ARGS.request, tonumber(ARGS.n)
 if req ~= '' then
@@ -21,6 +23,11 @@ if req ~= '' then
   if existing then return existing end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
+local eta_ms, ahead, devices = estimate(ARGS.circuit, ARGS.priority, n, NOW, job)
+local deadline = tonumber(ARGS.deadline_s)
+if eta_ms and deadline and eta_ms > deadline * 1000 then
+  return {job, -3, string.format('%.3f', eta_ms / 1000), ahead, devices}
+end
 begin_job(job, ARGS.circuit, ARGS.kind, ARGS.priority, req, n, 'creating')
 keep_request_digest(KEYS[1], req, ARGS.digest)
 local data = data_base()
@@ -29,4 +36,5 @@ local m = tonumber(ARGS.n_messages)
 hold_messages(job, data + 3 * n, m)
 activate_job(job, req, m > 0 and ARGS.release or '', ARGS.window, ARGS.on_done,
   ARGS.on_done_message, ARGS.deadline_s)
+record_eta(job, eta_ms, ahead)
 return {job, 1}

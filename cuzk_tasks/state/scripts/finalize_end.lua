@@ -13,7 +13,7 @@
 -- Returns {ok 0|1, job_complete 0|1, reason}.
 local ARGS = named_args()
 local job, idx, attempt = ARGS.job, ARGS.idx, ARGS.attempt
-local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions')
+local j = redis.call('HMGET', KEYS[1], 'state', 'kind', 'n_partitions', 'circuit')
 if not j[1] then return {0, 0, 'unknown'} end
 if j[1] ~= 'running' then return {0, 0, 'job_' .. j[1]} end
 if deadline_passed(job) then return {0, 0, 'deadline'} end  -- a late proof is worthless
@@ -35,6 +35,7 @@ local kind = j[2] or ''
 local n_done = redis.call('HINCRBY', KEYS[1], 'n_done', 1)
 redis.call('HINCRBY', K.counters(), 'completed:' .. kind, 1)
 observe_phases(KEYS[2])
+observe_estimates(j[4] or '', KEYS[2], p[3])
 redis.call('ZADD', K.completions(), NOW_S, member(job, idx) .. ':' .. attempt)
 redis.call('ZREMRANGEBYSCORE', K.completions(), '-inf', '(' .. tostring(NOW - COMPLETIONS_KEPT_S))
 emit('partition_done', 'job', job, 'idx', idx, 'attempt', attempt, 'finalize_ms', ARGS.finalize_ms)
