@@ -659,6 +659,15 @@ local function estimate(circuit, prio, remaining, since, self_job)
   return ahead_ms + own_ms + own[3] + own[4], ahead, devices
 end
 
+-- A deadline is refused only when even an estimate ADMIT_FRACTION of the ETA would miss it:
+-- the estimates err (bench/eta.py measures by how much), and a job that would have made its
+-- deadline must not be turned away.  A deadline between the two is admitted and may expire.
+local ADMIT_FRACTION = 0.75
+local function misses(eta_ms, deadline_text)
+  local deadline = tonumber(deadline_text)
+  return eta_ms ~= nil and deadline ~= nil and eta_ms * ADMIT_FRACTION > deadline * 1000
+end
+
 -- The ETA a new job's submit is told and that its job keeps (eta_s from submit, eta_at,
 -- position: partitions ahead), or nil: see estimate.
 local function record_eta(job, eta_ms, ahead)

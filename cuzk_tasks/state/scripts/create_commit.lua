@@ -27,8 +27,7 @@ if req ~= '' then
 end
 if tonumber(j[2]) ~= tonumber(j[3]) then return {job, -1} end
 local eta_ms, ahead, devices = estimate(j[5], j[6], tonumber(j[3]), NOW, job)
-local deadline = tonumber(ARGS.deadline_s)
-if eta_ms and deadline and eta_ms > deadline * 1000 then
+if misses(eta_ms, ARGS.deadline_s) then
   redis.call('HSET', KEYS[1], 'discard', 1)
   redis.call('ZADD', K.jobs_creating(), 0, job)
   return {job, -3, string.format('%.3f', eta_ms / 1000), ahead, devices}

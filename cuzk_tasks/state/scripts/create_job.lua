@@ -15,7 +15,7 @@
 -- together.  Partition keys are built from the prefix.  Returns {job_id, created 0|1}, or
 -- {job_id, -2}: the request id names a job of other content (nothing is created), or
 -- {job_id, -3, eta_s, partitions ahead, devices}: its deadline_s is shorter than its
--- estimate (_lib.lua estimate; nothing is created).  A created job keeps its ETA.
+-- estimate allows (_lib.lua estimate, misses; nothing is created).  A created job keeps its ETA.
 local ARGS = named_args()
 local job, req, n = ARGS.job, ARGS.request, tonumber(ARGS.n)
 if req ~= '' then
@@ -24,8 +24,7 @@ if req ~= '' then
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {job, 0} end
 local eta_ms, ahead, devices = estimate(ARGS.circuit, ARGS.priority, n, NOW, job)
-local deadline = tonumber(ARGS.deadline_s)
-if eta_ms and deadline and eta_ms > deadline * 1000 then
+if misses(eta_ms, ARGS.deadline_s) then
   return {job, -3, string.format('%.3f', eta_ms / 1000), ahead, devices}
 end
 begin_job(job, ARGS.circuit, ARGS.kind, ARGS.priority, req, n, 'creating')
