@@ -299,6 +299,27 @@ def test_the_estimates_learn_from_finished_partitions_and_metrics_say_how_far_th
     assert f'cuzk_eta_error_ratio{{quantile="0.5"}} {ratio!r}' in text, text
 
 
+def test_devices_name_their_backend_and_cpu_workers_what_they_hold(store):
+    """Issue 49 item 9: a device card says which backend proves (a CPU-backend device is no
+    GPU); a CPU worker's row what it holds, running or reserved; both in /metrics."""
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    dev = device(store, backend="cpu")
+    cpu = "h:cpu:7"
+    store.register_worker(cpu, "cpu", "h", queue="cuzk.cpu")
+    store.heartbeat(cpu, 30, holding=[PartitionRun("j", 0, 0), PartitionRun("j", 1, 0)],
+                    holding_requests=["task-1"])
+    workers = {w["id"]: w for w in status(c)["workers"]}
+    assert workers[dev]["backend"] == "cpu"
+    assert workers[cpu]["holding"] == {"stages": 2, "requests": 1}
+    page = c.get("/").get_data(as_text=True)
+    assert "device 0 · cpu backend" in page
+    assert "2 stage · 1 request" in page
+    text = c.get("/metrics").get_data(as_text=True)
+    assert f'cuzk_worker_holding{{what="stages",worker="{cpu}"}} 2.0' in text, text
+    assert f'cuzk_device_routed_partitions{{worker="{dev}"}} 0.0' in text
+
+
 def test_worker_up_gauge_goes_to_zero_when_the_heartbeat_expires(store):
     app = make_app(store)  # default cache: heartbeat expiry must invalidate it
     c = app.test_client()

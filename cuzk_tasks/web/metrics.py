@@ -79,6 +79,19 @@ def worker_families(workers):
         up.add_metric([worker["id"], worker["role"] or "", worker["host"] or ""],
                       0 if worker["state"] == "offline" else 1)
     yield up
+    routed = GaugeMetricFamily("cuzk_device_routed_partitions",
+                               "Partitions routed to each device worker, not yet proved",
+                               labels=["worker"])
+    holding = GaugeMetricFamily("cuzk_worker_holding",
+                                "Messages each worker holds, running or reserved (its heartbeat)",
+                                labels=["worker", "what"])
+    for worker in workers:
+        if worker["role"] == "device":
+            routed.add_metric([worker["id"]], worker.get("outstanding") or 0)
+        for what in ("stages", "requests"):
+            holding.add_metric([worker["id"], what], (worker.get("holding") or {}).get(what, 0))
+    yield routed
+    yield holding
 
 
 def gauge_families(status):

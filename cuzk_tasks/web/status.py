@@ -77,6 +77,7 @@ def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
         "device": w.get("device"),
         "queue": w.get("queue"),
         "gpu_name": w.get("gpu_name") or None,
+        "backend": w.get("backend") or None,
         "state": w.get("state"),
         "stored_state": w.get("stored_state"),
         "job": w.get("job") if proving else None,
@@ -93,6 +94,9 @@ def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
         "no_cpu_worker": (w.get("role") == "device" and cpu_hosts is not None
                           and w.get("host") not in cpu_hosts),
         "pid": w.get("pid"),
+        # what its heartbeat says it holds, running or reserved: stage messages, requests
+        "holding": {"stages": len(w.get("holding") or []),
+                    "requests": len(w.get("holding_requests") or [])},
         "gpu": gpu if any(v is not None for v in gpu.values()) else None,
     }
 

@@ -101,7 +101,7 @@
       meta.appendChild(h("dt", {text: "serves"})); meta.appendChild(h("dd", {cls: "wrap", text: w.circuits.join(", ") || "–"}));
     }
     meta.appendChild(h("dt", {text: "resident"})); meta.appendChild(h("dd", {cls: "wrap", text: (w.resident || []).join(", ") || "–"}));
-    var sub = (w.host || "") + " · device " + (w.device === null || w.device === undefined ? "–" : w.device) + (w.gpu_name ? " · " + w.gpu_name : "");
+    var sub = (w.host || "") + " · device " + (w.device === null || w.device === undefined ? "–" : w.device) + (w.backend ? " · " + w.backend + " backend" : "") + (w.gpu_name ? " · " + w.gpu_name : "");
     return h("article", {cls: "card st-" + w.state, "data-worker": w.id},
       h("header", null, h("span", {cls: "wid mono wrap", text: w.id}), h("span", {cls: "badge st-" + w.state, text: w.state})),
       h("div", {cls: "sub", text: sub}), body, meta);
@@ -206,8 +206,9 @@
     replace("cpus", cpus.length ? cpus.map(function (w) {
       var off = w.state === "offline";
       return row([td(w.id, "mono wrap"), h("td", null, h("span", {cls: "badge st-" + (off ? "offline" : "idle"), text: off ? "offline" : "online"})),
+        td(w.holding.stages + " stage · " + w.holding.requests + " request"),
         td(fmtDur(w.heartbeat_age_s) + " ago")]);
-    }) : [emptyRow(3, "none")]);
+    }) : [emptyRow(4, "none")]);
   }
 
   function tick() {  // busy timers count up between updates
