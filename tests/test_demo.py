@@ -1,7 +1,9 @@
-"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it; and the
-client snippet of docs/client.md, run against the stack `demo --keep-running` leaves up."""
+"""`cuzk-tasks demo`: the README's "run it" command, as a user runs it; and docs/client.md's
+Python blocks and the README's Flower recipe, run against the stack `demo --keep-running`
+leaves up."""
 
 import ast
+import base64
 import json
 import os
 import pathlib
@@ -11,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -91,15 +94,6 @@ def test_demo_shuts_everything_down_on_ctrl_c_or_kill(sig, code):
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def readme_client_snippet():
-    """docs/client.md's ``from cuzk_tasks.client import Client`` code block, as written."""
-    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-              if "from cuzk_tasks.client import Client" in b]
-    assert len(blocks) == 1, "docs/client.md: expected one client snippet"
-    return blocks[0]
-
-
 def adapt_snippet(code, redis_url):
     """The snippet with its ``Client("redis://...")`` URL replaced by ``redis_url``; also
     returns the circuit name it submits (the first argument of ``.submit``) and its
@@ -148,33 +142,95 @@ def stop_demo(proc):
     return ""
 
 
-def test_readme_client_snippet_runs_against_the_demo(tmp_path):
+def client_doc_python_blocks():
+    """Every ``python`` code block of docs/client.md, in order, as written."""
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def readme_flower_recipe():
+    """The README's Flower command, as written (its install step is the test extra's)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"`pip install flower` and `(celery --broker=\$CUZK_REDIS_URL flower)`", text)
+    assert m, "README.md: no Flower recipe"
+    return m.group(1)
+
+
+DOC_URL = "redis://localhost:6379/0"  # what the docs' blocks name; the demo prints its own
+
+
+def _flower_workers():
+    with urllib.request.urlopen("http://localhost:5555/workers?json=1", timeout=5) as r:
+        return {w["hostname"]: w.get("status") for w in json.load(r)["data"]}
+
+
+def test_the_docs_client_blocks_and_flower_recipe_run_in_order_against_the_demo(tmp_path):
+    """docs/client.md's Python blocks -- the Client, by name with send_task, an on_done
+    callback -- run in order in one interpreter, as written but for the demo's URL; the
+    README's Flower recipe (``celery --broker=$CUZK_REDIS_URL flower``) beside them lists
+    the demo's workers.  Each job is done, its proofs verify, the callback is on its queue."""
+    import importlib.util
+
     from cuzk_tasks.client import Client
     from cuzk_tasks.settings.config import load_settings
     from cuzk_tasks.dev.demo import DEMO_CIRCUIT_DIR
     from cuzk_tasks.groth16.verifier import verify
 
     proc, lines, url, circuits = start_kept_demo()
+    flower = None
     try:
         assert any("Ctrl-C to stop" in line for line in lines), "".join(lines)
         assert url and circuits, "the demo must print its Redis URL and circuits:\n" + "".join(lines)
-        code, circuit, request_id = adapt_snippet(readme_client_snippet(), url)
-        assert circuit in circuits, f"docs/client.md snippet submits {circuit!r}; the demo serves {circuits}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_")}  # a fresh shell
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        if importlib.util.find_spec("flower") is not None:
+            flower = subprocess.Popen(["bash", "-c", f"exec {readme_flower_recipe()}"],
+                                      env=dict(env, CUZK_REDIS_URL=url), cwd=tmp_path,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+        blocks = client_doc_python_blocks()
+        assert len(blocks) == 3, "docs/client.md: the Client, send_task and on_done blocks"
+        first, circuit, request_id = adapt_snippet(blocks[0], url)
+        assert circuit in circuits, f"docs/client.md snippet submits {circuit!r}; the demo serves {circuits}"
+        code = first + "".join(b.replace(DOC_URL, url) for b in blocks[1:])
         run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=180)
         assert run.returncode == 0, run.stdout + run.stderr
         assert run.stdout.count("'pi_a'") >= 2, run.stdout  # one line per partition
 
-        # the job it made is done and its proofs verify (read with the client, by the URL)
         client = Client(url, settings=load_settings(env={}))
-        job_id = client.store.redis.get(client.store.keys.request(request_id))
-        assert client.status(job_id)["state"] == "done"
-        result = client.result(job_id)
         vkey = json.loads((DEMO_CIRCUIT_DIR / "verification_key.json").read_text())
-        assert len(result["proofs"]) == 2
-        assert all(verify(vkey, p["public"], p["proof"]) for p in result["proofs"])
+        for rid, n in ((request_id, 2), ("order-43", 1)):  # the Client's job, send_task's
+            job_id = client.store.redis.get(client.store.keys.request(rid))
+            result = client.wait(job_id, timeout=120)
+            assert len(result["proofs"]) == n, (rid, result)
+            assert all(verify(vkey, p["public"], p["proof"]) for p in result["proofs"])
+        # the on_done block's job: its callback waits on svc.callbacks for the service's worker
+        deadline = time.monotonic() + 120
+        while not client.store.redis.llen("svc.callbacks"):
+            assert time.monotonic() < deadline, "no on_done callback on svc.callbacks"
+            time.sleep(0.2)
+        message = json.loads(client.store.redis.lindex("svc.callbacks", 0))
+        assert message["headers"]["task"] == "svc.job_done"
+        _args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        assert kwargs["state"] == "done" and len(kwargs["proofs"]) == 1, kwargs
+        assert verify(vkey, kwargs["proofs"][0]["public"], kwargs["proofs"][0]["proof"])
+
+        if flower is not None:  # the recipe's Flower shows every worker of the demo online
+            deadline, seen = time.monotonic() + 60, {}
+            while time.monotonic() < deadline:
+                try:
+                    seen = _flower_workers()
+                except (OSError, ValueError):
+                    seen = {}
+                if len([h for h, alive in seen.items() if alive]) >= 3:
+                    break
+                time.sleep(0.5)
+            assert len([h for h, alive in seen.items() if alive]) >= 3, seen
+            assert {h.split("@")[0][:3] for h in seen} >= {"cpu", "dev"}, seen
     finally:
+        if flower is not None:
+            os.killpg(flower.pid, signal.SIGTERM)
+            flower.wait(timeout=30)
         rest = stop_demo(proc)
     assert proc.returncode == 130, "".join(lines) + rest
