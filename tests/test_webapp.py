@@ -320,6 +320,26 @@ def test_devices_name_their_backend_and_cpu_workers_what_they_hold(store):
     assert f'cuzk_device_routed_partitions{{worker="{dev}"}} 0.0' in text
 
 
+def test_a_device_whose_placed_partitions_wait_for_synthesis_says_so(store_factory):
+    """Host-affine stages place a pending partition on a device; until its host's CPU worker
+    has synthesized it, the device's card says it waits for synthesis, not for the GPU."""
+    store = store_factory(host_affine=True)
+    app = make_app(store, cache_max_age_ms=0)
+    c = app.test_client()
+    cpu = "h:cpu:9"
+    store.register_worker(cpu, "cpu", "h", queue="cuzk.cpu")
+    store.heartbeat(cpu, 30, extra={"host_queue": "cuzk.cpu.h"})
+    dev = device(store, backend="cpu")
+    store.create_job("jp", "mulchain", "k", 5, None, [{"input": "{}"}] * 3)
+    for i in range(3):
+        assert store.route(PartitionRun("jp", i, 0, "mulchain", 5), circuit="mulchain").ok
+    assert store.synth_begin(PartitionRun("jp", 0, 0))
+    assert store.synth_end(PartitionRun("jp", 0, 0), "/spool/jp.0.wtns", 12.0)
+    (w,) = [w for w in status(c)["workers"] if w["id"] == dev]
+    assert (w["outstanding"], w["awaiting_synthesis"]) == (3, 2)
+    assert "3 routed · 2 waiting for synthesis" in c.get("/").get_data(as_text=True)
+
+
 def test_worker_up_gauge_goes_to_zero_when_the_heartbeat_expires(store):
     app = make_app(store)  # default cache: heartbeat expiry must invalidate it
     c = app.test_client()

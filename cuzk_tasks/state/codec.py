@@ -65,8 +65,9 @@ def worker_record(rec: dict, now: float | None = None) -> dict:
     """A worker as the reads return it, from a Lua ``worker_record`` (``id``, ``fields``,
     ``hb_pttl``, ``outstanding``): its hash decoded, plus ``stored_state``, ``state``
     (offline once the heartbeat key expired), ``online``, ``hb_ttl_left_ms``,
-    ``outstanding`` (partitions routed to it), ``resident`` and, given ``now``,
-    ``hb_age_s``."""
+    ``outstanding`` (partitions routed to it), ``awaiting_synthesis`` (of those, the ones
+    placed on it that wait for their synthesize: host-affine stages), ``resident`` and,
+    given ``now``, ``hb_age_s``."""
     fields = decode(pairs(rec["fields"]) if isinstance(rec["fields"], list) else rec["fields"])
     pttl = int(rec["hb_pttl"])
     online = pttl != -2
@@ -77,6 +78,7 @@ def worker_record(rec: dict, now: float | None = None) -> dict:
     d["online"] = online
     d["hb_ttl_left_ms"] = pttl if pttl >= 0 else None
     d["outstanding"] = int(rec["outstanding"])
+    d["awaiting_synthesis"] = int(rec.get("awaiting_synthesis") or 0)
     d["resident"] = fields.get("resident") or []
     last = fields.get("last_hb")
     d["hb_age_s"] = (now - last) if (now is not None and last is not None) else None

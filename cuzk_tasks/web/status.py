@@ -89,6 +89,7 @@ def _worker(w: dict, now: float, cpu_hosts=None) -> dict:
         "heartbeat_ttl_left_ms": w.get("hb_ttl_left_ms"),
         "resident": list(w.get("resident") or []),
         "outstanding": w.get("outstanding", 0),
+        "awaiting_synthesis": w.get("awaiting_synthesis", 0),
         "circuits": _circuits(w),
         # host-affine stages: a device on a host with no live CPU worker gets no partitions
         "no_cpu_worker": (w.get("role") == "device" and cpu_hosts is not None

@@ -423,10 +423,23 @@ local function fail_core(job, idx, err, token)
 end
 
 -- one worker as a table for the read scripts: flat HGETALL, heartbeat PTTL/value, routed count
+-- A worker as the reads see it: its hash, heartbeat and outstanding (routed) partitions;
+-- with HOST_AFFINE, how many of those still wait for synthesis (placed while pending: their
+-- synthesize runs on the device's host first).
 local function worker_record(w)
-  return {id = w, fields = redis.call('HGETALL', K.worker(w)),
-          hb_pttl = redis.call('PTTL', K.hb(w)), hb = redis.call('GET', K.hb(w)) or '',
-          outstanding = redis.call('SCARD', K.routed(w))}
+  local rec = {id = w, fields = redis.call('HGETALL', K.worker(w)),
+               hb_pttl = redis.call('PTTL', K.hb(w)), hb = redis.call('GET', K.hb(w)) or '',
+               outstanding = redis.call('SCARD', K.routed(w)), awaiting_synthesis = 0}
+  if HOST_AFFINE and rec.outstanding > 0 then
+    for _, m in ipairs(redis.call('SMEMBERS', K.routed(w))) do
+      local job, idx = string.match(m, '^(.*):(%d+)$')
+      local state = job and redis.call('HGET', K.part(job, idx), 'state')
+      if state == 'pending' or state == 'synthesizing' then
+        rec.awaiting_synthesis = rec.awaiting_synthesis + 1
+      end
+    end
+  end
+  return rec
 end
 
 -- {item = true, ...} of a comma-separated field ('' or nil: empty)

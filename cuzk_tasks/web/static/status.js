@@ -91,7 +91,7 @@
       meta.appendChild(h("dt", {text: "memory"})); meta.appendChild(dd);
     }
     meta.appendChild(h("dt", {text: "heartbeat"})); meta.appendChild(h("dd", {text: fmtDur(w.heartbeat_age_s) + " ago"}));
-    var queued = h("dd", {text: w.outstanding + " routed"});
+    var queued = h("dd", {text: w.outstanding + " routed" + (w.awaiting_synthesis ? " · " + w.awaiting_synthesis + " waiting for synthesis" : "")});
     if (w.no_cpu_worker) {  // host-affine stages: no partitions without a CPU worker on the host
       queued.appendChild(document.createTextNode(" · "));
       queued.appendChild(h("span", {cls: "warn", text: "no CPU worker on " + w.host + ": gets no partitions"}));
