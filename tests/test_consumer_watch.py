@@ -166,10 +166,7 @@ def stack(tmp_path):
     c = Cluster(tmp_path, env, settings, ROOT)
     c.server = server
     try:
-        c.start("dev0", "--device", "0", "--backend", "cpu")
-        c.start("dev1", "--device", "1", "--backend", "cpu")
-        c.start("cpu", "--cpu", "--concurrency", "2")
-        c.await_roles()
+        c.start_stack(devices=2)
         yield c
     finally:
         c.stop_all()

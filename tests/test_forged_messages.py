@@ -75,9 +75,7 @@ def stack(tmp_path_factory):
     c.inputs = inputs
     c.redis_server = server
     try:
-        c.start("dev0", "--device", "0", "--backend", "cpu")
-        c.start("cpu", "--cpu", "--concurrency", "2")
-        c.await_roles()
+        c.start_stack()
         yield c
     finally:
         c.stop_all()

@@ -45,9 +45,7 @@ def stack(tmp_path):
     })
     c = Cluster(tmp_path, env, load_settings(env=env), ROOT)
     try:
-        c.start("dev0", "--device", "0", "--backend", "cpu")
-        c.start("cpu", "--cpu", "--concurrency", "2")
-        c.await_roles()
+        c.start_stack()
         yield c
     finally:
         c.stop_all()

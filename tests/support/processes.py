@@ -119,6 +119,14 @@ class Cluster:
         self.procs[name] = proc
         return proc
 
+    def start_stack(self, devices=1, cpu_concurrency=2):
+        """The usual stack: ``devices`` CPU-backend device workers ``dev0``.. and one CPU
+        worker ``cpu``, started and registered (:meth:`await_roles`)."""
+        for n in range(devices):
+            self.start(f"dev{n}", "--device", str(n), "--backend", "cpu")
+        self.start("cpu", "--cpu", "--concurrency", str(cpu_concurrency))
+        self.await_roles()
+
     def await_roles(self, roles=("device", "cpu"), timeout=60.0):
         """Until a live worker of each of ``roles`` is registered; fails early, with the
         logs, when a worker process exits meanwhile."""
