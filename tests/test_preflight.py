@@ -170,15 +170,24 @@ def test_a_device_worker_reads_only_the_zkey(tmp_path):
 
 
 def test_a_device_worker_refuses_a_backend_that_cannot_start(server, tmp_path):
+    """``--backend gpu`` without CuPy, or with CuPy and no GPU (CI installs the extra)."""
     import importlib.util
 
-    if importlib.util.find_spec("cupy") is not None:
-        pytest.skip("CuPy is installed here: the GPU backend may start")
+    cupy = importlib.util.find_spec("cupy") is not None
+    if cupy and preflight.in_child(_gpu_count)["count"]:
+        pytest.skip("a GPU is visible here: the GPU backend may start")
     env = _env(server, tmp_path)
     rc, stderr = _worker(env, "--device", "0", "--backend", "gpu")
     assert rc == 2, stderr[-3000:]
-    _one_error_line(stderr, "backend gpu: the GPU backend needs CuPy, which is not installed")
+    _one_error_line(stderr, "backend gpu: " if cupy else
+                    "backend gpu: the GPU backend needs CuPy, which is not installed")
     assert StateStore.from_settings(load_settings(env=env)).all_workers() == []
+
+
+def _gpu_count():
+    from cuzk_tasks.groth16.backends.gpu import device_count
+
+    return {"count": device_count()}
 
 
 def test_a_check_child_that_dies_is_reported():
