@@ -293,6 +293,10 @@ def test_the_estimates_learn_from_finished_partitions_and_metrics_say_how_far_th
         pytest.approx(120 + 0.3 * (220 - 120))  # a moving average, the newest weighing 0.3
     (error,) = store.eta_errors()
     assert error["circuit"] == "mulchain" and error["eta_s"] == pytest.approx(0.162)
+    # nothing was ahead of it: what it took beyond its estimate moves the circuit's overhead
+    # by 0.3 of it
+    overhead = float(store.redis.hget(store.keys.estimates("mulchain"), "overhead_ms"))
+    assert overhead == pytest.approx(300 * (error["actual_s"] - error["eta_s"]), abs=0.01)
     text = c.get("/metrics").get_data(as_text=True)
     assert "cuzk_eta_jobs 1.0" in text
     ratio = abs(error["actual_s"] - error["eta_s"]) / error["actual_s"]

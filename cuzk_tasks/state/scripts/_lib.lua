@@ -316,14 +316,22 @@ local function expire_job(job)
 end
 
 local ETA_ERRORS_KEPT = 1000
--- a done job that had an ETA: its estimate against what it took, for /metrics
+local ESTIMATE_WEIGHT = 0.3  -- of the newest sample, in the estimates' moving averages
+-- a done job that had an ETA: its estimate against what it took, for /metrics; and, when
+-- nothing was ahead of it, its circuit's overhead_ms (what a job takes beyond its stage
+-- times: the messages' hops, waits for a free process) moves by ESTIMATE_WEIGHT of the
+-- miss, so the mean miss of such jobs goes to zero
 local function observe_eta(job)
-  local j = redis.call('HMGET', K.job(job), 'eta_s', 'submitted_at', 'circuit')
+  local j = redis.call('HMGET', K.job(job), 'eta_s', 'submitted_at', 'circuit', 'position')
   local eta, at = tonumber(j[1] or ''), tonumber(j[2] or '')
   if eta and at then
     redis.call('LPUSH', K.eta_errors(), cjson.encode({circuit = j[3], eta_s = eta,
       actual_s = NOW - at}))
     redis.call('LTRIM', K.eta_errors(), 0, ETA_ERRORS_KEPT - 1)
+    if tonumber(j[4]) == 0 then  -- nothing was ahead of it: the miss is the overhead's alone
+      redis.call('HINCRBYFLOAT', K.estimates(j[3]), 'overhead_ms',
+        string.format('%.3f', ESTIMATE_WEIGHT * (NOW - at - eta) * 1000))
+    end
   end
 end
 
@@ -603,7 +611,6 @@ end
 -- exponentially weighted means giving the newest sample ESTIMATE_WEIGHT: synth_ms,
 -- finalize_ms, and prove_ms per device kind (the backend its device advertises:
 -- prove_ms:cpu, prove_ms:gpu) and of any kind (prove_ms).
-local ESTIMATE_WEIGHT = 0.3
 local function observe_estimates(circuit, partkey, worker)
   local key = K.estimates(circuit)
   local v = redis.call('HMGET', partkey, 'synth_ms', 'prove_ms', 'finalize_ms')
@@ -622,8 +629,9 @@ end
 -- prove, entered the active jobs at `since` (NOW for a new one), as the devices now live
 -- would finish it: the partitions of the jobs ahead of it (a better kombu priority step --
 -- 0, 3, 6, 9 -- or the same step and entered earlier) at their circuits' rates, then its own
--- in rounds over its circuit's devices, plus one synthesize and one finalize.  A device
--- proves at 1 / prove_ms of its kind (of any kind when its kind has no sample yet).
+-- in rounds over its circuit's devices, plus one synthesize and one finalize, plus its
+-- circuit's learned overhead (observe_eta).  A device proves at 1 / prove_ms of its kind (of
+-- any kind when its kind has no sample yet).
 -- Returns eta_ms, partitions ahead, devices; nil when the circuit has no estimate or no
 -- live device (then nothing is said: no ETA, no refusal).
 local RATES = {}
@@ -638,9 +646,15 @@ local function prove_rate(circuit)
         or f['prove_ms']
       if ms then rate = rate + 1 / math.max(ms, 0.001); n = n + 1 end
     end
-    RATES[circuit] = n > 0 and {rate, n, f['synth_ms'] or 0, f['finalize_ms'] or 0} or false
+    RATES[circuit] = n > 0 and {rate, n, f['synth_ms'] or 0, f['finalize_ms'] or 0,
+      f['overhead_ms'] or 0} or false
   end
   return RATES[circuit] or nil
+end
+-- a job's partitions not yet proved (nor failed): what the devices still have to do for it
+local function unproved(n, n_done, n_failed, n_proved)
+  local past = math.max(tonumber(n_done) or 0, tonumber(n_proved) or 0)
+  return math.max(0, (tonumber(n) or 0) - past - (tonumber(n_failed) or 0))
 end
 local function prio_step(prio)
   local p = tonumber(prio) or 0
@@ -649,16 +663,17 @@ end
 local function estimate(circuit, prio, remaining, since, self_job)
   local own = prove_rate(circuit)
   if not own then return nil end
-  local step, ahead_ms, ahead = prio_step(prio), 0, 0
+  local step, ahead_ms, ahead, counted = prio_step(prio), 0, 0, {[self_job] = true}
   local active = redis.call('ZRANGE', K.jobs_active(), 0, -1, 'WITHSCORES')
   for i = 1, #active, 2 do
     local other, at = active[i], tonumber(active[i + 1])
     if other ~= self_job then
       local j = redis.call('HMGET', K.job(other), 'priority', 'circuit', 'n_partitions', 'n_done',
-        'n_failed')
+        'n_failed', 'n_proved')
       local s = prio_step(j[1])
       if s < step or (s == step and at < since) then
-        local left = (tonumber(j[3]) or 0) - (tonumber(j[4]) or 0) - (tonumber(j[5]) or 0)
+        counted[other] = true
+        local left = unproved(j[3], j[4], j[5], j[6])
         if left > 0 then
           local r = prove_rate(j[2]) or own
           ahead_ms = ahead_ms + left / r[1]
@@ -667,15 +682,25 @@ local function estimate(circuit, prio, remaining, since, self_job)
       end
     end
   end
+  -- a later job's partition a device is proving now (prove_begin's record on the worker)
+  -- finishes first: on average half of one partition's time
+  for _, d in ipairs(live_devices(circuit)) do
+    local w = redis.call('HMGET', K.worker(d[1]), 'state', 'job')
+    if w[1] == 'proving' and not blank(w[2]) and not counted[w[2]] then
+      local r = prove_rate(redis.call('HGET', K.job(w[2]), 'circuit') or '') or own
+      ahead_ms = ahead_ms + 0.5 * r[2] / r[1] / own[2]
+    end
+  end
   local devices = own[2]
-  local own_ms = math.ceil(remaining / devices) * devices / own[1]
-  return ahead_ms + own_ms + own[3] + own[4], ahead, devices
+  local own_ms = math.ceil(remaining / devices) * devices / own[1] + own[3] + own[4]
+  -- the learned overhead (observe_eta) never takes it below its own stage times
+  return math.max(ahead_ms + own_ms + own[5], own_ms), ahead, devices
 end
 
 -- A deadline is refused only when even an estimate ADMIT_FRACTION of the ETA would miss it:
 -- the estimates err (bench/eta.py measures by how much), and a job that would have made its
 -- deadline must not be turned away.  A deadline between the two is admitted and may expire.
-local ADMIT_FRACTION = 0.75
+local ADMIT_FRACTION = 0.5
 local function misses(eta_ms, deadline_text)
   local deadline = tonumber(deadline_text)
   return eta_ms ~= nil and deadline ~= nil and eta_ms * ADMIT_FRACTION > deadline * 1000

@@ -19,6 +19,7 @@ local p = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'worker', 'token')
 if p[1] == 'proving' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
   redis.call('HSET', KEYS[1], 'state', 'finalizing', 'prove_ms', ARGS.prove_ms, 't_prove_end', NOW_S)
   unindex(job, idx, p[3])
+  redis.call('HINCRBY', K.job(job), 'n_proved', 1)  -- the estimates' work left (_lib.lua)
   advanced = 1
   outbox_add(ARGS.message)
 elseif p[1] == 'done' and tonumber(p[2]) == tonumber(attempt) and p[4] == token and token ~= '' then
