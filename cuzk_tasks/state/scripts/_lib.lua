@@ -682,15 +682,18 @@ local function estimate(circuit, prio, remaining, since, self_job)
       end
     end
   end
-  -- a later job's partition a device is proving now (prove_begin's record on the worker)
-  -- finishes first: on average half of one partition's time
+  -- when every device is proving a later job's partition (prove_begin's record on the
+  -- worker), the first of them to finish does so in half a partition's time on average
+  local busy, shortest = 0, nil
   for _, d in ipairs(live_devices(circuit)) do
     local w = redis.call('HMGET', K.worker(d[1]), 'state', 'job')
     if w[1] == 'proving' and not blank(w[2]) and not counted[w[2]] then
       local r = prove_rate(redis.call('HGET', K.job(w[2]), 'circuit') or '') or own
-      ahead_ms = ahead_ms + 0.5 * r[2] / r[1] / own[2]
+      busy = busy + 1
+      shortest = math.min(shortest or math.huge, r[2] / r[1])
     end
   end
+  if busy >= own[2] and shortest then ahead_ms = ahead_ms + 0.5 * shortest end
   local devices = own[2]
   local own_ms = math.ceil(remaining / devices) * devices / own[1] + own[3] + own[4]
   -- the learned overhead (observe_eta) never takes it below its own stage times
