@@ -17,7 +17,7 @@ INT_FIELDS = frozenset({"n_partitions", "n_done", "n_failed", "priority", "idx",
                         "deliveries", "redispatches", "lost_messages", "partition", "hb_ttl_ms",
                         "pid", "device_faults", "verify_faults", "device", "n_released",
                         "n_written", "reap_next", "synth_deliveries", "outage_retries",
-                        "position", "n_proved"})
+                        "position", "n_proved", "eta_devices"})
 FLOAT_FIELDS = frozenset({"since", "last_hb", "deadline_s", "eta_s"})
 JSON_LIST_FIELDS = frozenset({"resident", "holding", "holding_requests"})
 

@@ -318,17 +318,21 @@ end
 local ETA_ERRORS_KEPT = 1000
 local ESTIMATE_WEIGHT = 0.3  -- of the newest sample, in the estimates' moving averages
 -- a done job that had an ETA: its estimate against what it took, for /metrics; and, when
--- nothing was ahead of it, its circuit's overhead_ms (what a job takes beyond its stage
+-- nothing was ahead of it and it took one round, its circuit's overhead_ms (what a job takes beyond its stage
 -- times: the messages' hops, waits for a free process) moves by ESTIMATE_WEIGHT of the
 -- miss, so the mean miss of such jobs goes to zero
 local function observe_eta(job)
-  local j = redis.call('HMGET', K.job(job), 'eta_s', 'submitted_at', 'circuit', 'position')
+  local j = redis.call('HMGET', K.job(job), 'eta_s', 'submitted_at', 'circuit', 'position',
+    'n_partitions', 'eta_devices')
   local eta, at = tonumber(j[1] or ''), tonumber(j[2] or '')
   if eta and at then
     redis.call('LPUSH', K.eta_errors(), cjson.encode({circuit = j[3], eta_s = eta,
       actual_s = NOW - at}))
     redis.call('LTRIM', K.eta_errors(), 0, ETA_ERRORS_KEPT - 1)
-    if tonumber(j[4]) == 0 then  -- nothing was ahead of it: the miss is the overhead's alone
+    -- nothing was ahead of it and its partitions took one round over the devices: the miss
+    -- is the overhead's alone (a longer job's also holds how much slower partitions prove
+    -- while many run)
+    if tonumber(j[4]) == 0 and (tonumber(j[5]) or 0) <= (tonumber(j[6]) or 0) then
       redis.call('HINCRBYFLOAT', K.estimates(j[3]), 'overhead_ms',
         string.format('%.3f', ESTIMATE_WEIGHT * (NOW - at - eta) * 1000))
     end
@@ -711,10 +715,11 @@ end
 
 -- The ETA a new job's submit is told and that its job keeps (eta_s from submit, eta_at,
 -- position: partitions ahead), or nil: see estimate.
-local function record_eta(job, eta_ms, ahead)
+local function record_eta(job, eta_ms, ahead, devices)
   if eta_ms then
     redis.call('HSET', K.job(job), 'eta_s', string.format('%.3f', eta_ms / 1000),
-      'eta_at', string.format('%.6f', NOW + eta_ms / 1000), 'position', ahead)
+      'eta_at', string.format('%.6f', NOW + eta_ms / 1000), 'position', ahead,
+      'eta_devices', devices)
   end
 end
 

@@ -34,5 +34,5 @@ if misses(eta_ms, ARGS.deadline_s) then
 end
 activate_job(job, req, ARGS.release, ARGS.window, ARGS.on_done, ARGS.on_done_message,
   ARGS.deadline_s)
-record_eta(job, eta_ms, ahead)
+record_eta(job, eta_ms, ahead, devices)
 return {job, 1}

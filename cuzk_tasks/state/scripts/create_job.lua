@@ -35,5 +35,5 @@ local m = tonumber(ARGS.n_messages)
 hold_messages(job, data + 3 * n, m)
 activate_job(job, req, m > 0 and ARGS.release or '', ARGS.window, ARGS.on_done,
   ARGS.on_done_message, ARGS.deadline_s)
-record_eta(job, eta_ms, ahead)
+record_eta(job, eta_ms, ahead, devices)
 return {job, 1}
