@@ -765,7 +765,8 @@ def exposed_metric_names() -> set[str]:
               "jobs": [], "throughput": [{"window_s": 60, "per_min": 1.0}]}
     store = StateStore(fakeredis.FakeRedis(decode_responses=True), prefix="names")
     families = [*metrics.counter_families({g: {"kind": 1} for g in groups}),
-                metrics.histogram_family(store), *metrics.gauge_families(status)]
+                metrics.histogram_family(store), *metrics.gauge_families(status),
+                *metrics.eta_families([{"circuit": "c", "eta_s": 1.0, "actual_s": 1.2}])]
     names = set()
     for family in families:
         if family.type == "counter":
