@@ -177,7 +177,9 @@ def test_done_failed_cancelled_each_call_back_once_and_read_by_name(service):
     good = {"input": json.loads((FIX / "mulchain" / "input.json").read_text())}
     ok_job, bad_job, slow_job = call(
         ("cuzk.submit", {"circuit": "mulchain", "partitions": [good, good], "on_done": on_done}),
-        ("cuzk.submit", {"circuit": "mulchain", "partitions": [{"input": {"nope": "1"}}],
+        # passes submit's checks (inside the input roots), fails at synthesize: no such file
+        ("cuzk.submit", {"circuit": "mulchain",
+                         "partitions": [{"input_ref": str(FIX / "mulchain" / "no-such.json")}],
                          "on_done": on_done}),
         ("cuzk.submit", {"circuit": "slow_test", "partitions": [good], "on_done": on_done}))
     [cancel] = call(("cuzk.cancel", {"job_id": slow_job, "reason": "the service changed its mind"}))

@@ -61,6 +61,8 @@ def _config(base):
         # TEST-ONLY circuits: same files, singled out by the test instruments
         "poison_test": ("test-poison", FIX / "mulchain"),
         "slow_test": ("test-slow", FIX / "mulchain"),
+        # never finishes a partition: no estimate, so its deadline is admitted and expires
+        "deadline_test": ("test-deadline", FIX / "mulchain"),
     })
 
 
@@ -86,7 +88,7 @@ def cluster(e2e_redis, tmp_path_factory):
         **instruments.env(env.get("PYTHONPATH", "")),  # the TEST INSTRUMENTS below
         # TEST INSTRUMENTS
         "CUZK_TEST_FINALIZE_DELAY_MS": "200",
-        "CUZK_TEST_PROVE_DELAY_MS": "slow_test=2500,300",
+        "CUZK_TEST_PROVE_DELAY_MS": "slow_test=2500,deadline_test=2500,300",
         "CUZK_TEST_POISON_CIRCUIT": "poison_test",
     })
     settings = load_settings(env=env)
@@ -591,11 +593,13 @@ def test_kill_device_worker_mid_prove_redelivers_to_the_other(cluster):
 
 def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
     """deadline_s at submit (issue 11): past it the job fails "deadline exceeded (...)", the
-    partitions not yet started are never proved, and the workers go on with other jobs."""
-    from cuzk_tasks.errors import JobError
+    partitions not yet started are never proved, and the workers go on with other jobs.
+    (Its circuit has no finished partition, so nothing is estimated and the deadline is
+    admitted; one the estimate says cannot be met is refused at submit: issue 49.)"""
+    from cuzk_tasks.errors import DeadlineRefused, JobError
 
     c = cluster
-    job = c.client.submit("slow_test", [{"input": _input("mulchain")}] * 6, deadline_s=1.5)
+    job = c.client.submit("deadline_test", [{"input": _input("mulchain")}] * 6, deadline_s=1.5)
     with pytest.raises(JobError, match=r"deadline exceeded \(1.5 s after submit; 0 of 6"):
         c.client.wait(job, timeout=30)
     parts = c.store.list_partitions(job)
@@ -607,6 +611,10 @@ def test_a_job_past_its_deadline_fails_and_no_worker_proves_the_rest(cluster):
     assert all(w["state"] != "proving" for w in c.store.live_device_workers())
     after = c.client.submit("mulchain", [{"input": _input("mulchain")}])
     _assert_valid(c.client.wait(after, timeout=30), "mulchain", 1)
+    # mulchain has finished partitions now: a deadline half its estimate misses is refused
+    with pytest.raises(DeadlineRefused, match=r"^deadline_s: 0.001 s cannot be met: the job "
+                                              r"would be done in about [\d.]+ s"):
+        c.client.submit("mulchain", [{"input": _input("mulchain")}], deadline_s=0.001)
 
 
 def _delivered_stage(store, job, n, stage):
