@@ -33,7 +33,6 @@ import os
 import pathlib
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,32 +42,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline import percentile  # noqa: E402  (bench/pipeline.py)
+from soak import Worker  # noqa: E402  (bench/soak.py: a worker process in its own group)
 
 FIX = REPO / "tests" / "fixtures"
 CACHE = REPO / "bench" / ".cache"
 CIRCUITS = {"big": CACHE / "sha256_64", "small": CACHE / "mulchain_2p14"}
 PRIORITIES = (0, 5, 9)
 ADMIT_FRACTION = 0.5  # _lib.lua ADMIT_FRACTION
-
-
-def start_worker(name, args, env, logdir):
-    log = open(logdir / f"{name}.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "cuzk_tasks", "worker", *args], env=env,
-                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    log.close()
-    return proc
-
-
-def stop_worker(proc):
-    import signal
-
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def error_ratios(rows, key):
@@ -120,9 +100,9 @@ def main(argv=None):
                CUZK_HEARTBEAT_INTERVAL_S="1", CUZK_HEARTBEAT_TTL_S="4", CUZK_THREADS="1",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     settings = load_settings(env=env)
-    procs = [start_worker("dev0", ["--device", "0", "--backend", "cpu"], env, workdir),
-             start_worker("dev1", ["--device", "1", "--backend", "cpu"], env, workdir),
-             start_worker("cpu", ["--cpu", "--concurrency", "2"], env, workdir)]
+    procs = [Worker("dev0", ["--device", "0", "--backend", "cpu"], env, workdir),
+             Worker("dev1", ["--device", "1", "--backend", "cpu"], env, workdir),
+             Worker("cpu", ["--cpu", "--concurrency", "2"], env, workdir)]
     client = Client(settings=settings)
     store = client.store
     inputs = {n: json.loads((d / "input.json").read_text()) for n, d in CIRCUITS.items()}
@@ -189,7 +169,7 @@ def main(argv=None):
         watch.join()
     finally:
         for proc in procs:
-            stop_worker(proc)
+            proc.stop()
         redis_server.stop()
 
     done = [r for r in rows if r.get("state") == "done" and r["eta_s"] is not None]
