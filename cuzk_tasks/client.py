@@ -65,8 +65,7 @@ class Client:
         (default: the circuit's ``deadline_s`` in the registry, else none); one shorter than
         the job's estimate is refused (DeadlineRefused), nothing created.
         """
-        if not isinstance(details, bool):
-            raise CuzkError(f"details: expected True or False, got {details!r:.40}")
+        request_checks.check_details(details)
         if circuit in self.settings.circuits and self._holds_stage_key():
             job_id = pipeline.submit_job(self._ctx, circuit, partitions, priority=priority,
                                          request_id=request_id, on_done=on_done,

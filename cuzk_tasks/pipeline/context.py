@@ -138,9 +138,7 @@ class Context:
         or None when the broker is not Redis."""
         if self.settings.broker_is_state_redis:
             return self.store.redis
-        url = self.settings.broker_url
-        redis = url.startswith(("redis://", "rediss://")) or redis_url.is_sentinel(url)
-        return self._broker() if redis else None
+        return self._broker() if redis_url.is_redis(self.settings.broker_url) else None
 
     def _broker(self):
         """A client of the broker's Redis when it is not the state store's."""

@@ -92,6 +92,12 @@ def check_request_id(request_id) -> str | None:
     return request_id
 
 
+def check_details(details) -> bool:
+    if not isinstance(details, bool):
+        raise CuzkError(f"details: expected true or false, got {_kind(details)}")
+    return details
+
+
 def check_job_id(job_id) -> str:
     if not isinstance(job_id, str) or not job_id or len(job_id) > MAX_NAME_CHARS \
             or any(c.isspace() for c in job_id):
@@ -116,8 +122,7 @@ def _check_shallow(task: str, arguments: dict) -> None:
         if deadline is not None and (isinstance(deadline, bool)
                                      or not isinstance(deadline, (int, float))):
             raise CuzkError(f"deadline_s: expected seconds > 0 (or none), got {_kind(deadline)}")
-        if not isinstance(arguments.get("details", False), bool):
-            raise CuzkError(f"details: expected true or false, got {_kind(arguments['details'])}")
+        check_details(arguments.get("details", False))
     elif task in (TASK_STATUS, TASK_RESULT, TASK_CANCEL):
         check_job_id(arguments.get("job_id"))
     if task == TASK_CANCEL:

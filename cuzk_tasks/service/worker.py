@@ -333,8 +333,7 @@ def watch_consumer(settings: Settings, consuming: ConsumingChannel, worker_id, h
     messages takes the worker offline and out (:func:`consumer_watch.leave`).  It stops
     when a shutdown begins: a stopping consumer takes nothing while its tasks finish."""
     url = settings.broker_url
-    if settings.consumer_stall_s <= 0 or not (url.startswith(("redis://", "rediss://"))
-                                              or redis_url.is_sentinel(url)):
+    if settings.consumer_stall_s <= 0 or not redis_url.is_redis(url):
         return None
     broker = redis_url.client(url, settings.sentinel_master,
                               socket_timeout=defaults.CONSUMER_WATCH_REDIS_S,

@@ -28,6 +28,11 @@ def is_sentinel(url: str) -> bool:
     return str(url).startswith("sentinel://")
 
 
+def is_redis(url: str) -> bool:
+    """Whether ``url`` names a Redis (``redis://``, ``rediss://``, ``sentinel://``)."""
+    return url.startswith(("redis://", "rediss://")) or is_sentinel(url)
+
+
 def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], dict]:
     """``([(host, port), ...], {"password", "username", "db"})`` of a ``sentinel://`` URL."""
     nodes, master = [], {}
